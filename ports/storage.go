@@ -1,0 +1,302 @@
+// Package ports declares what the sync core needs from the outside world.
+// Adapters implement these interfaces; the app layer depends only on them.
+package ports
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/schema"
+)
+
+// Storage is the whole storage engine behind one port. It is split into
+// role interfaces so use cases ask only for what they need.
+type Storage interface {
+	SchemaStore
+	PartitionStore
+	PushStore
+	LogReader
+	RowReader
+	Pruner
+	ClientStore
+	CheckpointStore
+	Close() error
+}
+
+// SchemaStore creates and verifies the database layout.
+type SchemaStore interface {
+	// EnsureSchema creates the core tables idempotently, migrates app tables
+	// on a schema version bump (installing decls and raising the writer
+	// fence in the same transaction), and at the same version refuses,
+	// writing nothing, on stored or physical layout mismatches and on
+	// pending checkpoints at the running version that decls omit.
+	EnsureSchema(ctx context.Context, s *schema.Schema, decls []checkpoint.Declaration) error
+}
+
+// PartitionInfo is one entry of the partition registry.
+type PartitionInfo struct {
+	Partition             string
+	LogEpoch              string
+	EpochRequired         bool
+	LastAuthenticatedAtMs int64
+}
+
+// PartitionStore is the partition registry and its log epochs (SPEC §2.1).
+type PartitionStore interface {
+	// TouchPartition registers the partition on first use (minting a log
+	// epoch), refreshes last-seen, and returns the current epoch.
+	TouchPartition(ctx context.Context, partition string, nowMs int64) (string, error)
+	// RotateLogEpoch mints a new epoch, marks it required and deletes the
+	// partition's client cursor records (restore procedure). It serializes
+	// with pruning.
+	RotateLogEpoch(ctx context.Context, partition string) (string, error)
+	// LogEpoch returns the partition's epoch; ok is false when unregistered.
+	LogEpoch(ctx context.Context, partition string) (epoch string, ok bool, err error)
+	ListPartitions(ctx context.Context) ([]PartitionInfo, error)
+}
+
+// PushStore runs partition-serialized write transactions.
+type PushStore interface {
+	// GetPushResult is the optimistic idempotency lookup outside any transaction.
+	GetPushResult(ctx context.Context, partition, clientID, clientCommitID string) (result []byte, ok bool, err error)
+	// Push begins a write transaction on partition, takes the partition
+	// lock (SQLite: BEGIN IMMEDIATE; PostgreSQL: the partition row FOR
+	// UPDATE), runs fn, and commits when fn returns nil; otherwise it
+	// rolls back and returns fn's error. Writers to one partition
+	// serialize; writers to different partitions need not.
+	Push(ctx context.Context, partition string, opts PushOptions, fn func(tx PushTx) error) error
+}
+
+// PushOptions configure one push transaction.
+type PushOptions struct {
+	// WriterVersion stamps sync_commits.writer_version (the running schema version).
+	WriterVersion int32
+}
+
+// RowWrite is a current-row write.
+type RowWrite struct {
+	RowID          string
+	Version        int64
+	Scopes         map[string]string
+	Payload        []byte
+	ColumnVersions []byte
+	// Values are the decoded cells in column order, used to materialize
+	// app columns: nil, string, int64, float64, bool or []byte (json and
+	// blob_ref as their JSON text in a string).
+	Values []any
+	// OpIndex is the client operation index, carried into a ConstraintError.
+	OpIndex int
+}
+
+// RowScan selects current rows by scope, keyset-paged by row id (byte order).
+type RowScan struct {
+	Table string
+	// ScopeFilter is mandatory: variable → allowed values (every key must match).
+	ScopeFilter map[string][]string
+	AfterRowID  string
+	Limit       int
+}
+
+// RowLookup finds rows of a table whose materialized columns equal the
+// given values (all must match), within the partition.
+type RowLookup struct {
+	Table  string
+	Equals map[string]any
+	Limit  int
+}
+
+// NewCommit is what AppendCommit writes.
+type NewCommit struct {
+	CreatedAtMs    int64
+	ActorID        string
+	ClientID       string
+	ClientCommitID string
+	Changes        []commit.Change
+}
+
+// Reaction is a durable reaction record enqueued with a commit (SPEC §6.9).
+type Reaction struct {
+	IdempotencyKey string
+	Type           string
+	Version        int32
+	Payload        []byte // JSON
+	MaxAttempts    int
+	AvailableAtMs  int64
+}
+
+// CheckpointAdvance is a CAS on a checkpoint's owner epoch.
+type CheckpointAdvance struct {
+	Partition    string
+	Name         string
+	OwnerEpoch   int64
+	Watermark    int64
+	ObservedRows int64
+	NowMs        int64
+}
+
+// PushTx is one open push transaction bound to a partition.
+type PushTx interface {
+	Partition() string
+	// ReadServeGate reads the gate on the transaction's own connection.
+	ReadServeGate(ctx context.Context) (checkpoint.ServeGate, error)
+	// GetPushResult is the locked idempotency re-check.
+	GetPushResult(ctx context.Context, clientID, clientCommitID string) ([]byte, bool, error)
+	// GetRow returns the current row (sees staged writes) or nil.
+	GetRow(ctx context.Context, table, rowID string) (*commit.Row, error)
+	// TombstoneSeq returns the commit seq of the row's live tombstone.
+	TombstoneSeq(ctx context.Context, table, rowID string) (seq int64, ok bool, err error)
+	ScanRows(ctx context.Context, q RowScan) ([]commit.Row, error)
+	// Lookup is the transaction-bound authoritative query validators use.
+	Lookup(ctx context.Context, q RowLookup) ([]commit.Row, error)
+	// UpsertRow writes the current row and clears any tombstone. A
+	// relational constraint failure returns *ConstraintError.
+	UpsertRow(ctx context.Context, table string, w RowWrite) error
+	// DeleteRow removes the current row (the tombstone is recorded by AppendCommit).
+	DeleteRow(ctx context.Context, table, rowID string, opIndex int) error
+	// SetBlobRefs replaces the blob references of a row (empty = remove).
+	SetBlobRefs(ctx context.Context, table, rowID string, blobIDs []string) error
+	// AppendCommit allocates the next dense commit_seq, writes the commit,
+	// its changes, the scope inverted index and tombstones for deletes,
+	// stamped with the writer version.
+	AppendCommit(ctx context.Context, c NewCommit) (seq int64, err error)
+	EnqueueReactions(ctx context.Context, source ReactionSource, rs []Reaction) error
+	// PutPushResult stores a result first-writer-wins and returns the stored one.
+	PutPushResult(ctx context.Context, clientID, clientCommitID string, result []byte) ([]byte, error)
+	// DiscardWrites rolls back everything staged since the lock was taken,
+	// keeping the lock, so a rejection can be persisted cleanly.
+	DiscardWrites(ctx context.Context) error
+	AdvanceCheckpoint(ctx context.Context, a CheckpointAdvance) (bool, error)
+}
+
+// ReactionSource names the commit that produced reactions.
+type ReactionSource struct {
+	ClientID       string
+	ClientCommitID string
+	CommitSeq      int64
+	CreatedAtMs    int64
+}
+
+// CommitWindow selects commits touching a table within scope, oldest first.
+type CommitWindow struct {
+	Table       string
+	ScopeFilter map[string][]string
+	AfterSeq    int64
+	ThroughSeq  int64
+	// LimitChanges bounds matching changes read; whole commits only, but
+	// the first commit is always returned whole.
+	LimitChanges int
+}
+
+// LogBounds are a partition's log bounds.
+type LogBounds struct {
+	MaxSeq     int64
+	HorizonSeq int64
+}
+
+// LogReader reads the commit log by scope (never scanning the log).
+type LogReader interface {
+	LogBounds(ctx context.Context, partition string) (LogBounds, error)
+	// ReadCommitWindow returns commits with only their matching changes.
+	ReadCommitWindow(ctx context.Context, partition string, w CommitWindow) ([]commit.Commit, error)
+}
+
+// RowReader reads current rows for bootstrap.
+type RowReader interface {
+	ScanRows(ctx context.Context, partition string, q RowScan) ([]commit.Row, error)
+	GetRow(ctx context.Context, partition, table, rowID string) (*commit.Row, error)
+}
+
+// PruneRequest prunes the log through a seq, bound to an epoch.
+type PruneRequest struct {
+	LogEpoch   string
+	ThroughSeq int64
+}
+
+// PruneResult reports one prune pass.
+type PruneResult struct {
+	PreviousHorizonSeq int64
+	HorizonSeq         int64
+	RemovedCommits     int64
+}
+
+// Pruner maintains the horizon (SPEC §4.6).
+type Pruner interface {
+	// PruneCommitsThrough verifies the epoch, raises the horizon
+	// monotonically and deletes commits, changes, scope index entries and
+	// tombstones at or below it, atomically.
+	PruneCommitsThrough(ctx context.Context, partition string, r PruneRequest) (PruneResult, error)
+	// ActiveClientCursorFloor returns the minimum cursor of clients seen at
+	// or after cutoffMs; ok is false when there are none.
+	ActiveClientCursorFloor(ctx context.Context, partition string, cutoffMs int64) (int64, bool, error)
+	// CommitSeqBefore returns the highest seq created before ms (0 if none).
+	CommitSeqBefore(ctx context.Context, partition string, ms int64) (int64, error)
+}
+
+// ClientRecord is a client's persisted pull state (SPEC §4.5).
+type ClientRecord struct {
+	Partition     string
+	ClientID      string
+	ActorID       string
+	WireVersion   int
+	Cursor        int64
+	Subscriptions []byte // JSON
+	UpdatedAtMs   int64
+}
+
+// ClientStore keeps client records and cursors.
+type ClientStore interface {
+	GetClient(ctx context.Context, partition, clientID string) (*ClientRecord, error)
+	PutClient(ctx context.Context, r ClientRecord) error
+	// AdvanceClientCursor moves the cursor forward only, for the same actor
+	// and live epoch, never creating a record; false when nothing changed.
+	AdvanceClientCursor(ctx context.Context, a CursorAdvance) (bool, error)
+}
+
+// CursorAdvance is a realtime ack.
+type CursorAdvance struct {
+	Partition string
+	ClientID  string
+	ActorID   string
+	LogEpoch  string
+	Cursor    int64
+	NowMs     int64
+}
+
+// CheckpointStore is the backfill checkpoint state machine and the serve gate.
+type CheckpointStore interface {
+	DeclareCheckpoint(ctx context.Context, d checkpoint.Declaration, nowMs int64) (checkpoint.Checkpoint, error)
+	ClaimCheckpoint(ctx context.Context, d checkpoint.Declaration, nowMs int64) (checkpoint.Checkpoint, error)
+	AdvanceCheckpoint(ctx context.Context, a CheckpointAdvance) (bool, error)
+	ActivateCheckpoint(ctx context.Context, a CheckpointActivation) (checkpoint.Activation, error)
+	ReadCheckpoints(ctx context.Context, partition string) ([]checkpoint.Checkpoint, error)
+	SourceCoverageSeq(ctx context.Context, partition string, tables []string) (int64, error)
+	HasSourceChangesAbove(ctx context.Context, partition string, tables []string, seq int64) (checkpoint.SourceState, error)
+	// ReadServeGate reads the gate in one snapshot; never memoized.
+	ReadServeGate(ctx context.Context, partition string, running int32) (checkpoint.ServeGate, error)
+}
+
+// CheckpointActivation activates a checkpoint under the partition write lock.
+type CheckpointActivation struct {
+	Partition  string
+	Name       string
+	OwnerEpoch int64
+	Watermark  int64
+	Sources    []string
+	NowMs      int64
+}
+
+// ConstraintError is a relational constraint failure positively classified
+// by an adapter (SQLite result code 19 family, PostgreSQL SQLSTATE class 23).
+// It never carries engine text.
+type ConstraintError struct {
+	OpIndex int
+	Table   string
+	// Kind is a coarse classification: "unique", "foreign_key", "not_null", "check".
+	Kind string
+}
+
+func (e *ConstraintError) Error() string {
+	return fmt.Sprintf("constraint violation (%s) on %s at operation %d", e.Kind, e.Table, e.OpIndex)
+}
