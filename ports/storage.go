@@ -22,6 +22,8 @@ type Storage interface {
 	Pruner
 	ClientStore
 	CheckpointStore
+	BlobRefReader
+	ReactionReader
 	Close() error
 }
 
@@ -93,10 +95,14 @@ type RowWrite struct {
 // RowScan selects current rows by scope, keyset-paged by row id (byte order).
 type RowScan struct {
 	Table string
-	// ScopeFilter is mandatory: variable → allowed values (every key must match).
+	// ScopeFilter is mandatory: variable → allowed values. A row matches iff
+	// for every key its stored value is in the list (an empty list matches
+	// nothing). An empty filter is sync.storage.scan_requires_scope.
 	ScopeFilter map[string][]string
-	AfterRowID  string
-	Limit       int
+	// AfterRowID is exclusive; "" starts at the beginning.
+	AfterRowID string
+	// Limit must be ≥ 1 (else sync.storage.invalid_limit).
+	Limit int
 }
 
 // RowLookup finds rows of a table whose materialized columns equal the
@@ -139,7 +145,8 @@ type CheckpointAdvance struct {
 // PushTx is one open push transaction bound to a partition.
 type PushTx interface {
 	Partition() string
-	// ReadServeGate reads the gate on the transaction's own connection.
+	// ReadServeGate reads the gate on the transaction's own connection,
+	// with PushOptions.WriterVersion as the running schema version.
 	ReadServeGate(ctx context.Context) (checkpoint.ServeGate, error)
 	// GetPushResult is the locked idempotency re-check.
 	GetPushResult(ctx context.Context, clientID, clientCommitID string) ([]byte, bool, error)
@@ -150,10 +157,13 @@ type PushTx interface {
 	ScanRows(ctx context.Context, q RowScan) ([]commit.Row, error)
 	// Lookup is the transaction-bound authoritative query validators use.
 	Lookup(ctx context.Context, q RowLookup) ([]commit.Row, error)
-	// UpsertRow writes the current row and clears any tombstone. A
-	// relational constraint failure returns *ConstraintError.
+	// UpsertRow writes the current row (payload, meta columns, materialized
+	// app columns, row-scope index) and clears any tombstone. A relational
+	// constraint failure returns *ConstraintError.
 	UpsertRow(ctx context.Context, table string, w RowWrite) error
-	// DeleteRow removes the current row (the tombstone is recorded by AppendCommit).
+	// DeleteRow removes the current row, its row-scope index entries and
+	// its blob references; absent rows are a no-op. The tombstone is
+	// recorded by AppendCommit.
 	DeleteRow(ctx context.Context, table, rowID string, opIndex int) error
 	// SetBlobRefs replaces the blob references of a row (empty = remove).
 	SetBlobRefs(ctx context.Context, table, rowID string, blobIDs []string) error
@@ -180,12 +190,17 @@ type ReactionSource struct {
 
 // CommitWindow selects commits touching a table within scope, oldest first.
 type CommitWindow struct {
-	Table       string
+	Table string
+	// ScopeFilter has RowScan's matching rule, applied to each change's
+	// stored scopes; candidates come from the change-scope index (never a
+	// log scan). An empty filter is sync.storage.scan_requires_scope.
 	ScopeFilter map[string][]string
-	AfterSeq    int64
-	ThroughSeq  int64
-	// LimitChanges bounds matching changes read; whole commits only, but
-	// the first commit is always returned whole.
+	// The window is AfterSeq < seq ≤ ThroughSeq.
+	AfterSeq   int64
+	ThroughSeq int64
+	// LimitChanges (≥ 1, else sync.storage.invalid_limit): commits are added
+	// whole, oldest first, and reading stops once the accumulated matching
+	// changes reach it, so one oversize commit is returned alone.
 	LimitChanges int
 }
 
