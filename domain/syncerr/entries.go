@@ -17,8 +17,19 @@ const (
 )
 
 func wire(code Code, cat Category, retry bool, act Action, status int, msg string) Entry {
-	return Entry{Code: code, Category: cat, Retryable: retry, RecommendedAction: act, HTTPStatus: status, Wire: true, Message: msg}
+	return Entry{Code: code, Category: cat, Retryable: retry, RecommendedAction: act, HTTPStatus: status,
+		Wire: true, Exposed: true, Surface: SurfaceRequest, Message: msg}
 }
+
+// resultOnly marks a wire code that only appears inside a push operation
+// result (§6.3); its HTTPStatus is what a request-level use would answer.
+func resultOnly(e Entry) Entry { e.Surface = SurfaceResult; return e }
+
+// subStartOnly marks a wire code delivered only as a SUB_START reason.
+func subStartOnly(e Entry) Entry { e.Surface = SurfaceSubStart; return e }
+
+// exposed marks a host code that is rendered to clients verbatim.
+func exposed(e Entry) Entry { e.Exposed = true; return e }
 
 func host(code Code, cat Category, retry bool, act Action, status int, msg string) Entry {
 	return Entry{Code: code, Category: cat, Retryable: retry, RecommendedAction: act, HTTPStatus: status, Message: msg}
@@ -43,20 +54,20 @@ var entries = []Entry{
 	wire(EmptyCommit, CategoryInvalidRequest, false, ActionFixRequest, 400, "commit has no operations"),
 	wire(UnknownTable, CategorySchemaMismatch, false, ActionRegenerateClient, 400, "unknown table"),
 	wire(RowMissing, CategoryNotFound, false, ActionForceResync, 404, "row missing"),
-	wire(RowDeleted, CategoryNotFound, false, ActionFixRequest, 404, "row deleted"),
-	wire(VersionConflict, CategoryConflict, false, ActionResolveConflict, 409, "version conflict"),
+	resultOnly(wire(RowDeleted, CategoryNotFound, false, ActionFixRequest, 404, "row deleted")),
+	resultOnly(wire(VersionConflict, CategoryConflict, false, ActionResolveConflict, 409, "version conflict")),
 	wire(ConstraintViolation, CategoryInvalidRequest, false, ActionFixRequest, 400, "constraint violation"),
-	wire(ReferenceViolation, CategoryInvalidRequest, false, ActionFixRequest, 400, "reference violation"),
+	resultOnly(wire(ReferenceViolation, CategoryInvalidRequest, false, ActionFixRequest, 400, "reference violation")),
 	wire(MissingScopes, CategoryInternal, false, ActionInspectServer, 500, "change has no stored scopes"),
-	wire(CRDTMergeFailed, CategoryInternal, false, ActionInspectServer, 500, "CRDT merger failed"),
+	resultOnly(wire(CRDTMergeFailed, CategoryInternal, false, ActionInspectServer, 500, "CRDT merger failed")),
 	wire(IdempotencyCacheMiss, CategoryInternal, true, ActionRetryLater, 500, "idempotency cache miss"),
 	wire(InternalError, CategoryInternal, true, ActionRetryLater, 500, "internal server error"),
 	wire(SchemaNotReady, CategoryInternal, true, ActionRetryLater, 503, "server schema is not ready for this request"),
 	wire(TooManyOperations, CategoryInvalidRequest, false, ActionSplitBatch, 400, "too many operations"),
 	wire(NotFound, CategoryNotFound, false, ActionForceResync, 404, "not found"),
 	wire(SegmentExpired, CategoryNotFound, true, ActionRetryLater, 404, "segment expired"),
-	wire(CursorExpired, CategoryResetRequired, false, ActionRebootstrap, 0, "cursor expired"),
-	wire(ScopeRevoked, CategoryScopeRevoked, false, ActionCheckPermissions, 0, "scope revoked"),
+	subStartOnly(wire(CursorExpired, CategoryResetRequired, false, ActionRebootstrap, 0, "cursor expired")),
+	subStartOnly(wire(ScopeRevoked, CategoryScopeRevoked, false, ActionCheckPermissions, 0, "scope revoked")),
 	wire(RateLimited, CategoryRateLimited, true, ActionRetryLater, 429, "rate limited"),
 	wire(SchemaMismatch, CategorySchemaMismatch, false, ActionRegenerateClient, 400, "schema mismatch"),
 	wire(ClientSchemaUnsupported, CategorySchemaMismatch, false, ActionUpgradeClient, 400, "client schema unsupported"),
@@ -66,7 +77,7 @@ var entries = []Entry{
 	wire(BlobHashMismatch, CategoryInvalidRequest, false, ActionFixRequest, 400, "blob hash mismatch"),
 	wire(BlobTooLarge, CategoryInvalidRequest, false, ActionFixRequest, 413, "blob too large"),
 
-	host(NotImplemented, CategoryInternal, false, ActionInspectServer, 501, "not implemented by this server"),
+	exposed(host(NotImplemented, CategoryInternal, false, ActionInspectServer, 501, "not implemented by this server")),
 	host(StorageStoredLayoutMismatch, CategoryInternal, false, ActionInspectServer, 500, "stored table layout differs from the running schema"),
 	host(StoragePhysicalLayoutMismatch, CategoryInternal, false, ActionInspectServer, 500, "database table layout differs from the storage layout"),
 	host(StorageCheckpointIncomplete, CategoryInternal, true, ActionRetryLater, 503, "a backfill checkpoint for the running schema version is not activated"),
@@ -99,12 +110,14 @@ func Lookup(code Code) Entry {
 	if e, ok := byCode[code]; ok {
 		return e
 	}
-	e := byCode[InternalError]
-	return e
+	return byCode[InternalError]
 }
 
 // Known reports whether code is in the catalog.
-func Known(code Code) bool { _, ok := byCode[code]; return ok }
+func Known(code Code) bool {
+	_, ok := byCode[code]
+	return ok
+}
 
 // Entries returns a copy of the whole catalog.
 func Entries() []Entry { return append([]Entry(nil), entries...) }

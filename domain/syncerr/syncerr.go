@@ -32,6 +32,21 @@ const (
 // Action is the recommended client action for a code.
 type Action string
 
+// Surface is where a code reaches a client.
+type Surface string
+
+// Surfaces.
+const (
+	// SurfaceRequest: a request-level failure (HTTP JSON body or ERROR frame).
+	SurfaceRequest Surface = "request"
+	// SurfaceResult: only inside a push operation result record (§6.3).
+	SurfaceResult Surface = "result"
+	// SurfaceSubStart: only as a SUB_START reason code (§4.4).
+	SurfaceSubStart Surface = "sub_start"
+	// SurfaceHost: never on the wire (host-only codes).
+	SurfaceHost Surface = ""
+)
+
 // Entry is one catalog row: fixed per code.
 type Entry struct {
 	Code              Code
@@ -41,9 +56,15 @@ type Entry struct {
 	// HTTPStatus is the status for a request-level failure answered as JSON;
 	// 0 for codes that only ever appear inside results or SUB_START.
 	HTTPStatus int
-	// Wire is true for codes of the protocol catalog; false for host-only
-	// storage and readiness codes that never reach a client verbatim.
+	// Wire is true for codes of the protocol catalog (SPEC §10.2); false
+	// for host-only storage, readiness and server codes.
 	Wire bool
+	// Exposed is true for codes rendered to clients verbatim: every wire
+	// code, plus the few host codes a client may see (sync.not_implemented).
+	// Any other code is rendered as sync.internal_error.
+	Exposed bool
+	// Surface is where a wire code is delivered.
+	Surface Surface
 	// Message is the default human-readable message.
 	Message string
 }
