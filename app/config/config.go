@@ -1,0 +1,321 @@
+// Package config loads the server configuration from flags, SYNCD_*
+// environment variables and an optional YAML file, in that precedence.
+//
+// Every setting has one name used three ways: the flag --admin-listen, the
+// environment variable SYNCD_ADMIN_LISTEN and the YAML key admin-listen.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// EnvPrefix prefixes every environment variable the server reads.
+const EnvPrefix = "SYNCD_"
+
+// Defaults of the embedded development setup.
+const (
+	DefaultListen      = "127.0.0.1:8787"
+	DefaultAdminListen = "127.0.0.1:8788"
+	DefaultDatabase    = "./syncd.db"
+)
+
+// Auth modes.
+const (
+	AuthDev = "dev"
+	AuthJWT = "jwt"
+)
+
+// Config is the whole `syncd serve` configuration.
+type Config struct {
+	// Listen is host:port of the sync API.
+	Listen string
+	// AdminListen is host:port of /livez, /readyz, /metrics and pprof.
+	AdminListen string
+	// Database is a SQLite file path, sqlite:PATH, or a postgres:// URL.
+	Database string
+	// Schema is the path of a schema IR file; empty serves the embedded demo schema.
+	Schema string
+	// Mount is the route prefix of the sync API ("" or "/path").
+	Mount string
+	// Auth selects request authentication (dev or jwt). Empty resolves to
+	// dev for the embedded demo schema and is an error otherwise.
+	Auth string
+	// Dev turns on human-readable logs.
+	Dev bool
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+	// ShutdownTimeout bounds graceful shutdown.
+	ShutdownTimeout time.Duration
+	// ConfigFile is the YAML file the values came from, if any.
+	ConfigFile string
+}
+
+// Default returns the configuration of a bare `syncd serve`.
+func Default() Config {
+	return Config{
+		Listen:          DefaultListen,
+		AdminListen:     DefaultAdminListen,
+		Database:        DefaultDatabase,
+		LogLevel:        "info",
+		ShutdownTimeout: 15 * time.Second,
+	}
+}
+
+// DemoSchema reports whether the embedded demo schema is served.
+func (c Config) DemoSchema() bool { return c.Schema == "" }
+
+// DatabaseKind is the storage engine a Database value selects.
+type DatabaseKind string
+
+// Database kinds.
+const (
+	SQLite   DatabaseKind = "sqlite"
+	Postgres DatabaseKind = "postgres"
+)
+
+// ParseDatabase splits a --database value into its engine and the DSN or
+// file path the engine opens.
+func ParseDatabase(v string) (DatabaseKind, string, error) {
+	switch {
+	case strings.HasPrefix(v, "postgres://"), strings.HasPrefix(v, "postgresql://"):
+		return Postgres, v, nil
+	case strings.HasPrefix(v, "sqlite:"):
+		p := strings.TrimPrefix(v, "sqlite:")
+		p = strings.TrimPrefix(p, "//")
+		if p == "" {
+			return "", "", errors.New("database: sqlite: needs a file path")
+		}
+		return SQLite, p, nil
+	case v == "":
+		return "", "", errors.New("database: empty")
+	case strings.Contains(v, "://"):
+		return "", "", fmt.Errorf("database: unsupported URL scheme in %q (use a SQLite path, sqlite:PATH or postgres://)", redactURL(v))
+	default:
+		return SQLite, v, nil
+	}
+}
+
+// Validate checks values and resolves the auth default.
+func (c *Config) Validate() error {
+	var errs []error
+	for _, a := range []struct{ name, v string }{{"listen", c.Listen}, {"admin-listen", c.AdminListen}} {
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			errs = append(errs, fmt.Errorf("--%s %q: want host:port", a.name, a.v))
+		}
+	}
+	if c.Listen == c.AdminListen && !strings.HasSuffix(c.Listen, ":0") {
+		errs = append(errs, errors.New("--listen and --admin-listen must differ"))
+	}
+	if _, _, err := ParseDatabase(c.Database); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Mount != "" && (!strings.HasPrefix(c.Mount, "/") || strings.HasSuffix(c.Mount, "/") ||
+		strings.ContainsAny(c.Mount, " {}?#")) {
+		errs = append(errs, fmt.Errorf("--mount %q: want empty or /path without a trailing slash", c.Mount))
+	}
+	switch c.Auth {
+	case "":
+		if c.DemoSchema() {
+			c.Auth = AuthDev
+		} else {
+			errs = append(errs, errors.New("--auth is required with --schema (dev or jwt)"))
+		}
+	case AuthDev, AuthJWT:
+	default:
+		errs = append(errs, fmt.Errorf("--auth %q: want dev or jwt", c.Auth))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Redacted returns a copy safe to log or print: credentials in the
+// database URL are masked.
+func (c Config) Redacted() Config {
+	c.Database = redactURL(c.Database)
+	return c
+}
+
+func redactURL(v string) string {
+	at := strings.LastIndex(v, "@")
+	scheme := strings.Index(v, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return v
+	}
+	userinfo := v[scheme+3 : at]
+	if i := strings.Index(userinfo, ":"); i >= 0 {
+		return v[:scheme+3] + userinfo[:i] + ":xxxxx" + v[at:]
+	}
+	return v
+}
+
+// flagSet binds every setting of c to a flag.
+func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("syncd serve", flag.ContinueOnError)
+	fs.StringVar(&c.Listen, "listen", c.Listen, "host:port of the sync API")
+	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "host:port of the admin listener (/livez, /readyz, /metrics, /debug/pprof)")
+	fs.StringVar(&c.Database, "database", c.Database, "SQLite file path, sqlite:PATH, or postgres:// URL")
+	fs.StringVar(&c.Schema, "schema", c.Schema, "schema IR file written by the Syncular CLI (syncular.ir.json); empty serves the embedded todos demo")
+	fs.StringVar(&c.Mount, "mount", c.Mount, "route prefix of the sync API, e.g. /api/sync (default empty)")
+	fs.StringVar(&c.Auth, "auth", c.Auth, "request authentication: dev or jwt (default dev with the demo schema, required otherwise)")
+	fs.BoolVar(&c.Dev, "dev", c.Dev, "development mode: human-readable logs")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long graceful shutdown may take")
+	if configFile != nil {
+		fs.StringVar(configFile, "config", *configFile, "optional YAML file with the same keys as the flags")
+	}
+	if printConfig != nil {
+		fs.BoolVar(printConfig, "print-config", false, "print the effective configuration (credentials masked) and exit")
+	}
+	return fs
+}
+
+// EnvName is the environment variable of a flag name.
+func EnvName(flagName string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Result is the outcome of Load.
+type Result struct {
+	Config Config
+	// PrintConfig is set when --print-config asked to print and exit.
+	PrintConfig bool
+}
+
+// ErrHelp is returned when --help was asked for; usage has been printed.
+var ErrHelp = flag.ErrHelp
+
+// Load builds the configuration: defaults, then the YAML file (--config or
+// SYNCD_CONFIG), then SYNCD_* variables from environ, then args. Usage and
+// errors go to out.
+func Load(args, environ []string, out io.Writer) (Result, error) {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, EnvPrefix) {
+			env[k] = v
+		}
+	}
+
+	// First pass: find --config and --help without touching the result.
+	probe := Default()
+	probeFile := env[EnvName("config")]
+	var probePrint bool
+	pfs := flagSet(&probe, &probeFile, &probePrint)
+	pfs.SetOutput(out)
+	pfs.Usage = func() { usage(out, pfs) }
+	if err := pfs.Parse(args); err != nil {
+		return Result{}, err
+	}
+	if pfs.NArg() > 0 {
+		return Result{}, fmt.Errorf("unexpected argument %q", pfs.Arg(0))
+	}
+
+	c := Default()
+	var file string
+	var printCfg bool
+	fs := flagSet(&c, &file, &printCfg)
+	fs.SetOutput(io.Discard)
+
+	if probeFile != "" {
+		if err := applyYAML(fs, probeFile); err != nil {
+			return Result{}, err
+		}
+		c.ConfigFile = probeFile
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	for _, name := range names {
+		if name == "config" {
+			continue
+		}
+		if v, ok := env[EnvName(name)]; ok {
+			if err := fs.Set(name, v); err != nil {
+				return Result{}, fmt.Errorf("%s: %w", EnvName(name), err)
+			}
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return Result{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Result{}, err
+	}
+	return Result{Config: c, PrintConfig: printCfg}, nil
+}
+
+func applyYAML(fs *flag.FlagSet, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k == "config" || k == "print-config" || fs.Lookup(k) == nil {
+			return fmt.Errorf("config file %s: unknown key %q", path, k)
+		}
+		v := m[k]
+		switch v.(type) {
+		case map[string]any, []any:
+			return fmt.Errorf("config file %s: key %q: want a scalar", path, k)
+		}
+		s := fmt.Sprint(v)
+		if v == nil {
+			s = ""
+		}
+		if err := fs.Set(k, s); err != nil {
+			return fmt.Errorf("config file %s: key %q: %w", path, k, err)
+		}
+	}
+	return nil
+}
+
+func usage(out io.Writer, fs *flag.FlagSet) {
+	_, _ = fmt.Fprint(out, `Usage: syncd serve [flags]
+
+Runs the sync server. With no flags it serves the embedded todos demo schema
+from the SQLite file ./syncd.db on `+DefaultListen+` with development
+authentication.
+
+Every flag can also be set by an environment variable (shown below) or by a
+key of the same name in the YAML file given by --config. Precedence:
+flags, then environment, then the YAML file, then defaults.
+
+Flags:
+`)
+	fs.VisitAll(func(f *flag.Flag) {
+		name, help := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		_, _ = fmt.Fprintf(out, "%s\n      %s\n      env %s", line, help, EnvName(f.Name))
+		if f.DefValue != "" && f.DefValue != "false" {
+			_, _ = fmt.Fprintf(out, ", default %q", f.DefValue)
+		}
+		_, _ = fmt.Fprintln(out)
+	})
+}

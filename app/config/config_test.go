@@ -1,0 +1,135 @@
+package config_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/syncd-dev/syncd/app/config"
+)
+
+func writeYAML(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "syncd.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadPrecedence(t *testing.T) {
+	yml := writeYAML(t, "listen: 127.0.0.1:9000\nadmin-listen: 127.0.0.1:9001\nmount: /yaml\ndev: true\nshutdown-timeout: 3s\n")
+	tests := []struct {
+		name    string
+		args    []string
+		env     []string
+		check   func(t *testing.T, c config.Config)
+		wantErr string
+	}{
+		{"defaults", nil, nil, func(t *testing.T, c config.Config) {
+			want := config.Default()
+			want.Auth = config.AuthDev
+			if c != want {
+				t.Fatalf("got %+v", c)
+			}
+		}, ""},
+		{"yaml via flag", []string{"--config", yml}, nil, func(t *testing.T, c config.Config) {
+			if c.Listen != "127.0.0.1:9000" || c.Mount != "/yaml" || !c.Dev || c.ShutdownTimeout != 3*time.Second || c.ConfigFile != yml {
+				t.Fatalf("got %+v", c)
+			}
+		}, ""},
+		{"env beats yaml", []string{"--config", yml}, []string{"SYNCD_MOUNT=/env", "SYNCD_DEV=false", "OTHER=x"}, func(t *testing.T, c config.Config) {
+			if c.Mount != "/env" || c.Dev || c.Listen != "127.0.0.1:9000" {
+				t.Fatalf("got %+v", c)
+			}
+		}, ""},
+		{"flag beats env", []string{"--mount=/flag"}, []string{"SYNCD_CONFIG=" + yml, "SYNCD_MOUNT=/env"}, func(t *testing.T, c config.Config) {
+			if c.Mount != "/flag" || c.Listen != "127.0.0.1:9000" {
+				t.Fatalf("got %+v", c)
+			}
+		}, ""},
+		{"postgres database", []string{"--database", "postgres://u:p@h/db", "--schema", "x.json", "--auth", "jwt"}, nil, func(t *testing.T, c config.Config) {
+			if c.Auth != config.AuthJWT || c.Redacted().Database != "postgres://u:xxxxx@h/db" {
+				t.Fatalf("got %+v", c.Redacted())
+			}
+		}, ""},
+		{"schema needs auth", []string{"--schema", "x.json"}, nil, nil, "--auth is required"},
+		{"bad auth", []string{"--auth", "none"}, nil, nil, `--auth "none"`},
+		{"bad listen", []string{"--listen", "8787"}, nil, nil, "want host:port"},
+		{"same listeners", []string{"--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"}, nil, nil, "must differ"},
+		{"bad mount", []string{"--mount", "api/"}, nil, nil, "--mount"},
+		{"bad database", []string{"--database", "mysql://x"}, nil, nil, "unsupported URL scheme"},
+		{"bad env value", nil, []string{"SYNCD_DEV=maybe"}, nil, "SYNCD_DEV"},
+		{"bad log level", []string{"--log-level", "loud"}, nil, nil, "--log-level"},
+		{"unknown flag", []string{"--nope"}, nil, nil, "not defined"},
+		{"stray argument", []string{"extra"}, nil, nil, "unexpected argument"},
+		{"missing config file", []string{"--config", "/nonexistent/x.yaml"}, nil, nil, "config file"},
+		{"unknown yaml key", []string{"--config", writeYAML(t, "lisen: x\n")}, nil, nil, `unknown key "lisen"`},
+		{"nested yaml value", []string{"--config", writeYAML(t, "mount: {a: 1}\n")}, nil, nil, "want a scalar"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			res, err := config.Load(tt.args, tt.env, &out)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, res.Config)
+		})
+	}
+}
+
+func TestHelpListsEverySetting(t *testing.T) {
+	var out bytes.Buffer
+	_, err := config.Load([]string{"--help"}, nil, &out)
+	if !errors.Is(err, config.ErrHelp) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, want := range []string{"--listen", "SYNCD_LISTEN", `default "127.0.0.1:8787"`, "--admin-listen", "--database",
+		"--schema", "--mount", "--config", "--auth", "--dev", "SYNCD_ADMIN_LISTEN", "Precedence"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+func TestParseDatabase(t *testing.T) {
+	tests := []struct {
+		in   string
+		kind config.DatabaseKind
+		dsn  string
+		err  bool
+	}{
+		{"./syncd.db", config.SQLite, "./syncd.db", false},
+		{"sqlite:/var/lib/syncd.db", config.SQLite, "/var/lib/syncd.db", false},
+		{"sqlite:///abs.db", config.SQLite, "/abs.db", false},
+		{"postgres://u@h/db", config.Postgres, "postgres://u@h/db", false},
+		{"postgresql://u@h/db", config.Postgres, "postgresql://u@h/db", false},
+		{"sqlite:", "", "", true},
+		{"", "", "", true},
+		{"http://x", "", "", true},
+	}
+	for _, tt := range tests {
+		kind, dsn, err := config.ParseDatabase(tt.in)
+		if kind != tt.kind || dsn != tt.dsn || (err != nil) != tt.err {
+			t.Errorf("ParseDatabase(%q) = %q %q %v", tt.in, kind, dsn, err)
+		}
+	}
+}
+
+func TestPrintConfigFlag(t *testing.T) {
+	res, err := config.Load([]string{"--print-config"}, nil, &bytes.Buffer{})
+	if err != nil || !res.PrintConfig {
+		t.Fatalf("%v %+v", err, res)
+	}
+}
