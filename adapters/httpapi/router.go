@@ -1,0 +1,224 @@
+package httpapi
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/domain/syncerr"
+)
+
+// Route is one sync API route: a method and a path relative to the mount
+// prefix, in net/http pattern syntax.
+type Route string
+
+// The sync API routes (SPEC §1.1, §5.5, §5.9, §8.1).
+const (
+	RouteSync            Route = "POST /sync"
+	RouteSegment         Route = "GET /segments/{" + PathSegmentID + "}"
+	RouteBlobPut         Route = "PUT /blobs/{" + PathBlobID + "}"
+	RouteBlobGet         Route = "GET /blobs/{" + PathBlobID + "}"
+	RouteBlobUploadGrant Route = "POST /blobs/{" + PathBlobID + "}/upload-grant"
+	RouteRealtime        Route = "GET /realtime"
+)
+
+// Path wildcards, read with (*http.Request).PathValue.
+const (
+	PathSegmentID = "segmentId"
+	PathBlobID    = "blobId"
+)
+
+// Routes lists every sync API route.
+func Routes() []Route {
+	return []Route{RouteSync, RouteSegment, RouteBlobPut, RouteBlobGet, RouteBlobUploadGrant, RouteRealtime}
+}
+
+// Method returns the route's HTTP method.
+func (r Route) Method() string { m, _, _ := strings.Cut(string(r), " "); return m }
+
+// Path returns the route's path below the mount prefix.
+func (r Route) Path() string { _, p, _ := strings.Cut(string(r), " "); return p }
+
+// Gate decides whether the sync API may serve. ServeError returns nil when
+// it may, or the error to answer (sync.schema_not_ready while the server
+// is starting or draining).
+type Gate interface {
+	ServeError() error
+}
+
+// ObserveFunc records one answered request: its route ("" when no route
+// matched), status and duration.
+type ObserveFunc func(route Route, status int, elapsed time.Duration)
+
+// Options configure a Router.
+type Options struct {
+	// Mount is the route prefix: "" or "/path" without a trailing slash.
+	Mount string
+	// Gate, when set, runs before every route handler.
+	Gate Gate
+	// Handlers serve routes; a route without one answers
+	// sync.not_implemented (501).
+	Handlers map[Route]http.Handler
+	// Logger logs failures; nil discards.
+	Logger *zap.Logger
+	// Observe, when set, is called after every request.
+	Observe ObserveFunc
+}
+
+// Router serves the sync API.
+type Router struct {
+	mux     *http.ServeMux
+	mount   string
+	log     *zap.Logger
+	observe ObserveFunc
+}
+
+// ValidateMount checks a mount prefix.
+func ValidateMount(m string) error {
+	if m == "" {
+		return nil
+	}
+	if !strings.HasPrefix(m, "/") || strings.HasSuffix(m, "/") || strings.ContainsAny(m, " {}?#\t\n") {
+		return fmt.Errorf("httpapi: mount %q: want empty or /path without a trailing slash", m)
+	}
+	return nil
+}
+
+// New builds the router.
+func New(opts Options) (*Router, error) {
+	if err := ValidateMount(opts.Mount); err != nil {
+		return nil, err
+	}
+	for route := range opts.Handlers {
+		if !known(route) {
+			return nil, fmt.Errorf("httpapi: unknown route %q", route)
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	r := &Router{mux: http.NewServeMux(), mount: opts.Mount, log: log, observe: opts.Observe}
+	for _, route := range Routes() {
+		h := opts.Handlers[route]
+		if h == nil {
+			h = notImplemented(route)
+		}
+		r.mux.Handle(route.Method()+" "+opts.Mount+route.Path(), r.wrap(route, opts.Gate, h))
+	}
+	r.mux.Handle("/", r.wrap("", nil, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		WriteError(w, syncerr.New(syncerr.NotFound).WithMessage("no such route"))
+	})))
+	return r, nil
+}
+
+func known(route Route) bool {
+	for _, r := range Routes() {
+		if r == route {
+			return true
+		}
+	}
+	return false
+}
+
+// Mount returns the route prefix.
+func (r *Router) Mount() string { return r.mount }
+
+// ServeHTTP dispatches to the route handlers.
+func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }
+
+func notImplemented(route Route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		WriteError(w, syncerr.New(syncerr.NotImplemented).
+			WithMessage("this route is not implemented by this server yet").
+			WithDetails(map[string]string{"route": string(route)}))
+	})
+}
+
+func (r *Router) wrap(route Route, gate Gate, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				r.log.Error("sync api handler panicked", zap.String("route", string(route)), zap.Any("panic", p), zap.Stack("stack"))
+				if !sw.wrote {
+					WriteError(sw, syncerr.Newf(syncerr.InternalError, "panic: %v", p))
+				}
+			}
+			if r.observe != nil {
+				r.observe(route, sw.status(), time.Since(start))
+			}
+		}()
+		if gate != nil {
+			if err := gate.ServeError(); err != nil {
+				WriteError(sw, err)
+				return
+			}
+		}
+		h.ServeHTTP(sw, req)
+	})
+}
+
+// statusWriter records the status code and keeps Flush and Hijack (the
+// realtime upgrade) reachable.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if !s.wrote {
+		s.code, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if !s.wrote {
+		s.code, s.wrote = http.StatusOK, true
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) status() int {
+	if !s.wrote {
+		return http.StatusOK
+	}
+	return s.code
+}
+
+// Flush implements http.Flusher.
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		if !s.wrote {
+			s.code, s.wrote = http.StatusOK, true
+		}
+		f.Flush()
+	}
+}
+
+// Hijack implements http.Hijacker for WebSocket upgrades.
+func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := s.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("httpapi: response writer cannot hijack")
+	}
+	if !s.wrote {
+		s.code, s.wrote = http.StatusSwitchingProtocols, true
+	}
+	return hj.Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

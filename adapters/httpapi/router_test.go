@@ -1,0 +1,181 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/syncd-dev/syncd/adapters/httpapi"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+)
+
+type gate struct{ err error }
+
+func (g gate) ServeError() error { return g.err }
+
+type body struct {
+	Code              string          `json:"code"`
+	Message           string          `json:"message"`
+	Category          string          `json:"category"`
+	Retryable         bool            `json:"retryable"`
+	RecommendedAction string          `json:"recommendedAction"`
+	Details           json.RawMessage `json:"details"`
+}
+
+func do(t *testing.T, h http.Handler, method, path string) (int, body) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader("")))
+	var b body
+	if ct := rec.Header().Get("Content-Type"); ct == httpapi.ContentTypeJSON {
+		if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
+			t.Fatalf("bad JSON %q: %v", rec.Body.String(), err)
+		}
+	}
+	return rec.Code, b
+}
+
+func TestRoutesAnswerNotImplemented(t *testing.T) {
+	for _, mount := range []string{"", "/api/sync"} {
+		r, err := httpapi.New(httpapi.Options{Mount: mount})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tests := []struct{ method, path string }{
+			{"POST", "/sync"},
+			{"GET", "/segments/abc"},
+			{"PUT", "/blobs/b1"},
+			{"GET", "/blobs/b1"},
+			{"POST", "/blobs/b1/upload-grant"},
+			{"GET", "/realtime?clientId=c1"},
+		}
+		for _, tt := range tests {
+			t.Run(mount+" "+tt.method+" "+tt.path, func(t *testing.T) {
+				code, b := do(t, r, tt.method, mount+tt.path)
+				if code != http.StatusNotImplemented || b.Code != "sync.not_implemented" || b.Category != "internal" ||
+					b.RecommendedAction != "inspectServer" || len(b.Details) == 0 {
+					t.Fatalf("got %d %+v", code, b)
+				}
+			})
+		}
+	}
+}
+
+func TestUnknownPathsAndMethods(t *testing.T) {
+	r, err := httpapi.New(httpapi.Options{Mount: "/m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ method, path string }{
+		{"GET", "/m/sync"}, // wrong method
+		{"POST", "/sync"},  // outside the mount
+		{"GET", "/m/nope"}, // unknown route
+		{"GET", "/"},       // root
+		{"DELETE", "/m/blobs/x"},
+	}
+	for _, tt := range tests {
+		code, b := do(t, r, tt.method, tt.path)
+		if code != http.StatusNotFound || b.Code != "sync.not_found" {
+			t.Errorf("%s %s: got %d %+v", tt.method, tt.path, code, b)
+		}
+	}
+}
+
+func TestGate(t *testing.T) {
+	notReady := syncerr.New(syncerr.SchemaNotReady).WithDetails(map[string]string{"phase": "storage_migration"})
+	var mu sync.Mutex
+	var seen []int
+	r, err := httpapi.New(httpapi.Options{
+		Gate: gate{notReady},
+		Handlers: map[httpapi.Route]http.Handler{
+			httpapi.RouteSync: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }),
+		},
+		Observe: func(_ httpapi.Route, status int, _ time.Duration) {
+			mu.Lock()
+			seen = append(seen, status)
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, b := do(t, r, "POST", "/sync")
+	if code != http.StatusServiceUnavailable || b.Code != "sync.schema_not_ready" || !b.Retryable || b.RecommendedAction != "retryLater" {
+		t.Fatalf("got %d %+v", code, b)
+	}
+	if len(seen) != 1 || seen[0] != 503 {
+		t.Fatalf("observed %v", seen)
+	}
+}
+
+func TestHandlersPanicsAndPathValues(t *testing.T) {
+	r, err := httpapi.New(httpapi.Options{
+		Gate: gate{nil},
+		Handlers: map[httpapi.Route]http.Handler{
+			httpapi.RouteSync: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }),
+			httpapi.RouteSegment: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				_, _ = io.WriteString(w, req.PathValue(httpapi.PathSegmentID))
+			}),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, b := do(t, r, "POST", "/sync")
+	if code != 500 || b.Code != "sync.internal_error" || strings.Contains(b.Message, "boom") {
+		t.Fatalf("panic answered %d %+v", code, b)
+	}
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequest("GET", "/segments/seg-1", nil))
+	if rec.Code != 200 || rec.Body.String() != "seg-1" {
+		t.Fatalf("segment: %d %q", rec.Code, rec.Body.String())
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, m := range []string{"api", "/api/", "/a b", "/{x}"} {
+		if _, err := httpapi.New(httpapi.Options{Mount: m}); err == nil {
+			t.Errorf("mount %q accepted", m)
+		}
+	}
+	if _, err := httpapi.New(httpapi.Options{Handlers: map[httpapi.Route]http.Handler{"GET /x": http.NotFoundHandler()}}); err == nil {
+		t.Error("unknown route accepted")
+	}
+}
+
+func TestWriteError(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		code   string
+	}{
+		{"catalog error", syncerr.New(syncerr.AuthRequired), 401, "sync.auth_required"},
+		{"wrapped", errors.Join(errors.New("ctx"), syncerr.New(syncerr.BlobTooLarge)), 413, "blob.too_large"},
+		{"plain error", errors.New("password=hunter2"), 500, "sync.internal_error"},
+		{"host code", syncerr.New(syncerr.StorageInvalidLimit), 500, "sync.internal_error"},
+		{"nil", nil, 500, "sync.internal_error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			got := httpapi.WriteError(rec, tt.err)
+			if rec.Code != tt.status || string(got.Code) != tt.code {
+				t.Fatalf("got %d %s", rec.Code, got.Code)
+			}
+			if strings.Contains(rec.Body.String(), "hunter2") {
+				t.Fatal("leaked")
+			}
+			var b body
+			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Code != tt.code || b.Category == "" {
+				t.Fatalf("body %q", rec.Body.String())
+			}
+		})
+	}
+}
