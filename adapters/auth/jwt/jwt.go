@@ -1,0 +1,387 @@
+// Package jwt authenticates requests by a signed JSON Web Token in the
+// Authorization header and resolves scopes from one of its claims.
+//
+// One verification key is configured, and the accepted algorithm is the
+// one that key is for (HS256 with a shared secret, RS256 with an RSA
+// public key, EdDSA with an Ed25519 public key): a token naming any other
+// algorithm is refused before its signature is checked, so a public key
+// can never be replayed as an HMAC secret. Expiry and not-before are
+// enforced with a small leeway; expiry is required unless the options say
+// otherwise.
+//
+// The actor, partition and allowed-scope claims are configurable. The
+// scopes claim is an object mapping each scope variable to a list of
+// strings; the Authenticator puts it on ports.Identity.Scopes and the
+// Resolver reads it back from the request context.
+package jwt
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	gojwt "github.com/golang-jwt/jwt/v5"
+
+	"github.com/syncd-dev/syncd/domain/scopes"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// Supported algorithms.
+const (
+	HS256 = "HS256"
+	RS256 = "RS256"
+	EdDSA = "EdDSA"
+)
+
+// Defaults of Options.
+const (
+	DefaultActorClaim     = "sub"
+	DefaultPartitionClaim = "partition"
+	DefaultScopesClaim    = "scopes"
+	DefaultPartition      = "default"
+	DefaultLeeway         = 30 * time.Second
+)
+
+const (
+	minHMACKeyBytes = 32   // RFC 7518 §3.2: at least the hash output size
+	minRSABits      = 2048 // RFC 7518 §3.3
+	maxTokenBytes   = 16 << 10
+	maxKeyFileBytes = 1 << 20
+)
+
+// Options configure the JWT Authenticator.
+type Options struct {
+	// Algorithm is HS256, RS256 or EdDSA; the only one accepted.
+	Algorithm string
+	// KeyFile is read when Key is nil: for HS256 the raw secret (one
+	// trailing newline is dropped), for RS256 and EdDSA a PEM public key
+	// (PKIX "PUBLIC KEY", PKCS#1 "RSA PUBLIC KEY" or a certificate for RSA).
+	KeyFile string
+	// Key is the verification key itself: []byte for HS256,
+	// *rsa.PublicKey for RS256, ed25519.PublicKey for EdDSA.
+	Key any
+
+	// ActorClaim names the string claim holding the actor id (default "sub").
+	ActorClaim string
+	// PartitionClaim names the string claim holding the partition
+	// (default "partition"); tokens without it get DefaultPartition.
+	PartitionClaim string
+	// DefaultPartition is the partition of tokens without PartitionClaim
+	// (default "default").
+	DefaultPartition string
+	// ScopesClaim names the claim holding the allowed scopes (default
+	// "scopes"): an object, variable → list of strings. Tokens without it
+	// are granted nothing.
+	ScopesClaim string
+
+	// Issuer and Audience, when set, must match the iss and aud claims.
+	Issuer   string
+	Audience string
+	// Leeway tolerates clock skew on exp and nbf (default 30s; negative
+	// means none).
+	Leeway time.Duration
+	// AllowMissingExpiry accepts tokens without exp.
+	AllowMissingExpiry bool
+	// TokenQueryParam, when set, also reads the token from that query
+	// parameter when no Authorization header is present (browsers cannot
+	// set headers on WebSocket upgrades). Tokens in URLs end up in access
+	// logs; leave it empty unless needed.
+	TokenQueryParam string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Authenticator verifies bearer tokens. It implements ports.Authenticator.
+type Authenticator struct {
+	alg            string
+	key            any
+	parser         *gojwt.Parser
+	actorClaim     string
+	partitionClaim string
+	defPartition   string
+	scopesClaim    string
+	queryParam     string
+}
+
+var _ ports.Authenticator = (*Authenticator)(nil)
+
+// New validates opts, loads the key and builds an Authenticator.
+func New(opts Options) (*Authenticator, error) {
+	key := opts.Key
+	if key == nil {
+		if opts.KeyFile == "" {
+			return nil, errors.New("jwt auth: a key or key file is required")
+		}
+		k, err := LoadKey(opts.Algorithm, opts.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		key = k
+	}
+	if err := checkKey(opts.Algorithm, key); err != nil {
+		return nil, err
+	}
+	a := &Authenticator{
+		alg:            opts.Algorithm,
+		key:            key,
+		actorClaim:     orDefault(opts.ActorClaim, DefaultActorClaim),
+		partitionClaim: orDefault(opts.PartitionClaim, DefaultPartitionClaim),
+		defPartition:   orDefault(opts.DefaultPartition, DefaultPartition),
+		scopesClaim:    orDefault(opts.ScopesClaim, DefaultScopesClaim),
+		queryParam:     opts.TokenQueryParam,
+	}
+	leeway := opts.Leeway
+	switch {
+	case leeway == 0:
+		leeway = DefaultLeeway
+	case leeway < 0:
+		leeway = 0
+	}
+	popts := []gojwt.ParserOption{
+		gojwt.WithValidMethods([]string{opts.Algorithm}),
+		gojwt.WithLeeway(leeway),
+	}
+	if !opts.AllowMissingExpiry {
+		popts = append(popts, gojwt.WithExpirationRequired())
+	}
+	if opts.Now != nil {
+		popts = append(popts, gojwt.WithTimeFunc(opts.Now))
+	}
+	if opts.Issuer != "" {
+		popts = append(popts, gojwt.WithIssuer(opts.Issuer))
+	}
+	if opts.Audience != "" {
+		popts = append(popts, gojwt.WithAudience(opts.Audience))
+	}
+	a.parser = gojwt.NewParser(popts...)
+	return a, nil
+}
+
+func orDefault(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}
+
+// LoadKey reads the verification key for alg from path.
+func LoadKey(alg, path string) (any, error) {
+	data, err := readLimited(path)
+	if err != nil {
+		return nil, fmt.Errorf("jwt auth: key file: %w", err)
+	}
+	switch alg {
+	case HS256:
+		secret := data
+		switch {
+		case len(secret) > 1 && string(secret[len(secret)-2:]) == "\r\n":
+			secret = secret[:len(secret)-2]
+		case len(secret) > 0 && secret[len(secret)-1] == '\n':
+			secret = secret[:len(secret)-1]
+		}
+		return secret, nil
+	case RS256:
+		k, err := gojwt.ParseRSAPublicKeyFromPEM(data)
+		if err != nil {
+			return nil, fmt.Errorf("jwt auth: key file %s: %w", path, err)
+		}
+		return k, nil
+	case EdDSA:
+		k, err := gojwt.ParseEdPublicKeyFromPEM(data)
+		if err != nil {
+			return nil, fmt.Errorf("jwt auth: key file %s: %w", path, err)
+		}
+		return k, nil
+	}
+	return nil, fmt.Errorf("jwt auth: unsupported algorithm %q (want HS256, RS256 or EdDSA)", alg)
+}
+
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxKeyFileBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxKeyFileBytes)
+	}
+	return data, nil
+}
+
+func checkKey(alg string, key any) error {
+	switch alg {
+	case HS256:
+		k, ok := key.([]byte)
+		if !ok {
+			return fmt.Errorf("jwt auth: HS256 needs a []byte secret, got %T", key)
+		}
+		if len(k) < minHMACKeyBytes {
+			return fmt.Errorf("jwt auth: HS256 secret is %d bytes; at least %d are required", len(k), minHMACKeyBytes)
+		}
+	case RS256:
+		k, ok := key.(*rsa.PublicKey)
+		if !ok || k == nil {
+			return fmt.Errorf("jwt auth: RS256 needs an *rsa.PublicKey, got %T", key)
+		}
+		if k.N.BitLen() < minRSABits {
+			return fmt.Errorf("jwt auth: RSA key is %d bits; at least %d are required", k.N.BitLen(), minRSABits)
+		}
+	case EdDSA:
+		k, ok := key.(ed25519.PublicKey)
+		if !ok || len(k) != ed25519.PublicKeySize {
+			return fmt.Errorf("jwt auth: EdDSA needs an ed25519.PublicKey, got %T", key)
+		}
+	default:
+		return fmt.Errorf("jwt auth: unsupported algorithm %q (want HS256, RS256 or EdDSA)", alg)
+	}
+	return nil
+}
+
+// Authenticate verifies the request's bearer token and maps its claims
+// to an Identity. Every failure is sync.auth_required.
+func (a *Authenticator) Authenticate(r *http.Request) (ports.Identity, error) {
+	raw, err := a.token(r)
+	if err != nil {
+		return ports.Identity{}, fail(err)
+	}
+	claims := gojwt.MapClaims{}
+	if _, err := a.parser.ParseWithClaims(raw, claims, a.keyFor); err != nil {
+		return ports.Identity{}, fail(err)
+	}
+	id, err := a.identity(claims)
+	if err != nil {
+		return ports.Identity{}, fail(err)
+	}
+	return id, nil
+}
+
+func fail(err error) error {
+	return syncerr.Wrap(syncerr.AuthRequired, fmt.Errorf("jwt auth: %w", err))
+}
+
+func (a *Authenticator) token(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" && a.queryParam != "" {
+		if t := r.URL.Query().Get(a.queryParam); t != "" {
+			return checkLen(t)
+		}
+	}
+	if h == "" {
+		return "", errors.New("no bearer token")
+	}
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", errors.New("authorization header is not a bearer token")
+	}
+	tok = strings.TrimSpace(tok)
+	if tok == "" {
+		return "", errors.New("empty bearer token")
+	}
+	return checkLen(tok)
+}
+
+func checkLen(t string) (string, error) {
+	if len(t) > maxTokenBytes {
+		return "", fmt.Errorf("token longer than %d bytes", maxTokenBytes)
+	}
+	return t, nil
+}
+
+// keyFor hands the configured key to the verifier only for the configured
+// signing method; the parser's method allow-list already refuses others,
+// this keeps the pin even if that option were dropped.
+func (a *Authenticator) keyFor(t *gojwt.Token) (any, error) {
+	if t.Method == nil || t.Method.Alg() != a.alg {
+		return nil, fmt.Errorf("unexpected signing method %v", t.Header["alg"])
+	}
+	return a.key, nil
+}
+
+func (a *Authenticator) identity(c gojwt.MapClaims) (ports.Identity, error) {
+	actor, ok := c[a.actorClaim].(string)
+	if !ok || actor == "" {
+		return ports.Identity{}, fmt.Errorf("claim %q: want a non-empty string", a.actorClaim)
+	}
+	id := ports.Identity{ActorID: actor, Partition: a.defPartition}
+	if v, present := c[a.partitionClaim]; present {
+		p, ok := v.(string)
+		if !ok || p == "" {
+			return ports.Identity{}, fmt.Errorf("claim %q: want a non-empty string", a.partitionClaim)
+		}
+		id.Partition = p
+	}
+	if v, present := c[a.scopesClaim]; present {
+		allowed, err := parseScopes(v)
+		if err != nil {
+			return ports.Identity{}, fmt.Errorf("claim %q: %w", a.scopesClaim, err)
+		}
+		id.Scopes = allowed
+	}
+	return id, nil
+}
+
+// parseScopes reads a decoded scopes claim: an object of string lists.
+func parseScopes(v any) (scopes.Allowed, error) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("want an object of string lists, got %T", v)
+	}
+	out := make(scopes.Allowed, len(obj))
+	for k, raw := range obj {
+		if k == "" {
+			return nil, errors.New("empty scope variable")
+		}
+		list, ok := raw.([]any)
+		if !ok {
+			return nil, fmt.Errorf("scope %q: want a list of strings, got %T", k, raw)
+		}
+		values := make([]string, 0, len(list))
+		for _, e := range list {
+			s, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("scope %q: want a list of strings, got a %T element", k, e)
+			}
+			values = append(values, s)
+		}
+		out[k] = values
+	}
+	return out, nil
+}
+
+// Resolver grants the scopes claim the Authenticator put on the identity.
+// It implements ports.ScopeResolver.
+type Resolver struct{}
+
+var _ ports.ScopeResolver = (*Resolver)(nil)
+
+// NewResolver builds a claim-reading Resolver.
+func NewResolver() *Resolver { return &Resolver{} }
+
+// ResolveScopes returns the token's scopes claim; a token without one is
+// granted nothing. It fails when ctx carries no identity for the request,
+// which revokes rather than widens.
+func (*Resolver) ResolveScopes(ctx context.Context, req ports.ScopeRequest) (scopes.Allowed, error) {
+	id, ok := ports.IdentityFrom(ctx)
+	if !ok {
+		return nil, errors.New("jwt resolver: no authenticated identity in context")
+	}
+	if id.ActorID != req.ActorID || id.Partition != req.Partition {
+		return nil, errors.New("jwt resolver: identity in context does not match the request")
+	}
+	if id.Scopes == nil {
+		return scopes.Allowed{}, nil
+	}
+	return id.Scopes.Clone(), nil
+}
