@@ -1,0 +1,245 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/syncd-dev/syncd/adapters/httpapi"
+	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+func testConfig(t *testing.T) config.Config {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Database = filepath.Join(t.TempDir(), "syncd.db")
+	cfg.ShutdownTimeout = 5 * time.Second
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// fakeStore is a ports.SchemaStore whose answer the test controls.
+type fakeStore struct {
+	mu    sync.Mutex
+	err   error
+	calls int
+	decls []checkpoint.Declaration
+}
+
+func (f *fakeStore) EnsureSchema(_ context.Context, _ *schema.Schema, decls []checkpoint.Declaration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	f.decls = decls
+	return f.err
+}
+
+type harness struct {
+	app       *fxtest.App
+	listeners *app.Listeners
+	readiness *app.Readiness
+}
+
+func start(t *testing.T, cfg config.Config, extra ...fx.Option) *harness {
+	t.Helper()
+	h := &harness{}
+	opts := append([]fx.Option{fx.Populate(&h.listeners, &h.readiness)}, extra...)
+	h.app = fxtest.New(t, app.Options(cfg, app.ReadBuildInfo("test"), zaptest.NewLogger(t), opts...))
+	h.app.RequireStart()
+	return h
+}
+
+func (h *harness) url(name, path string) string {
+	return "http://" + h.listeners.Addr(name).String() + path
+}
+
+// waitPhase polls until the readiness phase is want (no timing assertion:
+// the deadline only bounds a hung test).
+func waitPhase(t *testing.T, r *app.Readiness, want app.Phase) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for r.Phase() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("phase %s, want %s (status %+v)", r.Phase(), want, r.Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func get(t *testing.T, method, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServeEmbeddedDefault(t *testing.T) {
+	h := start(t, testConfig(t))
+	waitPhase(t, h.readiness, app.PhaseReady)
+
+	code, body := get(t, "GET", h.url(app.ServerAdmin, "/livez"))
+	if code != 200 || !strings.Contains(body, `"ok"`) {
+		t.Fatalf("livez %d %s", code, body)
+	}
+	code, body = get(t, "GET", h.url(app.ServerAdmin, "/readyz"))
+	var st app.Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil || code != 200 || !st.Ready || st.Phase != app.PhaseReady || st.SchemaVersion != 1 {
+		t.Fatalf("readyz %d %s", code, body)
+	}
+	code, body = get(t, "GET", h.url(app.ServerAdmin, "/metrics"))
+	for _, want := range []string{"syncd_ready 1", `syncd_readiness_phase{phase="ready"} 1`, "go_goroutines", "syncd_build_info"} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("metrics lacks %q (%d)", want, code)
+		}
+	}
+	if code, _ := get(t, "GET", h.url(app.ServerAdmin, "/debug/pprof/")); code != 200 {
+		t.Fatalf("pprof %d", code)
+	}
+	if code, _ := get(t, "GET", h.url(app.ServerSync, "/debug/pprof/")); code != 404 {
+		t.Fatalf("pprof on the sync listener: %d", code)
+	}
+	code, body = get(t, "POST", h.url(app.ServerSync, "/sync"))
+	if code != 501 || !strings.Contains(body, `"code":"sync.not_implemented"`) {
+		t.Fatalf("sync %d %s", code, body)
+	}
+	_, body = get(t, "GET", h.url(app.ServerAdmin, "/metrics"))
+	if !strings.Contains(body, `syncd_http_requests_total{route="POST /sync",status="501"} 1`) {
+		t.Fatal("request not counted")
+	}
+	h.app.RequireStop()
+	if h.readiness.Ready() {
+		t.Fatal("still ready after stop")
+	}
+}
+
+func TestMountAndRouteGroup(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Mount = "/api"
+	route := fx.Provide(fx.Annotate(func() app.RouteHandler {
+		return app.RouteHandler{Route: httpapi.RouteSync, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusNoContent)
+		})}
+	}, fx.ResultTags(`group:"syncd.routes"`)))
+	h := start(t, cfg, route)
+	waitPhase(t, h.readiness, app.PhaseReady)
+	if code, _ := get(t, "POST", h.url(app.ServerSync, "/api/sync")); code != 204 {
+		t.Fatalf("provided route: %d", code)
+	}
+	if code, body := get(t, "GET", h.url(app.ServerSync, "/api/segments/s1")); code != 501 || !strings.Contains(body, "not_implemented") {
+		t.Fatalf("segments: %d %s", code, body)
+	}
+	if code, _ := get(t, "POST", h.url(app.ServerSync, "/sync")); code != 404 {
+		t.Fatalf("unmounted path: %d", code)
+	}
+	h.app.RequireStop()
+}
+
+func TestStorageNotReady(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		phase   app.Phase
+		details string
+	}{
+		{"pending checkpoint", syncerr.New(syncerr.StorageCheckpointIncomplete).
+			WithDetails(map[string]string{"partition": "p1", "projection": "todo_counts"}),
+			app.PhaseBackfillCheckpoint, `"details":{"partition":"p1","projection":"todo_counts"}`},
+		{"layout mismatch", syncerr.New(syncerr.StorageStoredLayoutMismatch), app.PhaseStorageMigration, ""},
+		{"plain error", errors.New("connection refused"), app.PhaseStorageMigration, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := &fakeStore{err: tt.err}
+			decls := []checkpoint.Declaration{{Partition: "p1", Name: "todo_counts", SchemaVersion: 1}}
+			h := start(t, testConfig(t),
+				fx.Supply(fx.Annotate(store, fx.As(new(ports.SchemaStore)))),
+				fx.Supply(decls))
+			waitPhase(t, h.readiness, tt.phase)
+
+			code, body := get(t, "GET", h.url(app.ServerAdmin, "/readyz"))
+			var st app.Status
+			if err := json.Unmarshal([]byte(body), &st); err != nil || code != 503 || st.Ready || st.Phase != tt.phase || st.Error == nil {
+				t.Fatalf("readyz %d %s", code, body)
+			}
+			code, body = get(t, "POST", h.url(app.ServerSync, "/sync"))
+			if code != 503 || !strings.Contains(body, `"code":"sync.schema_not_ready"`) || !strings.Contains(body, tt.details) {
+				t.Fatalf("sync %d %s", code, body)
+			}
+			if tt.details == "" && strings.Contains(body, "details") {
+				t.Fatalf("details leaked: %s", body)
+			}
+			store.mu.Lock()
+			if len(store.decls) != 1 {
+				t.Errorf("declarations not passed: %v", store.decls)
+			}
+			store.mu.Unlock()
+			h.app.RequireStop()
+		})
+	}
+}
+
+func TestBadSchemaShutsDown(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bad.ir.json")
+	if err := os.WriteFile(p, []byte(`{"irVersion":1,"schemaVersion":1,"schemaVersions":[{"version":1}],"tables":[{"name":"t","primaryKey":"id","columns":[{"name":"id","type":"float","nullable":false}],"scopes":["a:{id}"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.Schema, cfg.Auth = p, config.AuthJWT
+	h := start(t, cfg)
+	select {
+	case sig := <-h.app.Wait():
+		if sig.ExitCode != 1 {
+			t.Fatalf("exit code %d", sig.ExitCode)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no shutdown")
+	}
+	st := h.readiness.Status()
+	if st.Phase != app.PhaseSchemaCompile || st.Ready || st.Error == nil || st.Error.Code != string(syncerr.SchemaInvalid) {
+		t.Fatalf("status %+v", st)
+	}
+	h.app.RequireStop()
+}
+
+func TestBusyPortFailsStart(t *testing.T) {
+	h := start(t, testConfig(t))
+	cfg := testConfig(t)
+	cfg.Listen = h.listeners.Addr(app.ServerAdmin).String()
+	a := fx.New(app.Options(cfg, app.ReadBuildInfo("test"), zap.NewNop()), fx.NopLogger)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Start(ctx); err == nil {
+		_ = a.Stop(ctx)
+		t.Fatal("started on a busy port")
+	}
+	h.app.RequireStop()
+}

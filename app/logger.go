@@ -1,0 +1,33 @@
+// Package app assembles the server with fx: configuration, logging, the
+// readiness phase machine, the admin listener, the sync API listener and
+// their lifecycles. Only this package and cmd/ import fx.
+package app
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/syncd-dev/syncd/app/config"
+)
+
+// NewLogger builds the process logger: JSON to stderr by default,
+// human-readable console output with --dev.
+func NewLogger(cfg config.Config) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("log level: %w", err)
+	}
+	var zc zap.Config
+	if cfg.Dev {
+		zc = zap.NewDevelopmentConfig()
+		zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+	} else {
+		zc = zap.NewProductionConfig()
+		zc.EncoderConfig.TimeKey = "ts"
+		zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	}
+	zc.Level = zap.NewAtomicLevelAt(level)
+	return zc.Build()
+}

@@ -1,0 +1,254 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/syncd-dev/syncd/adapters/auth/dev"
+	"github.com/syncd-dev/syncd/adapters/httpapi"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// RouteHandler serves one sync API route. Provide it into the value group
+// "syncd.routes" to replace the route's sync.not_implemented answer:
+//
+//	fx.Provide(fx.Annotate(newSyncRoute, fx.ResultTags(`group:"syncd.routes"`)))
+type RouteHandler struct {
+	Route   httpapi.Route
+	Handler http.Handler
+}
+
+// CoreModule provides readiness, metrics, the listener address book and
+// the schema source, and runs the readiness phases in the background.
+var CoreModule = fx.Module("syncd.core",
+	fx.Provide(
+		NewReadiness,
+		NewMetrics,
+		NewListeners,
+		NewSchemaSource,
+	),
+	fx.Invoke(registerPreparer),
+)
+
+// AdminModule serves /livez, /readyz, /metrics and /debug/pprof on the
+// admin listener.
+var AdminModule = fx.Module("syncd.admin",
+	fx.Invoke(func(p serverParams, cfg config.Config, r *Readiness, m *Metrics) {
+		registerServer(p, ServerAdmin, cfg.AdminListen, NewAdminHandler(r, m, p.Log))
+	}),
+)
+
+// SyncAPIModule serves the sync API on the main listener.
+var SyncAPIModule = fx.Module("syncd.syncapi",
+	fx.Provide(NewRouter),
+	fx.Invoke(func(p serverParams, cfg config.Config, router *httpapi.Router) {
+		registerServer(p, ServerSync, cfg.Listen, router)
+	}),
+)
+
+// RouterParams are the inputs of the sync API router.
+type RouterParams struct {
+	fx.In
+	Config    config.Config
+	Readiness *Readiness
+	Metrics   *Metrics
+	Log       *zap.Logger
+	Routes    []RouteHandler `group:"syncd.routes"`
+}
+
+// NewRouter builds the sync API router: the configured mount, the
+// readiness gate, and the provided route handlers (others answer 501).
+func NewRouter(p RouterParams) (*httpapi.Router, error) {
+	handlers := map[httpapi.Route]http.Handler{}
+	for _, rh := range p.Routes {
+		if _, dup := handlers[rh.Route]; dup {
+			return nil, fmt.Errorf("route %q provided twice", rh.Route)
+		}
+		handlers[rh.Route] = rh.Handler
+	}
+	return httpapi.New(httpapi.Options{
+		Mount:    p.Config.Mount,
+		Gate:     p.Readiness,
+		Handlers: handlers,
+		Logger:   p.Log.Named("syncapi"),
+		Observe:  p.Metrics.ObserveHTTP,
+	})
+}
+
+// PrepareParams are the inputs of the readiness phases. Store and
+// Declarations are optional: the storage module provides them.
+type PrepareParams struct {
+	fx.In
+	Lifecycle    fx.Lifecycle
+	Shutdowner   fx.Shutdowner
+	Log          *zap.Logger
+	Readiness    *Readiness
+	Source       SchemaSource
+	Store        ports.SchemaStore        `optional:"true"`
+	Declarations []checkpoint.Declaration `optional:"true"`
+}
+
+// registerPreparer runs the readiness phases in a goroutine started by
+// OnStart (the listeners are up meanwhile: /readyz reports the phase and
+// the sync API answers sync.schema_not_ready). A schema that does not
+// compile shuts the server down with exit code 1.
+func registerPreparer(p PrepareParams) {
+	prep := &Preparer{Source: p.Source, Store: p.Store, Declarations: p.Declarations,
+		Readiness: p.Readiness, Log: p.Log.Named("readiness")}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			wg.Go(func() {
+				err := prep.Run(ctx, DefaultBackoff())
+				if err != nil && ctx.Err() == nil {
+					p.Log.Error("schema cannot be served; shutting down", zap.Error(err))
+					_ = p.Shutdowner.Shutdown(fx.ExitCode(1))
+				}
+			})
+			return nil
+		},
+		OnStop: func(context.Context) error {
+			cancel()
+			wg.Wait()
+			return nil
+		},
+	})
+}
+
+// bannerParams are the inputs of the startup banner.
+type bannerParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+	Source    SchemaSource
+	Listeners *Listeners
+	Readiness *Readiness
+	Log       *zap.Logger
+	Banner    *Banner `optional:"true"`
+}
+
+// Banner is where development setups print client instructions at start.
+type Banner struct{ Out io.Writer }
+
+// WithBanner prints client instructions to w at start when the server runs
+// the demo schema or --dev.
+func WithBanner(w io.Writer) fx.Option { return fx.Supply(&Banner{Out: w}) }
+
+// registerBanner logs where the server listens once both listeners are
+// bound, prints client instructions for development setups, and on stop
+// drains readiness first (its hook is registered last, so it stops first).
+func registerBanner(p bannerParams) {
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			syncURL := "http://" + hostPort(p.Listeners.Addr(ServerSync)) + p.Config.Mount
+			adminURL := "http://" + hostPort(p.Listeners.Addr(ServerAdmin))
+			kind, _, _ := config.ParseDatabase(p.Config.Database)
+			p.Log.Info("syncd started",
+				zap.String("sync_url", syncURL+"/sync"),
+				zap.String("realtime_url", "ws"+strings.TrimPrefix(syncURL, "http")+"/realtime"),
+				zap.String("admin_url", adminURL),
+				zap.String("schema", p.Source.Name),
+				zap.String("database_kind", string(kind)),
+				zap.String("database", p.Config.Redacted().Database),
+				zap.String("auth", p.Config.Auth))
+			if p.Config.Auth == config.AuthDev {
+				p.Log.Warn(dev.Warning)
+			}
+			if p.Banner != nil && p.Banner.Out != nil && (p.Config.Dev || p.Config.DemoSchema()) {
+				_, _ = fmt.Fprintf(p.Banner.Out, `
+syncd is listening.
+  sync API:   %[1]s/sync   (POST, SSP2 wire 3)
+  realtime:   ws%[2]s/realtime
+  admin:      %[3]s/readyz  %[3]s/metrics
+  schema:     %[4]s
+  database:   %[5]s
+
+Point a Syncular client at base URL %[1]s`, syncURL, strings.TrimPrefix(syncURL, "http"), adminURL,
+					p.Source.Name, p.Config.Redacted().Database)
+				if p.Config.Auth == config.AuthDev {
+					_, _ = fmt.Fprintf(p.Banner.Out, `
+Development authentication: send header %s: <user id> (optional %s, %s).
+Never expose this server to untrusted clients in this mode.`, dev.HeaderActor, dev.HeaderPartition, dev.HeaderScopes)
+				}
+				_, _ = fmt.Fprintf(p.Banner.Out, "\nTry: curl -s %s/readyz\n\n", adminURL)
+			}
+			return nil
+		},
+		OnStop: func(context.Context) error {
+			p.Readiness.Drain()
+			p.Log.Info("draining: readiness off, closing listeners")
+			return nil
+		},
+	})
+}
+
+func hostPort(a net.Addr) string {
+	if a == nil {
+		return "unbound"
+	}
+	return a.String()
+}
+
+// FxLogger routes fx's own events through zap at debug level (errors
+// stay errors).
+func FxLogger(log *zap.Logger) fxevent.Logger {
+	l := &fxevent.ZapLogger{Logger: log.Named("fx")}
+	l.UseLogLevel(zapcore.DebugLevel)
+	return l
+}
+
+// Options is the whole server graph for cfg. extra adds modules (storage,
+// authentication, route handlers) and overrides.
+func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Option) fx.Option {
+	return fx.Options(
+		fx.Supply(cfg, info, log),
+		fx.WithLogger(FxLogger),
+		fx.StopTimeout(cfg.ShutdownTimeout),
+		CoreModule,
+		AdminModule,
+		SyncAPIModule,
+		fx.Options(extra...),
+		fx.Invoke(registerBanner),
+	)
+}
+
+// Run starts the graph, waits for SIGINT or SIGTERM (or an internal
+// shutdown), stops gracefully and returns the process exit code.
+func Run(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Option) int {
+	a := fx.New(Options(cfg, info, log, extra...))
+	if err := a.Err(); err != nil {
+		log.Error("cannot assemble the server", zap.Error(err))
+		return 1
+	}
+	startCtx, cancel := context.WithTimeout(context.Background(), a.StartTimeout())
+	defer cancel()
+	if err := a.Start(startCtx); err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return 1
+	}
+	sig := <-a.Wait()
+	log.Info("shutting down", zap.String("signal", fmt.Sprint(sig.Signal)), zap.Int("exit_code", sig.ExitCode))
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), a.StopTimeout())
+	defer cancelStop()
+	code := sig.ExitCode
+	if err := a.Stop(stopCtx); err != nil {
+		log.Error("unclean shutdown", zap.Error(err))
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}

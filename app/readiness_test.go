@@ -1,0 +1,111 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+)
+
+func TestPhaseOf(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		compile bool
+		want    Phase
+	}{
+		{"none", nil, false, PhaseReady},
+		{"compile", errors.New("x"), true, PhaseSchemaCompile},
+		{"checkpoint", syncerr.New(syncerr.StorageCheckpointIncomplete), false, PhaseBackfillCheckpoint},
+		{"wrapped checkpoint", errors.Join(errors.New("ensure"), syncerr.New(syncerr.StorageCheckpointIncomplete)), false, PhaseBackfillCheckpoint},
+		{"layout", syncerr.New(syncerr.StoragePhysicalLayoutMismatch), false, PhaseStorageMigration},
+		{"too new", syncerr.New(syncerr.StorageSchemaTooNew), false, PhaseStorageMigration},
+		{"plain", errors.New("io"), false, PhaseStorageMigration},
+	}
+	for _, tt := range tests {
+		if got := PhaseOf(tt.err, tt.compile); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+type stepStore struct{ errs []error }
+
+func (s *stepStore) EnsureSchema(context.Context, *schema.Schema, []checkpoint.Declaration) error {
+	if len(s.errs) == 0 {
+		return nil
+	}
+	err := s.errs[0]
+	s.errs = s.errs[1:]
+	return err
+}
+
+func TestPreparerPhases(t *testing.T) {
+	r := NewReadiness()
+	var seen []Phase
+	r.OnChange(func(p Phase) { seen = append(seen, p) })
+	store := &stepStore{errs: []error{
+		errors.New("database is locked"),
+		syncerr.New(syncerr.StorageCheckpointIncomplete),
+	}}
+	p := &Preparer{Source: NewSchemaSource(config.Default()), Store: store, Readiness: r, Log: zap.NewNop()}
+	if err := p.Run(context.Background(), Backoff{Initial: time.Microsecond, Max: time.Microsecond}); err != nil {
+		t.Fatal(err)
+	}
+	want := []Phase{PhaseSchemaCompile, PhaseStorageMigration, PhaseBackfillCheckpoint, PhaseStorageMigration, PhaseReady}
+	if len(seen) != len(want) {
+		t.Fatalf("phases %v, want %v", seen, want)
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Fatalf("phases %v, want %v", seen, want)
+		}
+	}
+	if r.Schema() == nil || !r.Ready() || r.ServeError() != nil || r.Status().Error != nil {
+		t.Fatalf("not ready: %+v", r.Status())
+	}
+	r.Drain()
+	if r.Ready() || syncerr.CodeOf(r.ServeError()) != syncerr.SchemaNotReady || !r.Status().Draining {
+		t.Fatal("drain")
+	}
+}
+
+func TestPreparerStopsOnCancel(t *testing.T) {
+	r := NewReadiness()
+	p := &Preparer{Source: NewSchemaSource(config.Default()), Store: &stepStore{errs: []error{errors.New("down")}},
+		Readiness: r, Log: zap.NewNop()}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Run(ctx, DefaultBackoff()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	if r.Phase() != PhaseStorageMigration || r.Status().Error == nil {
+		t.Fatalf("status %+v", r.Status())
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := Backoff{Initial: time.Second, Max: 5 * time.Second}
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second} {
+		if got := b.Delay(i); got != want {
+			t.Errorf("Delay(%d) = %v, want %v", i, got, want)
+		}
+	}
+}
+
+func TestBuildInfoString(t *testing.T) {
+	s := ReadBuildInfo("v1.2.3").String()
+	for _, want := range []string{"syncd v1.2.3", "go:", "platform:", "SSP2 wire 3"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("version output lacks %q:\n%s", want, s)
+		}
+	}
+}
