@@ -1,0 +1,343 @@
+package httpapi
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/syncd-dev/syncd/domain/syncerr"
+)
+
+// ContentTypeSync is the content type of SSP2 request and response bodies
+// (SPEC §1.1).
+const ContentTypeSync = "application/vnd.syncular.sync.v2"
+
+// Transport defaults.
+const (
+	DefaultMaxBodyBytes        = 16 << 20
+	DefaultMaxDecodedBodyBytes = 64 << 20
+	DefaultCompressMinBytes    = 1024
+)
+
+// TransportOptions configure the body handling of the sync routes.
+type TransportOptions struct {
+	// MaxBodyBytes caps the request body as sent, before any
+	// Content-Encoding is undone (default 16 MiB). Larger bodies are 413.
+	MaxBodyBytes int64
+	// MaxDecodedBodyBytes caps the request body after decompression
+	// (default 64 MiB), so a small compressed body cannot expand without
+	// bound. Larger bodies are 413.
+	MaxDecodedBodyBytes int64
+	// CompressMinBytes is the smallest response body worth compressing
+	// (default 1024; negative compresses everything). Smaller bodies go
+	// out as identity even when the client accepts an encoding.
+	CompressMinBytes int
+	// GzipLevel is the gzip level (default gzip.DefaultCompression).
+	GzipLevel int
+	// ZstdLevel is the zstd level (default zstd.SpeedDefault).
+	ZstdLevel zstd.EncoderLevel
+}
+
+// Transport reads sync request bodies and writes encoded responses with
+// the limits and encodings of SPEC §1.3. It is safe for concurrent use;
+// it pools its compressors.
+type Transport struct {
+	maxBody    int64
+	maxDecoded int64
+	minBytes   int
+	gzipLevel  int
+	zstdLevel  zstd.EncoderLevel
+	gzipPool   sync.Pool
+	zstdPool   sync.Pool
+}
+
+// NewTransport validates opts and builds a Transport.
+func NewTransport(opts TransportOptions) (*Transport, error) {
+	t := &Transport{
+		maxBody:    opts.MaxBodyBytes,
+		maxDecoded: opts.MaxDecodedBodyBytes,
+		minBytes:   opts.CompressMinBytes,
+		gzipLevel:  opts.GzipLevel,
+		zstdLevel:  opts.ZstdLevel,
+	}
+	if t.maxBody == 0 {
+		t.maxBody = DefaultMaxBodyBytes
+	}
+	if t.maxDecoded == 0 {
+		t.maxDecoded = DefaultMaxDecodedBodyBytes
+	}
+	if t.maxBody < 0 || t.maxDecoded < 0 {
+		return nil, errors.New("httpapi: body limits must be positive")
+	}
+	switch {
+	case t.minBytes == 0:
+		t.minBytes = DefaultCompressMinBytes
+	case t.minBytes < 0:
+		t.minBytes = 0
+	}
+	if t.gzipLevel == 0 {
+		t.gzipLevel = gzip.DefaultCompression
+	}
+	if t.gzipLevel < gzip.HuffmanOnly || t.gzipLevel > gzip.BestCompression {
+		return nil, fmt.Errorf("httpapi: gzip level %d out of range", t.gzipLevel)
+	}
+	if t.zstdLevel == 0 {
+		t.zstdLevel = zstd.SpeedDefault
+	}
+	if t.zstdLevel < zstd.SpeedFastest || t.zstdLevel > zstd.SpeedBestCompression {
+		return nil, fmt.Errorf("httpapi: zstd level %d out of range", t.zstdLevel)
+	}
+	return t, nil
+}
+
+// StatusError is a catalog error answered with an HTTP status other than
+// its catalog status: the transport's 413 and 415 refusals, which the spec
+// requires as statuses but whose catalog code (sync.invalid_request) maps
+// to 400.
+type StatusError struct {
+	Status int
+	Err    *syncerr.Error
+}
+
+func (e *StatusError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the catalog error.
+func (e *StatusError) Unwrap() error { return e.Err }
+
+// WriteTransportError answers err as §10.1 JSON like WriteError, honouring
+// the status of a *StatusError in its chain.
+func WriteTransportError(w http.ResponseWriter, err error) *syncerr.Error {
+	var se *StatusError
+	if !errors.As(err, &se) || se.Err == nil {
+		return WriteError(w, err)
+	}
+	return WriteError(&statusOverride{ResponseWriter: w, status: se.Status}, se.Err)
+}
+
+// statusOverride replaces the status WriteError sends.
+type statusOverride struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusOverride) WriteHeader(int) { s.ResponseWriter.WriteHeader(s.status) }
+
+// errUnsupportedMediaType is the 415 of SPEC §1.1. The catalog code is
+// sync.invalid_request ("bad content type", SPEC §10.2).
+func errUnsupportedMediaType(reason string) *StatusError {
+	return &StatusError{Status: http.StatusUnsupportedMediaType, Err: syncerr.Newf(syncerr.InvalidRequest, "%s", reason).
+		WithMessage("unsupported content type; send " + ContentTypeSync)}
+}
+
+func errUnsupportedEncoding(coding string) *StatusError {
+	return &StatusError{Status: http.StatusUnsupportedMediaType, Err: syncerr.Newf(syncerr.InvalidRequest,
+		"unsupported Content-Encoding %q", coding).WithMessage("unsupported content encoding; send gzip, zstd or identity")}
+}
+
+// errTooLarge is the 413 for a body past one of the limits.
+func errTooLarge(what string, limit int64) *StatusError {
+	return &StatusError{Status: http.StatusRequestEntityTooLarge, Err: syncerr.Newf(syncerr.InvalidRequest,
+		"%s exceeds %d bytes", what, limit).WithMessage("request body too large").
+		WithDetails(map[string]any{"maxBytes": limit})}
+}
+
+func errMalformedBody(cause error) *StatusError {
+	return &StatusError{Status: http.StatusBadRequest, Err: syncerr.Wrap(syncerr.InvalidRequest, cause).
+		WithMessage("malformed request body encoding")}
+}
+
+func errBodyRead(cause error) error {
+	return &StatusError{Status: http.StatusBadRequest, Err: syncerr.Wrap(syncerr.InvalidRequest, cause).
+		WithMessage("request body could not be read")}
+}
+
+// CheckSyncContentType refuses a request whose Content-Type is not
+// ContentTypeSync (parameters ignored) with HTTP 415 (SPEC §1.1).
+func CheckSyncContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return errUnsupportedMediaType("no Content-Type")
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return errUnsupportedMediaType(fmt.Sprintf("malformed Content-Type %q", ct))
+	}
+	if mt != ContentTypeSync {
+		return errUnsupportedMediaType(fmt.Sprintf("Content-Type %q", mt))
+	}
+	return nil
+}
+
+// ReadSyncRequest is the whole request-body step of POST /sync: it checks
+// the content type, then reads the decoded body within the limits. Every
+// failure is a *StatusError for WriteTransportError.
+func (t *Transport) ReadSyncRequest(r *http.Request) ([]byte, error) {
+	if err := CheckSyncContentType(r); err != nil {
+		return nil, err
+	}
+	return t.ReadBody(r)
+}
+
+// ReadBody reads r's body with its Content-Encoding undone, refusing a
+// body past MaxBodyBytes as sent or past MaxDecodedBodyBytes decoded.
+func (t *Transport) ReadBody(r *http.Request) ([]byte, error) {
+	body, err := t.OpenBody(r)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = body.Close() }()
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= t.maxBody {
+		buf.Grow(int(r.ContentLength))
+	}
+	if _, err := buf.ReadFrom(body); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// OpenBody returns r's body as a stream with its Content-Encoding (gzip,
+// zstd or identity) undone. Reads fail with a *StatusError once a limit is
+// passed or the encoding is corrupt. A declared Content-Length past the
+// limit fails at once.
+func (t *Transport) OpenBody(r *http.Request) (io.ReadCloser, error) {
+	coding, err := requestCoding(r.Header.Values("Content-Encoding"))
+	if err != nil {
+		return nil, err
+	}
+	if r.ContentLength > t.maxBody {
+		return nil, errTooLarge("request body", t.maxBody)
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return io.NopCloser(bytes.NewReader(nil)), nil
+	}
+	wire := &cappedReader{r: r.Body, remaining: t.maxBody, onExceed: errTooLarge("request body", t.maxBody), wrapErr: errBodyRead}
+	switch coding {
+	case "identity":
+		limit := min(t.maxBody, t.maxDecoded)
+		wire.remaining, wire.onExceed = limit, errTooLarge("request body", limit)
+		return &body{Reader: wire, closers: []io.Closer{r.Body}}, nil
+	case "gzip":
+		zr, err := gzip.NewReader(wire)
+		if err != nil {
+			return nil, decodeErr(err)
+		}
+		return &body{
+			Reader:  &cappedReader{r: zr, remaining: t.maxDecoded, onExceed: errTooLarge("decoded request body", t.maxDecoded), wrapErr: decodeErr},
+			closers: []io.Closer{zr, r.Body},
+		}, nil
+	default: // zstd
+		zr, err := zstd.NewReader(wire,
+			zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxMemory(uint64(t.maxDecoded)))
+		if err != nil {
+			return nil, decodeErr(err)
+		}
+		return &body{
+			Reader:  &cappedReader{r: zr, remaining: t.maxDecoded, onExceed: errTooLarge("decoded request body", t.maxDecoded), wrapErr: decodeErr},
+			closers: []io.Closer{zstdCloser{zr}, r.Body},
+		}, nil
+	}
+}
+
+// decodeErr classifies an error from a decompressor: limit errors keep
+// their 413, zstd's own size refusals become 413, the rest is a 400.
+func decodeErr(err error) error {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se
+	}
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+		return &StatusError{Status: http.StatusRequestEntityTooLarge, Err: syncerr.Wrap(syncerr.InvalidRequest, err).
+			WithMessage("request body too large")}
+	}
+	return errMalformedBody(err)
+}
+
+// requestCoding returns the single content coding of a request body.
+// Stacked codings are refused rather than undone in turn: no client
+// sends them, and each layer would need its own bound.
+func requestCoding(values []string) (string, error) {
+	var codings []string
+	for _, v := range values {
+		for c := range strings.SplitSeq(v, ",") {
+			c = strings.ToLower(strings.TrimSpace(c))
+			if c != "" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	switch len(codings) {
+	case 0:
+		return "identity", nil
+	case 1:
+	default:
+		return "", errUnsupportedEncoding(strings.Join(codings, ", "))
+	}
+	switch codings[0] {
+	case "identity":
+		return "identity", nil
+	case "gzip", "x-gzip":
+		return "gzip", nil
+	case "zstd":
+		return "zstd", nil
+	}
+	return "", errUnsupportedEncoding(codings[0])
+}
+
+// cappedReader fails with onExceed once more than remaining bytes were
+// read, and passes other read errors through wrapErr.
+type cappedReader struct {
+	r         io.Reader
+	remaining int64
+	onExceed  error
+	wrapErr   func(error) error
+	err       error
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	if int64(len(p)) > c.remaining+1 {
+		p = p[:c.remaining+1]
+	}
+	n, err := c.r.Read(p)
+	if int64(n) > c.remaining {
+		c.err = c.onExceed
+		return 0, c.err
+	}
+	c.remaining -= int64(n)
+	if err != nil && err != io.EOF {
+		c.err = c.wrapErr(err)
+		return n, c.err
+	}
+	return n, err
+}
+
+// body closes its decoder and the request body.
+type body struct {
+	io.Reader
+	closers []io.Closer
+}
+
+func (b *body) Close() error {
+	var errs []error
+	for _, c := range b.closers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+type zstdCloser struct{ d *zstd.Decoder }
+
+func (z zstdCloser) Close() error { z.d.Close(); return nil }
