@@ -1,11 +1,90 @@
 // Command syncd is the SSP2 sync server.
+//
+//	syncd serve [flags]     run the server (see syncd serve --help)
+//	syncd version           print version and build information
+//	syncd inspect ARGS...   decode and render SSP2 messages
 package main
 
-import "os"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/config"
+)
+
+// version is set at link time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "inspect" {
-		os.Exit(runInspect(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
 	}
-	os.Exit(2)
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], environ, stdout, stderr)
+	case "version", "--version", "-version":
+		_, _ = fmt.Fprint(stdout, app.ReadBuildInfo(version).String())
+		return 0
+	case "inspect":
+		return runInspect(args[1:], stdin, stdout, stderr)
+	case "help", "-h", "--help", "-help":
+		usage(stdout)
+		return 0
+	default:
+		_, _ = fmt.Fprintf(stderr, "syncd: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	_, _ = fmt.Fprint(w, `syncd is a sync server for the Syncular sync protocol (SSP2, wire 3).
+
+Usage:
+  syncd serve [flags]     run the server; "syncd serve --help" lists the flags
+  syncd version           print version and build information
+  syncd inspect ARGS...   decode and render SSP2 messages
+  syncd help              show this help
+
+With no flags, "syncd serve" runs the embedded todos demo schema on
+http://127.0.0.1:8787 with a SQLite file ./syncd.db and development
+authentication.
+`)
+}
+
+func serve(args, environ []string, stdout, stderr io.Writer) int {
+	res, err := config.Load(args, environ, stdout)
+	if errors.Is(err, config.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "syncd serve: %v\n", err)
+		return 2
+	}
+	cfg := res.Config
+	if res.PrintConfig {
+		return printConfig(stdout, cfg)
+	}
+	log, err := app.NewLogger(cfg)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "syncd serve: %v\n", err)
+		return 2
+	}
+	defer func() { _ = log.Sync() }()
+	return app.Run(cfg, app.ReadBuildInfo(version), log, app.WithBanner(stderr))
+}
+
+func printConfig(w io.Writer, cfg config.Config) int {
+	c := cfg.Redacted()
+	_, _ = fmt.Fprintf(w, "listen: %s\nadmin-listen: %s\ndatabase: %s\nschema: %q\nmount: %q\nauth: %s\ndev: %v\nlog-level: %s\nshutdown-timeout: %s\n",
+		c.Listen, c.AdminListen, c.Database, c.Schema, c.Mount, c.Auth, c.Dev, c.LogLevel, c.ShutdownTimeout)
+	return 0
 }
