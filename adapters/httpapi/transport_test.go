@@ -3,9 +3,11 @@ package httpapi_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
 )
 
 func gz(t *testing.T, b []byte) []byte {
@@ -402,5 +405,50 @@ func TestNewTransportValidates(t *testing.T) {
 		if _, err := httpapi.NewTransport(o); err == nil {
 			t.Errorf("NewTransport(%+v) accepted", o)
 		}
+	}
+}
+
+type authFunc func(*http.Request) (ports.Identity, error)
+
+func (f authFunc) Authenticate(r *http.Request) (ports.Identity, error) { return f(r) }
+
+func TestAuthenticate(t *testing.T) {
+	alice := ports.Identity{ActorID: "alice", Partition: "p"}
+	tests := []struct {
+		name string
+		auth authFunc
+		want syncerr.Code
+	}{
+		{"identity stored on the context", func(*http.Request) (ports.Identity, error) { return alice, nil }, ""},
+		{"plain error becomes auth_required", func(*http.Request) (ports.Identity, error) {
+			return ports.Identity{}, errors.New("token store down: dial tcp 10.0.0.1")
+		}, syncerr.AuthRequired},
+		{"catalog error passes through", func(*http.Request) (ports.Identity, error) {
+			return ports.Identity{}, syncerr.New(syncerr.RateLimited)
+		}, syncerr.RateLimited},
+		{"empty partition is refused", func(*http.Request) (ports.Identity, error) {
+			return ports.Identity{ActorID: "a"}, nil
+		}, syncerr.AuthRequired},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/sync", nil)
+			r2, id, err := httpapi.Authenticate(r, tc.auth)
+			if syncerr.CodeOf(err) != tc.want {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if tc.want != "" {
+				rec := httptest.NewRecorder()
+				pub := httpapi.WriteTransportError(rec, err)
+				if strings.Contains(rec.Body.String(), "10.0.0.1") || pub.Code != tc.want {
+					t.Fatalf("leaky or wrong body %s", rec.Body.String())
+				}
+				return
+			}
+			got, ok := ports.IdentityFrom(r2.Context())
+			if !ok || !reflect.DeepEqual(got, id) || !reflect.DeepEqual(id, alice) {
+				t.Fatalf("identity %+v on context %+v", id, got)
+			}
+		})
 	}
 }
