@@ -1,0 +1,202 @@
+// Package arch checks the layering rules of ARCHITECTURE.md against an
+// import graph:
+//
+//   - domain/ imports only the standard library and other domain/ packages;
+//   - ports/ imports only the standard library, domain/ and ports/;
+//   - adapters/ and app/ import ports/ and domain/ (and libraries), never
+//     cmd/; adapters/ never import app/;
+//   - only app/ and cmd/ import fx (go.uber.org/fx, go.uber.org/dig);
+//   - nothing imports cmd/.
+//
+// Test files of domain/ and ports/ may also import the test/ helpers.
+package arch
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"sort"
+	"strings"
+)
+
+// Package is one node of the import graph, as `go list -json` prints it.
+type Package struct {
+	ImportPath   string
+	Imports      []string `json:",omitempty"`
+	TestImports  []string `json:",omitempty"`
+	XTestImports []string `json:",omitempty"`
+}
+
+// Violation is one import that breaks a rule.
+type Violation struct {
+	Package string `json:"package"`
+	Import  string `json:"import"`
+	Rule    string `json:"rule"`
+}
+
+func (v Violation) String() string { return v.Package + " imports " + v.Import + ": " + v.Rule }
+
+// Rule texts.
+const (
+	RuleDomain      = "domain/ imports only the standard library and domain/"
+	RulePorts       = "ports/ imports only the standard library, domain/ and ports/"
+	RuleAdaptersApp = "adapters/ never import app/"
+	RuleFx          = "only app/ and cmd/ import fx"
+	RuleCmd         = "nothing imports cmd/"
+)
+
+// Check returns every violation in pkgs, a graph of module's packages,
+// sorted by package then import.
+func Check(module string, pkgs []Package) []Violation {
+	var out []Violation
+	for _, p := range pkgs {
+		layer := layerOf(module, p.ImportPath)
+		if layer == "" {
+			continue // not a package of this module
+		}
+		check := func(imp string, test bool) {
+			if r := rule(module, layer, imp, test); r != "" {
+				out = append(out, Violation{Package: p.ImportPath, Import: imp, Rule: r})
+			}
+		}
+		for _, imp := range p.Imports {
+			check(imp, false)
+		}
+		for _, imp := range append(append([]string(nil), p.TestImports...), p.XTestImports...) {
+			if imp == p.ImportPath {
+				continue // an external test importing its own package
+			}
+			check(imp, true)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Package != out[j].Package {
+			return out[i].Package < out[j].Package
+		}
+		return out[i].Import < out[j].Import
+	})
+	return dedupe(out)
+}
+
+func dedupe(vs []Violation) []Violation {
+	out := vs[:0]
+	for i, v := range vs {
+		if i > 0 && v == vs[i-1] {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// layerOf returns the top-level directory of a module package ("domain",
+// "ports", "adapters", "app", "cmd", "test", ...), or "" outside module.
+func layerOf(module, path string) string {
+	rest, ok := strings.CutPrefix(path, module+"/")
+	if !ok {
+		if path == module {
+			return "."
+		}
+		return ""
+	}
+	top, _, _ := strings.Cut(rest, "/")
+	return top
+}
+
+func isStd(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+func isFx(path string) bool {
+	for _, p := range []string{"go.uber.org/fx", "go.uber.org/dig"} {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func rule(module, layer, imp string, test bool) string {
+	target := layerOf(module, imp)
+	switch {
+	case target == "cmd":
+		return RuleCmd
+	case isFx(imp) && layer != "app" && layer != "cmd":
+		return RuleFx
+	}
+	allowed := func(layers ...string) bool {
+		if target == "" && isStd(imp) {
+			return true
+		}
+		for _, l := range layers {
+			if target == l {
+				return true
+			}
+		}
+		return test && target == "test"
+	}
+	switch layer {
+	case "domain":
+		if !allowed("domain") {
+			return RuleDomain
+		}
+	case "ports":
+		if !allowed("domain", "ports") {
+			return RulePorts
+		}
+	case "adapters":
+		if target == "app" {
+			return RuleAdaptersApp
+		}
+	}
+	return ""
+}
+
+// Load lists the packages of the module rooted at dir with `go list`.
+// Packages that fail to compile are still listed (-e).
+func Load(goCmd, dir string) (module string, pkgs []Package, err error) {
+	modOut, err := run(goCmd, dir, "list", "-m")
+	if err != nil {
+		return "", nil, err
+	}
+	module = strings.TrimSpace(string(modOut))
+	out, err := run(goCmd, dir, "list", "-e", "-json=ImportPath,Imports,TestImports,XTestImports", "./...")
+	if err != nil {
+		return "", nil, err
+	}
+	pkgs, err = Decode(bytes.NewReader(out))
+	return module, pkgs, err
+}
+
+// Decode reads a stream of `go list -json` objects.
+func Decode(r io.Reader) ([]Package, error) {
+	dec := json.NewDecoder(r)
+	var pkgs []Package
+	for {
+		var p Package
+		err := dec.Decode(&p)
+		if errors.Is(err, io.EOF) {
+			return pkgs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("decode go list output: %w", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+}
+
+func run(goCmd, dir string, args ...string) ([]byte, error) {
+	cmd := exec.Command(goCmd, args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out, nil
+}

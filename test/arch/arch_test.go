@@ -1,0 +1,96 @@
+package arch_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"testing"
+
+	"github.com/syncd-dev/syncd/test/arch"
+)
+
+// TestFixtureGraphFails proves the checker catches each kind of violation:
+// the fixture graph breaks every rule once or more, next to allowed imports.
+func TestFixtureGraphFails(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "violations.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	pkgs, err := arch.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := arch.Check("example.com/m", pkgs)
+	want := []arch.Violation{
+		{"example.com/m/adapters/httpapi", "go.uber.org/fx/fxtest", arch.RuleFx},
+		{"example.com/m/adapters/storage", "example.com/m/app", arch.RuleAdaptersApp},
+		{"example.com/m/adapters/storage", "go.uber.org/fx", arch.RuleFx},
+		{"example.com/m/app", "example.com/m/cmd/syncd", arch.RuleCmd},
+		{"example.com/m/domain/a", "example.com/m/ports", arch.RuleDomain},
+		{"example.com/m/domain/a", "github.com/stretchr/testify/require", arch.RuleDomain},
+		{"example.com/m/domain/a", "github.com/uptrace/bun", arch.RuleDomain},
+		{"example.com/m/domain/b", "go.uber.org/zap", arch.RuleDomain},
+		{"example.com/m/ports", "example.com/m/adapters/storage", arch.RulePorts},
+		{"example.com/m/test/contract", "go.uber.org/fx", arch.RuleFx},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("violations:")
+		for _, v := range got {
+			t.Errorf("  got  %s", v)
+		}
+		for _, v := range want {
+			t.Errorf("  want %s", v)
+		}
+	}
+}
+
+func TestRulesOneByOne(t *testing.T) {
+	tests := []struct {
+		name string
+		pkg  arch.Package
+		bad  bool
+	}{
+		{"domain std", arch.Package{ImportPath: "m/domain/x", Imports: []string{"encoding/json", "m/domain/y"}}, false},
+		{"domain third party", arch.Package{ImportPath: "m/domain/x", Imports: []string{"github.com/a/b"}}, true},
+		{"domain imports examples", arch.Package{ImportPath: "m/domain/x", Imports: []string{"m/examples/todos"}}, true},
+		{"domain test helper", arch.Package{ImportPath: "m/domain/x", TestImports: []string{"m/test/testenv"}}, false},
+		{"domain non-test imports test helper", arch.Package{ImportPath: "m/domain/x", Imports: []string{"m/test/testenv"}}, true},
+		{"ports imports domain", arch.Package{ImportPath: "m/ports", Imports: []string{"m/domain/schema", "net/http"}}, false},
+		{"ports imports zap", arch.Package{ImportPath: "m/ports", Imports: []string{"go.uber.org/zap"}}, true},
+		{"adapter imports adapter", arch.Package{ImportPath: "m/adapters/a", Imports: []string{"m/adapters/b", "m/ports"}}, false},
+		{"adapter imports dig", arch.Package{ImportPath: "m/adapters/a", Imports: []string{"go.uber.org/dig"}}, true},
+		{"app imports fx", arch.Package{ImportPath: "m/app", Imports: []string{"go.uber.org/fx", "m/adapters/a"}}, false},
+		{"cmd imports fx", arch.Package{ImportPath: "m/cmd/syncd", Imports: []string{"go.uber.org/fx/fxevent"}}, false},
+		{"test imports cmd", arch.Package{ImportPath: "m/test/e2e", XTestImports: []string{"m/cmd/syncd"}}, true},
+		{"fx-like name", arch.Package{ImportPath: "m/domain/x", Imports: []string{"go.uber.org/fxx"}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := arch.Check("m", []arch.Package{tt.pkg})
+			if (len(got) > 0) != tt.bad {
+				t.Fatalf("violations %v, want bad=%v", got, tt.bad)
+			}
+		})
+	}
+}
+
+// TestRepositoryLayering runs the checker on this repository.
+func TestRepositoryLayering(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	module, pkgs, err := arch.Load(goCmd, filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if module != "github.com/syncd-dev/syncd" || len(pkgs) < 5 {
+		t.Fatalf("module %q with %d packages", module, len(pkgs))
+	}
+	for _, v := range arch.Check(module, pkgs) {
+		t.Errorf("layering violation: %s", v)
+	}
+}
