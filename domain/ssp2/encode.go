@@ -120,7 +120,13 @@ func (w *frameWriter) storedScopes(s StoredScopes) {
 	}
 }
 
-// appendFrame appends one whole frame (type, length, payload) to dst.
+// AppendFrame appends one whole frame (type, length, payload) of a message
+// of kind at version to dst, checking the frame's layout but not the
+// message grammar (Encoder and Encode check that).
+func AppendFrame(dst []byte, kind Kind, version uint16, f Frame) ([]byte, error) {
+	return appendFrame(dst, kind, version, f)
+}
+
 func appendFrame(dst []byte, kind Kind, version uint16, f Frame) ([]byte, error) {
 	ft, err := checkFrameKind(kind, f)
 	if err != nil {
