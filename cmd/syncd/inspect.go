@@ -127,18 +127,18 @@ func render(input []byte, codec *rowcodec.Codec) ([]byte, error) {
 			return nil, err
 		}
 		v = rowcodec.RenderSparse(codec.Columns(), vals)
-	case ssp2.IsMessage(input):
-		m, err := ssp2.Decode(input)
-		if err != nil {
-			return nil, err
-		}
-		return ssp2.RenderJSON(m), nil
 	case rowcodec.IsSegment(input):
 		s, err := rowcodec.DecodeSegment(input)
 		if err != nil {
 			return nil, err
 		}
 		v = rowcodec.RenderSegment(s)
+	case len(input) >= 3 && string(input[:3]) == "SSP":
+		m, err := ssp2.Decode(input)
+		if err != nil {
+			return nil, err
+		}
+		return ssp2.RenderJSON(m), nil
 	default:
 		return nil, syncerr.Newf(syncerr.InvalidRequest, "input starts with neither the SSP2 nor the SSG2 magic")
 	}
