@@ -30,3 +30,30 @@ func Authenticate(r *http.Request, auth ports.Authenticator) (*http.Request, por
 	}
 	return r.WithContext(ports.WithIdentity(r.Context(), id)), id, nil
 }
+
+// SyncServeFunc serves one authenticated POST /sync request whose body
+// has been read and decoded. r's context carries id. It writes its
+// response through Transport.Respond and answers errors detected before
+// its first byte with WriteTransportError.
+type SyncServeFunc func(w http.ResponseWriter, r *http.Request, id ports.Identity, body []byte)
+
+// SyncEndpoint composes the transport steps of POST /sync in the
+// reference order: authenticate (401), content type (415), then the body
+// with its encoding undone and its limits enforced (413, 415, 400); each
+// failure is answered as §10.1 JSON before anything else runs. serve gets
+// the rest of the request.
+func (t *Transport) SyncEndpoint(auth ports.Authenticator, serve SyncServeFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r, id, err := Authenticate(r, auth)
+		if err != nil {
+			WriteTransportError(w, err)
+			return
+		}
+		body, err := t.ReadSyncRequest(r)
+		if err != nil {
+			WriteTransportError(w, err)
+			return
+		}
+		serve(w, r, id, body)
+	})
+}

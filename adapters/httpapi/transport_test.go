@@ -452,3 +452,47 @@ func TestAuthenticate(t *testing.T) {
 		})
 	}
 }
+
+func TestSyncEndpoint(t *testing.T) {
+	tr, _ := httpapi.NewTransport(httpapi.TransportOptions{MaxBodyBytes: 64})
+	auth := authFunc(func(r *http.Request) (ports.Identity, error) {
+		if r.Header.Get("Authorization") != "Bearer ok" {
+			return ports.Identity{}, syncerr.New(syncerr.AuthRequired)
+		}
+		return ports.Identity{ActorID: "alice", Partition: "p"}, nil
+	})
+	h := tr.SyncEndpoint(auth, func(w http.ResponseWriter, r *http.Request, id ports.Identity, body []byte) {
+		if got, _ := ports.IdentityFrom(r.Context()); got.ActorID != id.ActorID {
+			t.Errorf("identity not on the context")
+		}
+		_ = tr.WriteEncoded(w, r, http.StatusOK, httpapi.ContentTypeSync, append([]byte(id.ActorID+":"), body...))
+	})
+	tests := []struct {
+		name, auth, contentType string
+		body                    []byte
+		status                  int
+		want                    string
+	}{
+		{"served", "Bearer ok", httpapi.ContentTypeSync, []byte("SSP2"), 200, "alice:SSP2"},
+		{"authentication comes first", "", "text/plain", []byte("x"), 401, ""},
+		{"then the content type", "Bearer ok", "text/plain", []byte("x"), 415, ""},
+		{"then the body limit", "Bearer ok", httpapi.ContentTypeSync, make([]byte, 65), 413, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/sync", bytes.NewReader(tc.body))
+			r.Header.Set("Content-Type", tc.contentType)
+			if tc.auth != "" {
+				r.Header.Set("Authorization", tc.auth)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Code != tc.status {
+				t.Fatalf("status = %d, want %d: %s", rec.Code, tc.status, rec.Body.String())
+			}
+			if tc.want != "" && rec.Body.String() != tc.want {
+				t.Fatalf("body = %q", rec.Body.String())
+			}
+		})
+	}
+}
