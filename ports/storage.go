@@ -66,8 +66,9 @@ type PushStore interface {
 	// Push begins a write transaction on partition, takes the partition
 	// lock (SQLite: BEGIN IMMEDIATE; PostgreSQL: the partition row FOR
 	// UPDATE), runs fn, and commits when fn returns nil; otherwise it
-	// rolls back and returns fn's error. Writers to one partition
-	// serialize; writers to different partitions need not.
+	// rolls back and returns fn's error unchanged. Writers to one
+	// partition serialize; writers to different partitions need not.
+	// Staged writes are invisible outside the transaction until commit.
 	Push(ctx context.Context, partition string, opts PushOptions, fn func(tx PushTx) error) error
 }
 
@@ -159,7 +160,8 @@ type PushTx interface {
 	Lookup(ctx context.Context, q RowLookup) ([]commit.Row, error)
 	// UpsertRow writes the current row (payload, meta columns, materialized
 	// app columns, row-scope index) and clears any tombstone. A relational
-	// constraint failure returns *ConstraintError.
+	// constraint failure returns *ConstraintError and leaves the
+	// transaction usable (DiscardWrites, PutPushResult, commit).
 	UpsertRow(ctx context.Context, table string, w RowWrite) error
 	// DeleteRow removes the current row, its row-scope index entries and
 	// its blob references; absent rows are a no-op. The tombstone is
@@ -169,7 +171,9 @@ type PushTx interface {
 	SetBlobRefs(ctx context.Context, table, rowID string, blobIDs []string) error
 	// AppendCommit allocates the next dense commit_seq, writes the commit,
 	// its changes, the scope inverted index and tombstones for deletes,
-	// stamped with the writer version.
+	// stamped with the writer version. A writer version below the
+	// partition's fence is refused by the database and returned as
+	// sync.storage.writer_fence_rejected.
 	AppendCommit(ctx context.Context, c NewCommit) (seq int64, err error)
 	EnqueueReactions(ctx context.Context, source ReactionSource, rs []Reaction) error
 	// PutPushResult stores a result first-writer-wins and returns the stored one.
@@ -288,7 +292,9 @@ type CheckpointStore interface {
 	ReadCheckpoints(ctx context.Context, partition string) ([]checkpoint.Checkpoint, error)
 	SourceCoverageSeq(ctx context.Context, partition string, tables []string) (int64, error)
 	HasSourceChangesAbove(ctx context.Context, partition string, tables []string, seq int64) (checkpoint.SourceState, error)
-	// ReadServeGate reads the gate in one snapshot; never memoized.
+	// ReadServeGate reads the gate in one snapshot; never memoized. The
+	// epoch is "" for an unregistered partition; Pending is ordered by
+	// (partition, name).
 	ReadServeGate(ctx context.Context, partition string, running int32) (checkpoint.ServeGate, error)
 }
 

@@ -1,0 +1,468 @@
+package memory
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// EnsureSchema installs or verifies the schema. See ports.SchemaStore.
+func (s *Store) EnsureSchema(ctx context.Context, sc *schema.Schema, decls []checkpoint.Declaration) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if sc == nil {
+		return syncerr.Newf(syncerr.SchemaInvalid, "no schema")
+	}
+	s.mu.Lock()
+	memo := s.schema
+	s.mu.Unlock()
+	if memo != nil && memo.Version == sc.Version {
+		return nil
+	}
+
+	s.db.mu.Lock()
+	done, err := s.db.verify(sc, decls)
+	s.db.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if !done {
+		// A bump: exclusive against every partition writer, then re-check
+		// under the barrier (another handle may have migrated meanwhile).
+		s.db.schemaLock.Lock()
+		s.db.mu.Lock()
+		done, err = s.db.verify(sc, decls)
+		if err == nil && !done {
+			err = s.db.migrate(sc, decls, time.Now().UnixMilli())
+		}
+		s.db.mu.Unlock()
+		s.db.schemaLock.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.schema = sc
+	s.mu.Unlock()
+	return nil
+}
+
+// verify runs the checks that precede any write. done reports that the
+// database is at the running version and passed; false means a bump is
+// due. Callers hold d.mu.
+func (d *db) verify(sc *schema.Schema, decls []checkpoint.Declaration) (done bool, err error) {
+	if p, ok := checkpoint.FirstUndeclared(d.pendingAt(sc.Version, "", nil), decls); ok {
+		return false, checkpoint.IncompleteError(p)
+	}
+	if !d.markerSet || d.markerVersion < sc.Version {
+		return false, nil
+	}
+	if d.markerVersion > sc.Version {
+		return false, syncerr.Newf(syncerr.StorageSchemaTooNew,
+			"stored schema version %d is newer than the running schema version %d", d.markerVersion, sc.Version).
+			WithDetails(map[string]int32{"storedSchemaVersion": d.markerVersion, "runningSchemaVersion": sc.Version})
+	}
+	if err := sc.CheckStoredLayouts(d.layouts); err != nil {
+		return false, err
+	}
+	for _, t := range sc.Tables {
+		phys := d.tables[t.Name]
+		if phys == nil {
+			return false, physicalMismatch(t.Name, "", "missing_table")
+		}
+		if t.Materialize {
+			for _, c := range t.Columns {
+				if !phys.columns[c.Name] {
+					return false, physicalMismatch(t.Name, c.Name, "missing_column")
+				}
+			}
+		}
+	}
+	return true, nil
+}
+
+func physicalMismatch(table, column, reason string) error {
+	det := map[string]string{"table": table, "reason": reason}
+	if column != "" {
+		det["column"] = column
+	}
+	return syncerr.Newf(syncerr.StoragePhysicalLayoutMismatch, "table %q: %s %s", table, reason, column).WithDetails(det)
+}
+
+// migrate applies a version bump in one step: retire dropped tables,
+// create tables and add nullable columns, rebuild unique indexes, re-map
+// materialized cells, write the marker and layouts, install declarations
+// and raise their fences. It computes everything before changing anything,
+// so a failure leaves the database as it was. Callers hold the barrier and
+// d.mu.
+func (d *db) migrate(sc *schema.Schema, decls []checkpoint.Declaration, nowMs int64) error {
+	oldLayouts := d.layouts
+	var retired []string
+	for name := range oldLayouts {
+		if sc.Table(name) == nil {
+			retired = append(retired, name)
+		}
+	}
+	for name := range d.tables {
+		if sc.Table(name) == nil && !slices.Contains(retired, name) {
+			retired = append(retired, name)
+		}
+	}
+
+	newPhys := map[string]*physTable{}
+	for _, t := range sc.Tables {
+		old := d.tables[t.Name]
+		p := &physTable{materialize: t.Materialize, notNull: map[string]bool{}, columns: map[string]bool{}}
+		if old != nil {
+			for c := range old.columns {
+				p.columns[c] = true
+			}
+			for c, nn := range old.notNull {
+				p.notNull[c] = nn
+			}
+		}
+		if t.Materialize {
+			for _, c := range t.Columns {
+				if !p.columns[c.Name] {
+					p.columns[c.Name] = true
+					// Only a fresh table carries NOT NULL; added columns are nullable.
+					if old == nil && !c.Nullable {
+						p.notNull[c.Name] = true
+					}
+				}
+			}
+		}
+		newPhys[t.Name] = p
+	}
+
+	// Re-map cells per partition and rebuild unique indexes.
+	type staged struct {
+		part  *partition
+		table string
+		rt    *rowTable
+	}
+	var out []staged
+	for _, p := range d.parts {
+		for _, t := range sc.Tables {
+			rt := p.d.tables[t.Name]
+			if rt == nil {
+				continue
+			}
+			oldLayout := oldLayouts[t.Name]
+			nrt := &rowTable{rows: make(map[string]*storedRow, len(rt.rows)), unique: map[string]map[string]string{}, sorted: rt.sorted}
+			for id, r := range rt.rows {
+				nr := &storedRow{row: r.row, values: remapValues(oldLayout, t, r.values)}
+				nrt.rows[id] = nr
+				if !t.Materialize {
+					continue
+				}
+				for _, ix := range t.Indexes {
+					if !ix.Unique {
+						continue
+					}
+					if k, ok := uniqueKey(t, ix, nr.values); ok {
+						if nrt.unique[ix.Name] == nil {
+							nrt.unique[ix.Name] = map[string]string{}
+						}
+						if _, dup := nrt.unique[ix.Name][k]; dup {
+							return syncerr.Newf(syncerr.InternalError, "unique index %q of %q cannot be built over existing rows", ix.Name, t.Name)
+						}
+						nrt.unique[ix.Name][k] = id
+					}
+				}
+			}
+			out = append(out, staged{p, t.Name, nrt})
+		}
+	}
+
+	// Apply.
+	for _, p := range d.parts {
+		for _, name := range retired {
+			delete(p.d.tables, name)
+			for k := range p.d.blobRefs {
+				if k.table == name {
+					delete(p.d.blobRefs, k)
+				}
+			}
+		}
+	}
+	for _, st := range out {
+		st.part.d.tables[st.table] = st.rt
+	}
+	d.tables = newPhys
+	d.markerSet, d.markerVersion, d.layouts = true, sc.Version, sc.Layouts()
+	for _, dc := range decls {
+		installCheckpoint(d.part(dc.Partition).d, dc, nowMs)
+	}
+	return nil
+}
+
+// remapValues re-positions materialized cells from the old layout to the
+// table's columns by name; new columns read NULL.
+func remapValues(old schema.Layout, t *schema.Table, values []any) []any {
+	if values == nil {
+		return nil
+	}
+	if old == nil {
+		out := make([]any, len(t.Columns))
+		copy(out, values)
+		return out
+	}
+	byName := make(map[string]any, len(old))
+	for i, c := range old {
+		if i < len(values) {
+			byName[c.Name] = values[i]
+		}
+	}
+	out := make([]any, len(t.Columns))
+	for i, c := range t.Columns {
+		out[i] = byName[c.Name]
+	}
+	return out
+}
+
+// installCheckpoint inserts a declared row if absent and raises the fence.
+func installCheckpoint(d *data, dc checkpoint.Declaration, nowMs int64) checkpoint.Checkpoint {
+	cp, created := checkpoint.Install(d.checkpoints[dc.Name], dc, nowMs)
+	if created {
+		d.checkpoints[dc.Name] = &cp
+	}
+	d.fence = checkpoint.RaiseFence(d.fence, d.hasFence, dc.SchemaVersion)
+	d.hasFence = true
+	return cp
+}
+
+// pendingAt lists every not-activated checkpoint at version across all
+// partitions, ordered by (partition, name); own, when set, replaces the
+// stored data of partition ownName. Callers hold d.mu.
+func (d *db) pendingAt(version int32, ownName string, own *data) []checkpoint.PendingRef {
+	names := make([]string, 0, len(d.parts))
+	for n := range d.parts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []checkpoint.PendingRef
+	for _, n := range names {
+		pd := d.parts[n].d
+		if own != nil && n == ownName {
+			pd = own
+		}
+		cps := make([]string, 0, len(pd.checkpoints))
+		for name, cp := range pd.checkpoints {
+			if cp.SchemaVersion == version && cp.State != checkpoint.StateActivated {
+				cps = append(cps, name)
+			}
+		}
+		sort.Strings(cps)
+		for _, name := range cps {
+			out = append(out, checkpoint.PendingRef{Partition: n, Name: name})
+		}
+	}
+	return out
+}
+
+// gate reads the serve gate; callers hold d.mu.
+func (d *db) gate(name string, running int32, own *data) checkpoint.ServeGate {
+	g := checkpoint.ServeGate{Pending: d.pendingAt(running, name, own)}
+	if d.markerSet {
+		g.StoredSchemaVersion = d.markerVersion
+	}
+	if p := d.peek(name); p != nil && p.registered {
+		g.LogEpoch = p.logEpoch
+	}
+	return g
+}
+
+// ---- checkpoints ----
+
+// DeclareCheckpoint installs a declared row and raises the fence.
+func (s *Store) DeclareCheckpoint(ctx context.Context, dc checkpoint.Declaration, nowMs int64) (checkpoint.Checkpoint, error) {
+	if err := s.open(); err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
+	unlock, err := s.db.lockPartition(ctx, dc.Partition)
+	if err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
+	defer unlock()
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	return installCheckpoint(s.db.part(dc.Partition).d, dc, nowMs), nil
+}
+
+// ClaimCheckpoint takes ownership of a declared or backfilling checkpoint.
+func (s *Store) ClaimCheckpoint(ctx context.Context, dc checkpoint.Declaration, nowMs int64) (checkpoint.Checkpoint, error) {
+	if err := s.open(); err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
+	unlock, err := s.db.lockPartition(ctx, dc.Partition)
+	if err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
+	defer unlock()
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	d := s.db.part(dc.Partition).d
+	cp, err := checkpoint.Claim(d.checkpoints[dc.Name], dc.SchemaVersion, nowMs)
+	if err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
+	d.checkpoints[dc.Name] = &cp
+	return cp, nil
+}
+
+// AdvanceCheckpoint is the owner-epoch CAS outside a push.
+func (s *Store) AdvanceCheckpoint(ctx context.Context, a ports.CheckpointAdvance) (bool, error) {
+	if err := s.open(); err != nil {
+		return false, err
+	}
+	unlock, err := s.db.lockPartition(ctx, a.Partition)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	d := s.db.part(a.Partition).d
+	cp, ok := checkpoint.Advance(d.checkpoints[a.Name], a.OwnerEpoch, a.Watermark, a.ObservedRows, a.NowMs)
+	if ok {
+		d.checkpoints[a.Name] = &cp
+	}
+	return ok, nil
+}
+
+// ActivateCheckpoint activates under the partition write lock.
+func (s *Store) ActivateCheckpoint(ctx context.Context, a ports.CheckpointActivation) (checkpoint.Activation, error) {
+	if err := s.open(); err != nil {
+		return "", err
+	}
+	unlock, err := s.db.lockPartition(ctx, a.Partition)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.part(a.Partition)
+	d := p.d
+	res, err := checkpoint.Decide(checkpoint.ActivationInput{
+		Checkpoint:   d.checkpoints[a.Name],
+		FenceVersion: d.fence,
+		HasFence:     d.hasFence,
+		Sources:      sourceState(p, a.Sources, a.Watermark),
+		OwnerEpoch:   a.OwnerEpoch,
+	})
+	if err != nil || res != checkpoint.Activated {
+		return res, err
+	}
+	cp := *d.checkpoints[a.Name]
+	cp.State, cp.Watermark, cp.UpdatedAtMs = checkpoint.StateActivated, a.Watermark, a.NowMs
+	d.checkpoints[a.Name] = &cp
+	return res, nil
+}
+
+func sourceState(p *partition, tables []string, seq int64) checkpoint.SourceState {
+	if len(tables) == 0 {
+		return checkpoint.SourceClean
+	}
+	changed := false
+	for i := len(p.d.commits) - 1; i >= 0 && !changed; i-- {
+		c := p.d.commits[i].c
+		if c.Seq <= seq {
+			break
+		}
+		for _, ch := range c.Changes {
+			if slices.Contains(tables, ch.Table) {
+				changed = true
+				break
+			}
+		}
+	}
+	return checkpoint.ClassifySources(changed, p.horizon, seq)
+}
+
+// ReadCheckpoints lists the partition's checkpoints ordered by name.
+func (s *Store) ReadCheckpoints(ctx context.Context, name string) ([]checkpoint.Checkpoint, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return nil, nil
+	}
+	out := make([]checkpoint.Checkpoint, 0, len(p.d.checkpoints))
+	for _, cp := range p.d.checkpoints {
+		out = append(out, *cp)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// SourceCoverageSeq returns the highest retained seq changing one of tables.
+func (s *Store) SourceCoverageSeq(ctx context.Context, name string, tables []string) (int64, error) {
+	if err := s.open(); err != nil {
+		return 0, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return 0, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return 0, nil
+	}
+	for i := len(p.d.commits) - 1; i >= 0; i-- {
+		for _, ch := range p.d.commits[i].c.Changes {
+			if slices.Contains(tables, ch.Table) {
+				return p.d.commits[i].c.Seq, nil
+			}
+		}
+	}
+	return 0, nil
+}
+
+// HasSourceChangesAbove classifies the source tables above seq.
+func (s *Store) HasSourceChangesAbove(ctx context.Context, name string, tables []string, seq int64) (checkpoint.SourceState, error) {
+	if err := s.open(); err != nil {
+		return "", err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return "", err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return checkpoint.SourceClean, nil
+	}
+	return sourceState(p, tables, seq), nil
+}
+
+// ReadServeGate reads the gate in one snapshot.
+func (s *Store) ReadServeGate(ctx context.Context, name string, running int32) (checkpoint.ServeGate, error) {
+	if err := s.open(); err != nil {
+		return checkpoint.ServeGate{}, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return checkpoint.ServeGate{}, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	return s.db.gate(name, running, nil), nil
+}

@@ -1,0 +1,713 @@
+// Package memory is an in-memory ports.Storage with the observable
+// behaviour of the SQL engines: partition-serialized push transactions that
+// publish all-or-nothing, dense commit seqs, scope-filtered windows and
+// scans, tombstones, blob references, reactions, first-writer-wins
+// idempotency, epoch-bound pruning, client records, backfill checkpoints
+// with the writer fence and the serve gate, and EnsureSchema with the
+// stored-layout checks. It backs the app layer's unit tests and runs the
+// storage contract suite.
+//
+// Several Store handles may share one database (Reopen), the way several
+// processes share one SQL database: each handle keeps its own ensured
+// schema.
+package memory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// db is the shared "database".
+type db struct {
+	// schemaLock is the migration barrier: a schema bump holds it
+	// exclusively; partition writers hold it shared (PostgreSQL's
+	// LOCK TABLE sync_partitions IN EXCLUSIVE MODE).
+	schemaLock sync.RWMutex
+
+	mu    sync.Mutex // guards everything below
+	parts map[string]*partition
+	locks map[string]chan struct{}
+
+	markerSet     bool
+	markerVersion int32
+	layouts       map[string]schema.Layout
+	tables        map[string]*physTable
+}
+
+// Store is one handle on an in-memory database.
+type Store struct {
+	db *db
+
+	mu     sync.Mutex
+	schema *schema.Schema
+	closed bool
+}
+
+var _ ports.Storage = (*Store)(nil)
+
+// New returns a handle on a new, empty database.
+func New() *Store {
+	return &Store{db: &db{
+		parts:   map[string]*partition{},
+		locks:   map[string]chan struct{}{},
+		layouts: map[string]schema.Layout{},
+		tables:  map[string]*physTable{},
+	}}
+}
+
+// Reopen returns another handle on the same database, as a second process
+// would open it: it shares all stored state and must run EnsureSchema
+// itself.
+func (s *Store) Reopen() *Store { return &Store{db: s.db} }
+
+// Close marks the handle closed; the database stays for other handles.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Store) ensured() (*schema.Schema, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, syncerr.Newf(syncerr.InternalError, "storage closed")
+	}
+	if s.schema == nil {
+		return nil, syncerr.Newf(syncerr.InternalError, "storage schema not ensured")
+	}
+	return s.schema, nil
+}
+
+func (s *Store) open() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return syncerr.Newf(syncerr.InternalError, "storage closed")
+	}
+	return nil
+}
+
+func (s *Store) table(name string) (*schema.Table, error) {
+	sc, err := s.ensured()
+	if err != nil {
+		return nil, err
+	}
+	t := sc.Table(name)
+	if t == nil {
+		return nil, syncerr.Newf(syncerr.UnknownTable, "table %q is not in the ensured schema", name)
+	}
+	return t, nil
+}
+
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return syncerr.Wrap(syncerr.InternalError, err)
+	}
+	return nil
+}
+
+// part returns the partition, creating it; callers hold db.mu.
+func (d *db) part(name string) *partition {
+	p := d.parts[name]
+	if p == nil {
+		p = &partition{d: newData(), clients: map[string]*ports.ClientRecord{}}
+		d.parts[name] = p
+	}
+	return p
+}
+
+// peek returns the partition or nil; callers hold db.mu.
+func (d *db) peek(name string) *partition { return d.parts[name] }
+
+// lockPartition takes the migration barrier shared and the partition's
+// write lock, honouring ctx while waiting for the latter.
+func (d *db) lockPartition(ctx context.Context, name string) (func(), error) {
+	d.schemaLock.RLock()
+	d.mu.Lock()
+	ch := d.locks[name]
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+		d.locks[name] = ch
+	}
+	d.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+	case <-ctx.Done():
+		d.schemaLock.RUnlock()
+		return nil, syncerr.Wrap(syncerr.InternalError, ctx.Err())
+	}
+	return func() {
+		<-ch
+		d.schemaLock.RUnlock()
+	}, nil
+}
+
+func mintEpoch() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ---- partitions and epochs ----
+
+// TouchPartition registers the partition on first use and refreshes last-seen.
+func (s *Store) TouchPartition(ctx context.Context, name string, nowMs int64) (string, error) {
+	if err := s.open(); err != nil {
+		return "", err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return "", err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.part(name)
+	if !p.registered {
+		p.registered, p.logEpoch = true, mintEpoch()
+	}
+	p.lastAuthMs = nowMs
+	return p.logEpoch, nil
+}
+
+// RotateLogEpoch mints a new required epoch and deletes the client records.
+func (s *Store) RotateLogEpoch(ctx context.Context, name string) (string, error) {
+	if err := s.open(); err != nil {
+		return "", err
+	}
+	unlock, err := s.db.lockPartition(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.part(name)
+	p.registered, p.logEpoch, p.epochRequired = true, mintEpoch(), true
+	p.clients = map[string]*ports.ClientRecord{}
+	return p.logEpoch, nil
+}
+
+// LogEpoch returns the partition's epoch.
+func (s *Store) LogEpoch(ctx context.Context, name string) (string, bool, error) {
+	if err := s.open(); err != nil {
+		return "", false, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return "", false, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil || !p.registered {
+		return "", false, nil
+	}
+	return p.logEpoch, true, nil
+}
+
+// ListPartitions lists the registry ordered by partition.
+func (s *Store) ListPartitions(ctx context.Context) ([]ports.PartitionInfo, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	var out []ports.PartitionInfo
+	for name, p := range s.db.parts {
+		if p.registered {
+			out = append(out, ports.PartitionInfo{Partition: name, LogEpoch: p.logEpoch, EpochRequired: p.epochRequired, LastAuthenticatedAtMs: p.lastAuthMs})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out, nil
+}
+
+// ---- idempotency ----
+
+// GetPushResult reads a committed push result.
+func (s *Store) GetPushResult(ctx context.Context, name, clientID, clientCommitID string) ([]byte, bool, error) {
+	if err := s.open(); err != nil {
+		return nil, false, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, false, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return nil, false, nil
+	}
+	r, ok := p.d.results[resultKey{clientID, clientCommitID}]
+	return slices.Clone(r), ok, nil
+}
+
+// ---- log reads ----
+
+// LogBounds returns the partition's max seq and horizon.
+func (s *Store) LogBounds(ctx context.Context, name string) (ports.LogBounds, error) {
+	if err := s.open(); err != nil {
+		return ports.LogBounds{}, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return ports.LogBounds{}, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return ports.LogBounds{}, nil
+	}
+	return ports.LogBounds{MaxSeq: p.d.maxSeq, HorizonSeq: p.horizon}, nil
+}
+
+// ReadCommitWindow returns the commits in the window with their matching changes.
+func (s *Store) ReadCommitWindow(ctx context.Context, name string, w ports.CommitWindow) ([]commit.Commit, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := s.table(w.Table); err != nil {
+		return nil, err
+	}
+	if len(w.ScopeFilter) == 0 {
+		return nil, syncerr.Newf(syncerr.StorageScanRequiresScope, "commit window on %q without a scope filter", w.Table)
+	}
+	if w.LimitChanges < 1 {
+		return nil, syncerr.Newf(syncerr.StorageInvalidLimit, "limitChanges %d", w.LimitChanges)
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return nil, nil
+	}
+	return readWindow(p.d, w), nil
+}
+
+func readWindow(d *data, w ports.CommitWindow) []commit.Commit {
+	var out []commit.Commit
+	n := 0
+	i := sort.Search(len(d.commits), func(i int) bool { return d.commits[i].c.Seq > w.AfterSeq })
+	for ; i < len(d.commits) && d.commits[i].c.Seq <= w.ThroughSeq; i++ {
+		c := d.commits[i].c
+		var matched []commit.Change
+		for _, ch := range c.Changes {
+			if ch.Table == w.Table && matches(ch.Scopes, w.ScopeFilter) {
+				matched = append(matched, copyChange(ch))
+			}
+		}
+		if len(matched) == 0 {
+			continue
+		}
+		c.Changes = matched
+		out = append(out, c)
+		n += len(matched)
+		if n >= w.LimitChanges {
+			break
+		}
+	}
+	return out
+}
+
+func matches(scopes map[string]string, filter map[string][]string) bool {
+	for k, vals := range filter {
+		v, ok := scopes[k]
+		if !ok || !slices.Contains(vals, v) {
+			return false
+		}
+	}
+	return true
+}
+
+func copyChange(c commit.Change) commit.Change {
+	c.Scopes = copyScopes(c.Scopes)
+	c.Row = slices.Clone(c.Row)
+	return c
+}
+
+func copyScopes(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func copyRow(r commit.Row) commit.Row {
+	r.Scopes = copyScopes(r.Scopes)
+	r.Payload = slices.Clone(r.Payload)
+	r.ColumnVersions = slices.Clone(r.ColumnVersions)
+	return r
+}
+
+// ---- row reads ----
+
+// ScanRows pages current rows by scope in row-id byte order.
+func (s *Store) ScanRows(ctx context.Context, name string, q ports.RowScan) ([]commit.Row, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := s.table(q.Table); err != nil {
+		return nil, err
+	}
+	if err := checkScan(q); err != nil {
+		return nil, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return nil, nil
+	}
+	return scanRows(p.d, q), nil
+}
+
+func checkScan(q ports.RowScan) error {
+	if len(q.ScopeFilter) == 0 {
+		return syncerr.Newf(syncerr.StorageScanRequiresScope, "row scan on %q without a scope filter", q.Table)
+	}
+	if q.Limit < 1 {
+		return syncerr.Newf(syncerr.StorageInvalidLimit, "limit %d", q.Limit)
+	}
+	return nil
+}
+
+func scanRows(d *data, q ports.RowScan) []commit.Row {
+	t := d.tables[q.Table]
+	if t == nil {
+		return nil
+	}
+	ids := t.sortedIDs()
+	i := sort.SearchStrings(ids, q.AfterRowID)
+	var out []commit.Row
+	for ; i < len(ids) && len(out) < q.Limit; i++ {
+		if ids[i] == q.AfterRowID {
+			continue
+		}
+		r := t.rows[ids[i]]
+		if matches(r.row.Scopes, q.ScopeFilter) {
+			out = append(out, copyRow(r.row))
+		}
+	}
+	return out
+}
+
+// GetRow returns the committed current row or nil.
+func (s *Store) GetRow(ctx context.Context, name, table, rowID string) (*commit.Row, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := s.table(table); err != nil {
+		return nil, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return nil, nil
+	}
+	return getRow(p.d, table, rowID), nil
+}
+
+func getRow(d *data, table, rowID string) *commit.Row {
+	t := d.tables[table]
+	if t == nil {
+		return nil
+	}
+	r := t.rows[rowID]
+	if r == nil {
+		return nil
+	}
+	c := copyRow(r.row)
+	return &c
+}
+
+// ---- blob references ----
+
+// ListRowsReferencingBlob lists the rows referencing blobID.
+func (s *Store) ListRowsReferencingBlob(ctx context.Context, name, blobID string) ([]ports.BlobRowRef, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return nil, nil
+	}
+	var out []ports.BlobRowRef
+	for k, ids := range p.d.blobRefs {
+		if !slices.Contains(ids, blobID) {
+			continue
+		}
+		ref := ports.BlobRowRef{Table: k.table, RowID: k.rowID, Scopes: map[string]string{}}
+		if r := getRow(p.d, k.table, k.rowID); r != nil {
+			ref.Scopes = r.Scopes
+		}
+		out = append(out, ref)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Table != out[j].Table {
+			return out[i].Table < out[j].Table
+		}
+		return out[i].RowID < out[j].RowID
+	})
+	return out, nil
+}
+
+// ListReferencedBlobIDs lists every referenced blob id, sorted and distinct.
+func (s *Store) ListReferencedBlobIDs(ctx context.Context, name string) ([]string, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return nil, nil
+	}
+	var out []string
+	for _, ids := range p.d.blobRefs {
+		out = append(out, ids...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// ---- reactions ----
+
+// GetReaction returns a reaction or nil.
+func (s *Store) GetReaction(ctx context.Context, name, key string) (*ports.StoredReaction, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return nil, nil
+	}
+	r := p.d.reactions[key]
+	if r == nil {
+		return nil, nil
+	}
+	c := copyReaction(*r)
+	return &c, nil
+}
+
+// ListReactions lists reactions by (created time, key), optionally by status.
+func (s *Store) ListReactions(ctx context.Context, name string, statuses []ports.ReactionStatus, limit int) ([]ports.StoredReaction, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		return nil, syncerr.Newf(syncerr.StorageInvalidLimit, "limit %d", limit)
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return nil, nil
+	}
+	var out []ports.StoredReaction
+	for _, r := range p.d.reactions {
+		if len(statuses) == 0 || slices.Contains(statuses, r.Status) {
+			out = append(out, copyReaction(*r))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Source.CreatedAtMs != out[j].Source.CreatedAtMs {
+			return out[i].Source.CreatedAtMs < out[j].Source.CreatedAtMs
+		}
+		return out[i].IdempotencyKey < out[j].IdempotencyKey
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func copyReaction(r ports.StoredReaction) ports.StoredReaction {
+	r.Payload = slices.Clone(r.Payload)
+	r.LastFailure = slices.Clone(r.LastFailure)
+	return r
+}
+
+// ---- pruning ----
+
+// PruneCommitsThrough raises the horizon and drops the log below it, bound to the epoch.
+func (s *Store) PruneCommitsThrough(ctx context.Context, name string, r ports.PruneRequest) (ports.PruneResult, error) {
+	if err := s.open(); err != nil {
+		return ports.PruneResult{}, err
+	}
+	if r.ThroughSeq < 0 {
+		return ports.PruneResult{}, syncerr.Newf(syncerr.StorageInvalidPruneCursor, "throughSeq %d", r.ThroughSeq)
+	}
+	unlock, err := s.db.lockPartition(ctx, name)
+	if err != nil {
+		return ports.PruneResult{}, err
+	}
+	defer unlock()
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil || !p.registered || r.LogEpoch == "" || p.logEpoch != r.LogEpoch {
+		return ports.PruneResult{}, syncerr.Newf(syncerr.StoragePruneEpochMismatch, "prune bound to a stale or unknown log epoch")
+	}
+	res := ports.PruneResult{PreviousHorizonSeq: p.horizon, HorizonSeq: max(p.horizon, r.ThroughSeq)}
+	p.horizon = res.HorizonSeq
+	d := p.d
+	cut := sort.Search(len(d.commits), func(i int) bool { return d.commits[i].c.Seq > res.HorizonSeq })
+	res.RemovedCommits = int64(cut)
+	d.commits = slices.Clone(d.commits[cut:])
+	for k, seq := range d.tombstones {
+		if seq <= res.HorizonSeq {
+			delete(d.tombstones, k)
+		}
+	}
+	return res, nil
+}
+
+// ActiveClientCursorFloor returns the minimum cursor of clients seen since cutoffMs.
+func (s *Store) ActiveClientCursorFloor(ctx context.Context, name string, cutoffMs int64) (int64, bool, error) {
+	if err := s.open(); err != nil {
+		return 0, false, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return 0, false, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return 0, false, nil
+	}
+	var floor int64
+	found := false
+	for _, c := range p.clients {
+		if c.UpdatedAtMs >= cutoffMs && (!found || c.Cursor < floor) {
+			floor, found = c.Cursor, true
+		}
+	}
+	return floor, found, nil
+}
+
+// CommitSeqBefore returns the newest retained seq created strictly before ms.
+func (s *Store) CommitSeqBefore(ctx context.Context, name string, ms int64) (int64, error) {
+	if err := s.open(); err != nil {
+		return 0, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return 0, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return 0, nil
+	}
+	var seq int64
+	for _, c := range p.d.commits {
+		if c.c.CreatedAtMs < ms && c.c.Seq > seq {
+			seq = c.c.Seq
+		}
+	}
+	return seq, nil
+}
+
+// ---- clients ----
+
+// GetClient returns a client record or nil.
+func (s *Store) GetClient(ctx context.Context, name, clientID string) (*ports.ClientRecord, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil || p.clients[clientID] == nil {
+		return nil, nil
+	}
+	c := *p.clients[clientID]
+	c.Subscriptions = slices.Clone(c.Subscriptions)
+	return &c, nil
+}
+
+// PutClient creates or replaces a client record.
+func (s *Store) PutClient(ctx context.Context, r ports.ClientRecord) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	r.Subscriptions = slices.Clone(r.Subscriptions)
+	s.db.part(r.Partition).clients[r.ClientID] = &r
+	return nil
+}
+
+// AdvanceClientCursor moves an existing record's cursor forward for the
+// same actor under the live epoch.
+func (s *Store) AdvanceClientCursor(ctx context.Context, a ports.CursorAdvance) (bool, error) {
+	if err := s.open(); err != nil {
+		return false, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return false, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(a.Partition)
+	if p == nil || !p.registered || p.logEpoch != a.LogEpoch {
+		return false, nil
+	}
+	c := p.clients[a.ClientID]
+	if c == nil || c.ActorID != a.ActorID || a.Cursor <= c.Cursor {
+		return false, nil
+	}
+	n := *c
+	n.Cursor, n.UpdatedAtMs = a.Cursor, a.NowMs
+	p.clients[a.ClientID] = &n
+	return true, nil
+}
