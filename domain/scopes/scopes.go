@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/syncd-dev/syncd/domain/canonjson"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 )
@@ -47,6 +48,11 @@ func (m Map) Keys() []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// Digest returns the §3.5 scope digest of an effective map: lowercase
+// hex SHA-256 of its canonical JSON (keys sorted, values sorted unique).
+// Segments are bound to it.
+func (m Map) Digest() string { return canonjson.ScopeDigest(m) }
 
 // Allowed is the host's grant for one actor: variable → values, where the
 // value Wildcard admits any value. It covers every variable the actor

@@ -321,3 +321,14 @@ func TestAllowedAllows(t *testing.T) {
 		t.Fatal("Allows disagrees with §3.4 step 3")
 	}
 }
+
+func TestDigestIgnoresOrderAndDuplicates(t *testing.T) {
+	a := scopes.Map{"workspace_id": {"w2", "w1", "w1"}, "project_id": {"1"}}
+	b := scopes.Map{"project_id": {"1"}, "workspace_id": {"w1", "w2"}}
+	if a.Digest() != b.Digest() || len(a.Digest()) != 64 {
+		t.Fatalf("digests differ: %s vs %s", a.Digest(), b.Digest())
+	}
+	if a.Digest() == (scopes.Map{"workspace_id": {"w1"}}).Digest() {
+		t.Fatal("different maps share a digest")
+	}
+}
