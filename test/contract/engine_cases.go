@@ -1,0 +1,244 @@
+package contract
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+func init() {
+	register("Engine",
+		testCase{"FenceTriggerRefusesRawInsert", testFenceTrigger},
+		testCase{"PhysicalLayoutMismatch", testPhysicalLayout},
+		testCase{"ScopeReadsUseIndexes", testPlans},
+	)
+	register("Bulk",
+		testCase{"SeedRowsForOneScope", testBulkSeed},
+	)
+}
+
+func needEngine(t *testing.T, h Harness) *Engine {
+	t.Helper()
+	if h.Engine == nil || h.Engine.Exec == nil {
+		t.Skip("engine-only case")
+	}
+	return h.Engine
+}
+
+const rawCommitInsert = `INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version) VALUES (?, ?, ?, ?, ?, ?, ?)`
+
+func testFenceTrigger(t *testing.T, h Harness) {
+	eng := needEngine(t, h)
+	e := open(t, h)
+	raw := func(seq int64, wv any) error {
+		return eng.Exec(e.ctx, e.s, rawCommitInsert, "pf", seq, "old", fmt.Sprint("raw-", seq), "actor", int64(1), wv)
+	}
+	// No fence row: an old writer's NULL is accepted.
+	must(t, raw(100, nil))
+	must(t, raw(101, int64(1)))
+	_, err := e.s.DeclareCheckpoint(e.ctx, decl("pf", "proj", 2), 1)
+	must(t, err)
+	for _, tt := range []struct {
+		name string
+		seq  int64
+		wv   any
+	}{{"NULL writer version", 102, nil}, {"lower writer version", 103, int64(1)}} {
+		err := raw(tt.seq, tt.wv)
+		if err == nil {
+			t.Fatalf("%s: raw insert accepted under the fence", tt.name)
+		}
+		if !strings.Contains(err.Error(), string(syncerr.StorageWriterFenceRejected)) {
+			t.Fatalf("%s: refused with %v, want the trigger's %s", tt.name, err, syncerr.StorageWriterFenceRejected)
+		}
+	}
+	must(t, raw(104, int64(2)))
+	must(t, raw(105, int64(3)))
+	// Other partitions stay unfenced.
+	must(t, eng.Exec(e.ctx, e.s, rawCommitInsert, "other", int64(1), "old", "raw", "actor", int64(1), nil))
+}
+
+// notesDDL renders the notes table (not materialized: meta columns only)
+// for the dialect, with overrides of column definitions and the key.
+func notesDDL(dialect string, override map[string]string, drop string, pk string) string {
+	types := map[string]string{"version": "INTEGER", "scopes": "TEXT", "payload": "BLOB"}
+	if dialect == "postgres" {
+		types = map[string]string{"version": "BIGINT", "scopes": "JSONB", "payload": "BYTEA"}
+	}
+	cols := []struct{ name, def string }{
+		{"_sync_partition", "TEXT NOT NULL"},
+		{"_sync_row_id", "TEXT NOT NULL"},
+		{"_sync_server_version", types["version"] + " NOT NULL"},
+		{"_sync_scopes", types["scopes"] + " NOT NULL"},
+		{"_sync_payload", types["payload"] + " NOT NULL"},
+		{"_sync_column_versions", types["payload"]},
+	}
+	var defs []string
+	for _, c := range cols {
+		if c.name == drop {
+			continue
+		}
+		def := c.def
+		if o, ok := override[c.name]; ok {
+			def = o
+		}
+		defs = append(defs, fmt.Sprintf(`"%s" %s`, c.name, def))
+	}
+	if pk == "" {
+		pk = `"_sync_partition", "_sync_row_id"`
+	}
+	defs = append(defs, "PRIMARY KEY ("+pk+")")
+	return `CREATE TABLE "notes" (` + strings.Join(defs, ", ") + `)`
+}
+
+func testPhysicalLayout(t *testing.T, h Harness) {
+	eng := needEngine(t, h)
+	versionType, payloadType := "INTEGER", "BLOB"
+	if eng.Dialect == "postgres" {
+		versionType, payloadType = "BIGINT", "BYTEA"
+	}
+	_ = payloadType
+	tests := []struct {
+		name string
+		ddl  string // "" leaves the table dropped
+		want map[string]string
+	}{
+		{"missing table", "", map[string]string{"table": "notes", "reason": "missing_table"}},
+		{"missing meta column", notesDDL(eng.Dialect, nil, "_sync_column_versions", ""),
+			map[string]string{"table": "notes", "column": "_sync_column_versions", "reason": "missing_column"}},
+		{"meta column type", notesDDL(eng.Dialect, map[string]string{"_sync_server_version": "TEXT NOT NULL"}, "", ""),
+			map[string]string{"table": "notes", "column": "_sync_server_version", "reason": "type", "expected": versionType, "actual": "TEXT"}},
+		{"meta column nullability", notesDDL(eng.Dialect, map[string]string{"_sync_payload": payloadType}, "", ""),
+			map[string]string{"table": "notes", "column": "_sync_payload", "reason": "nullability", "expected": "not_null", "actual": "nullable"}},
+		{"primary key", notesDDL(eng.Dialect, nil, "", `"_sync_row_id"`),
+			map[string]string{"table": "notes", "reason": "primary_key"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := open(t, h)
+			must(t, eng.Exec(e.ctx, e.s, `DROP TABLE "notes"`))
+			if tt.ddl != "" {
+				must(t, eng.Exec(e.ctx, e.s, tt.ddl))
+			}
+			for range 2 { // refusing writes nothing, so a second open refuses the same way
+				_, err := e.reopen(mustSchema(t, irV1), nil)
+				se := wantCode(t, err, syncerr.StoragePhysicalLayoutMismatch)
+				d := details(t, se)
+				for k, v := range tt.want {
+					if !strings.EqualFold(d[k], v) {
+						t.Fatalf("details = %v, want %s=%s", d, k, v)
+					}
+				}
+				if tt.want["reason"] == "primary_key" && d["column"] != "_sync_partition" && d["column"] != "_sync_row_id" {
+					t.Fatalf("primary key refusal names column %q", d["column"])
+				}
+				if strings.Contains(se.Message, "notes") {
+					t.Fatalf("message names the table: %q", se.Message)
+				}
+			}
+		})
+	}
+}
+
+var (
+	sqliteFullScan   = regexp.MustCompile(`\bSCAN (sync_\w+|tasks|notes|digest)\b`)
+	postgresFullScan = regexp.MustCompile(`Seq Scan on (\w+)`)
+)
+
+func testPlans(t *testing.T, h Harness) {
+	eng := needEngine(t, h)
+	if eng.Plans == nil {
+		t.Skip("no plan hook")
+	}
+	e := open(t, h)
+	logFixture(e)
+	for _, tt := range []struct {
+		name string
+		w    ports.CommitWindow
+		q    ports.RowScan
+	}{
+		{"one variable",
+			ports.CommitWindow{Table: "tasks", ScopeFilter: map[string][]string{"project": {"p1"}}, AfterSeq: 1, ThroughSeq: 6, LimitChanges: 100},
+			ports.RowScan{Table: "tasks", ScopeFilter: map[string][]string{"project": {"p1"}}, AfterRowID: "a", Limit: 100}},
+		{"two variables",
+			ports.CommitWindow{Table: "tasks", ScopeFilter: map[string][]string{"project": {"p1", "p2"}, "owner": {"o1"}}, ThroughSeq: 6, LimitChanges: 100},
+			ports.RowScan{Table: "notes", ScopeFilter: map[string][]string{"project": {"p1", "p2"}}, Limit: 100}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			plans, err := eng.Plans(e.ctx, e.s, "p1", tt.w, tt.q)
+			must(t, err)
+			if len(plans) == 0 {
+				t.Fatal("no plans returned")
+			}
+			re := sqliteFullScan
+			if eng.Dialect == "postgres" {
+				re = postgresFullScan
+			}
+			for _, p := range plans {
+				if m := re.FindString(p); m != "" {
+					t.Fatalf("full scan %q in plan:\n%s", m, strings.Join(plans, "\n"))
+				}
+			}
+		})
+	}
+}
+
+func testBulkSeed(t *testing.T, h Harness) {
+	n := h.BulkRows
+	if n < 0 {
+		t.Skip("bulk seed disabled by the harness")
+	}
+	if n == 0 {
+		n = 100_000
+	}
+	budget := h.BulkBudget
+	if budget == 0 {
+		budget = 60 * time.Second
+	}
+	if raceEnabled || testing.Short() {
+		n = min(n, 5_000)
+	}
+	e := open(t, h)
+	const batch = 2_000
+	start := time.Now()
+	var seq int64
+	for lo := 0; lo < n; lo += batch {
+		hi := min(lo+batch, n)
+		err := e.push("p1", func(tx ports.PushTx) error {
+			changes := make([]commit.Change, 0, hi-lo)
+			for i := lo; i < hi; i++ {
+				k := task{id: fmt.Sprintf("row-%07d", i), project: "big", owner: fmt.Sprint("o", i%7)}
+				if err := tx.UpsertRow(e.ctx, "tasks", k.write(i-lo)); err != nil {
+					return err
+				}
+				changes = append(changes, k.upsert())
+			}
+			var err error
+			seq, err = tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: int64(lo), ActorID: "seed", ClientID: "seed", ClientCommitID: fmt.Sprint(lo), Changes: changes})
+			return err
+		})
+		must(t, err)
+	}
+	elapsed := time.Since(start)
+	t.Logf("seeded %d rows in %d commits in %v", n, seq, elapsed)
+	if !raceEnabled && !testing.Short() && elapsed > budget {
+		t.Fatalf("seeding %d rows took %v, budget %v", n, elapsed, budget)
+	}
+	// Reads stay bounded by their limits.
+	start = time.Now()
+	rows, err := e.s.ScanRows(e.ctx, "p1", ports.RowScan{Table: "tasks", ScopeFilter: map[string][]string{"project": {"big"}}, AfterRowID: fmt.Sprintf("row-%07d", n/2), Limit: 1000})
+	must(t, err)
+	if len(rows) != min(1000, n-n/2-1) || rows[0].RowID != fmt.Sprintf("row-%07d", n/2+1) {
+		t.Fatalf("middle page = %d rows from %q", len(rows), rows[0].RowID)
+	}
+	cs := e.window("p1", map[string][]string{"project": {"big"}, "owner": {"o3"}}, seq-1, seq, 10)
+	if len(cs) != 1 || cs[0].Seq != seq {
+		t.Fatalf("last window = %v", seqsOf(cs))
+	}
+	t.Logf("page and window read in %v", time.Since(start))
+}
