@@ -325,13 +325,7 @@ func readWindow(d *data, w ports.CommitWindow) []commit.Commit {
 }
 
 func matches(scopes map[string]string, filter map[string][]string) bool {
-	for k, vals := range filter {
-		v, ok := scopes[k]
-		if !ok || !slices.Contains(vals, v) {
-			return false
-		}
-	}
-	return true
+	return commit.MatchScopes(scopes, filter)
 }
 
 func copyChange(c commit.Change) commit.Change {
