@@ -9,6 +9,7 @@
 package scopes
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 
@@ -121,13 +122,14 @@ func (r Resolution) Allowed() Allowed {
 // whole request with sync.invalid_subscription.
 func ValidateRequested(t *schema.Table, requested Map) error {
 	for _, key := range requested.Keys() {
+		// The request named these itself, so the message may say which.
 		if _, ok := t.ScopeFor(key); !ok {
-			return syncerr.Newf(syncerr.InvalidSubscription,
-				"requested scope key %q is not declared by table %q", key, t.Name)
+			msg := fmt.Sprintf("requested scope key %q is not declared by table %q", key, t.Name)
+			return syncerr.Newf(syncerr.InvalidSubscription, "%s", msg).WithMessage(msg)
 		}
 		if slices.Contains(requested[key], Wildcard) {
-			return syncerr.Newf(syncerr.InvalidSubscription,
-				"requested scope %q carries the reserved value '*'", key)
+			msg := fmt.Sprintf("requested scope %q carries '*', which only allowed scopes may hold", key)
+			return syncerr.Newf(syncerr.InvalidSubscription, "%s", msg).WithMessage(msg)
 		}
 	}
 	return nil
