@@ -268,8 +268,12 @@ type ClientRecord struct {
 type ClientStore interface {
 	GetClient(ctx context.Context, partition, clientID string) (*ClientRecord, error)
 	PutClient(ctx context.Context, r ClientRecord) error
-	// AdvanceClientCursor moves the cursor forward only, for the same actor
-	// and live epoch, never creating a record; false when nothing changed.
+	// AdvanceClientCursor is a realtime ack: when a record exists for the
+	// client with the same actor and the partition's live epoch, it sets
+	// cursor = max(cursor, a.Cursor) and updatedAt = max(updatedAt, a.NowMs)
+	// and returns true (so an old ack still marks the client active but
+	// never moves its cursor back). Otherwise it changes nothing, never
+	// creates a record, and returns false.
 	AdvanceClientCursor(ctx context.Context, a CursorAdvance) (bool, error)
 }
 

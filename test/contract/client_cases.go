@@ -141,8 +141,6 @@ func testAdvanceCursor(t *testing.T, h Harness) {
 	}{
 		{"other actor", func(a *ports.CursorAdvance) { a.ActorID = "u2" }},
 		{"stale epoch", func(a *ports.CursorAdvance) { a.LogEpoch = ep + "x" }},
-		{"backwards", func(a *ports.CursorAdvance) { a.Cursor = 4 }},
-		{"unchanged", func(a *ports.CursorAdvance) { a.Cursor = 5 }},
 		{"unknown client", func(a *ports.CursorAdvance) { a.ClientID = "c9" }},
 		{"unknown partition", func(a *ports.CursorAdvance) { a.Partition = "p9" }},
 	}
@@ -160,12 +158,32 @@ func testAdvanceCursor(t *testing.T, h Harness) {
 	if c.Cursor != 5 || c.UpdatedAtMs != 10 {
 		t.Fatalf("refused advances changed the record: %+v", c)
 	}
+	// An older ack marks the client active but never moves the cursor back.
+	back := base
+	back.Cursor, back.NowMs = 4, 15
+	if !adv(back) {
+		t.Fatal("matching ack refused")
+	}
+	c, _ = e.s.GetClient(e.ctx, "p1", "c1")
+	if c.Cursor != 5 || c.UpdatedAtMs != 15 {
+		t.Fatalf("after an older ack = %+v, want cursor 5 seen 15", c)
+	}
 	if !adv(base) {
 		t.Fatal("valid advance refused")
 	}
 	c, _ = e.s.GetClient(e.ctx, "p1", "c1")
 	if c.Cursor != 8 || c.UpdatedAtMs != 20 || c.ActorID != "u1" || c.WireVersion != 3 || !jsonEqual(c.Subscriptions, `[]`) {
 		t.Fatalf("advanced record = %+v", c)
+	}
+	// Timestamps never move back either.
+	late := base
+	late.Cursor, late.NowMs = 9, 12
+	if !adv(late) {
+		t.Fatal("matching ack refused")
+	}
+	c, _ = e.s.GetClient(e.ctx, "p1", "c1")
+	if c.Cursor != 9 || c.UpdatedAtMs != 20 {
+		t.Fatalf("after a late ack = %+v, want cursor 9 seen 20", c)
 	}
 }
 

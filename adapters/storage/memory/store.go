@@ -461,11 +461,9 @@ func (s *Store) ListRowsReferencingBlob(ctx context.Context, name, blobID string
 		if !slices.Contains(ids, blobID) {
 			continue
 		}
-		ref := ports.BlobRowRef{Table: k.table, RowID: k.rowID, Scopes: map[string]string{}}
 		if r := getRow(p.d, k.table, k.rowID); r != nil {
-			ref.Scopes = r.Scopes
+			out = append(out, ports.BlobRowRef{Table: k.table, RowID: k.rowID, Scopes: r.Scopes})
 		}
-		out = append(out, ref)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Table != out[j].Table {
@@ -697,11 +695,11 @@ func (s *Store) AdvanceClientCursor(ctx context.Context, a ports.CursorAdvance) 
 		return false, nil
 	}
 	c := p.clients[a.ClientID]
-	if c == nil || c.ActorID != a.ActorID || a.Cursor <= c.Cursor {
+	if c == nil || c.ActorID != a.ActorID {
 		return false, nil
 	}
 	n := *c
-	n.Cursor, n.UpdatedAtMs = a.Cursor, a.NowMs
+	n.Cursor, n.UpdatedAtMs = max(c.Cursor, a.Cursor), max(c.UpdatedAtMs, a.NowMs)
 	p.clients[a.ClientID] = &n
 	return true, nil
 }
