@@ -50,6 +50,10 @@ type Config struct {
 	// Auth selects request authentication (dev or jwt). Empty resolves to
 	// dev for the embedded demo schema and is an error otherwise.
 	Auth string
+	// DevAuth configures --auth dev.
+	DevAuth DevAuth
+	// JWT configures --auth jwt.
+	JWT JWT
 	// Dev turns on human-readable logs.
 	Dev bool
 	// LogLevel is debug, info, warn or error.
@@ -58,6 +62,31 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// ConfigFile is the YAML file the values came from, if any.
 	ConfigFile string
+}
+
+// DevAuth are the settings of development authentication.
+type DevAuth struct {
+	// Actor is the actor of requests that name none; empty refuses them.
+	Actor string
+	// Partition is the partition of requests that name none.
+	Partition string
+}
+
+// JWT are the settings of bearer-token authentication.
+type JWT struct {
+	// Algorithm is HS256, RS256 or EdDSA; the only one accepted.
+	Algorithm string
+	// KeyFile holds the HS256 secret or the PEM public key.
+	KeyFile string
+	// Issuer and Audience, when set, must match the token.
+	Issuer   string
+	Audience string
+	// Claim names (empty: the adapter's defaults sub, partition, scopes).
+	ActorClaim     string
+	PartitionClaim string
+	ScopesClaim    string
+	// TokenQueryParam also reads the token from this query parameter.
+	TokenQueryParam string
 }
 
 // Default returns the configuration of a bare `syncd serve`.
@@ -130,7 +159,16 @@ func (c *Config) Validate() error {
 		} else {
 			errs = append(errs, errors.New("--auth is required with --schema (dev or jwt)"))
 		}
-	case AuthDev, AuthJWT:
+	case AuthDev:
+	case AuthJWT:
+		switch c.JWT.Algorithm {
+		case "HS256", "RS256", "EdDSA":
+		default:
+			errs = append(errs, fmt.Errorf("--jwt-algorithm %q: want HS256, RS256 or EdDSA", c.JWT.Algorithm))
+		}
+		if c.JWT.KeyFile == "" {
+			errs = append(errs, errors.New("--jwt-key-file is required with --auth jwt"))
+		}
 	default:
 		errs = append(errs, fmt.Errorf("--auth %q: want dev or jwt", c.Auth))
 	}
@@ -174,6 +212,16 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.StringVar(&c.Schema, "schema", c.Schema, "schema IR file written by the Syncular CLI (syncular.ir.json); empty serves the embedded todos demo")
 	fs.StringVar(&c.Mount, "mount", c.Mount, "route prefix of the sync API, e.g. /api/sync (default empty)")
 	fs.StringVar(&c.Auth, "auth", c.Auth, "request authentication: dev or jwt (default dev with the demo schema, required otherwise)")
+	fs.StringVar(&c.DevAuth.Actor, "dev-actor", c.DevAuth.Actor, "--auth dev: actor of requests without an X-Syncd-Actor header (default: refuse them)")
+	fs.StringVar(&c.DevAuth.Partition, "dev-partition", c.DevAuth.Partition, "--auth dev: partition of requests without an X-Syncd-Partition header (default \"default\")")
+	fs.StringVar(&c.JWT.Algorithm, "jwt-algorithm", c.JWT.Algorithm, "--auth jwt: the accepted algorithm, HS256, RS256 or EdDSA")
+	fs.StringVar(&c.JWT.KeyFile, "jwt-key-file", c.JWT.KeyFile, "--auth jwt: file with the HS256 secret or the PEM public key")
+	fs.StringVar(&c.JWT.Issuer, "jwt-issuer", c.JWT.Issuer, "--auth jwt: required iss claim, if set")
+	fs.StringVar(&c.JWT.Audience, "jwt-audience", c.JWT.Audience, "--auth jwt: required aud claim, if set")
+	fs.StringVar(&c.JWT.ActorClaim, "jwt-actor-claim", c.JWT.ActorClaim, "--auth jwt: claim holding the actor id (default sub)")
+	fs.StringVar(&c.JWT.PartitionClaim, "jwt-partition-claim", c.JWT.PartitionClaim, "--auth jwt: claim holding the partition (default partition)")
+	fs.StringVar(&c.JWT.ScopesClaim, "jwt-scopes-claim", c.JWT.ScopesClaim, "--auth jwt: claim holding the allowed scopes (default scopes)")
+	fs.StringVar(&c.JWT.TokenQueryParam, "jwt-token-query-param", c.JWT.TokenQueryParam, "--auth jwt: also read the token from this query parameter (WebSocket upgrades)")
 	fs.BoolVar(&c.Dev, "dev", c.Dev, "development mode: human-readable logs")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long graceful shutdown may take")

@@ -52,13 +52,21 @@ func TestLoadPrecedence(t *testing.T) {
 				t.Fatalf("got %+v", c)
 			}
 		}, ""},
-		{"postgres database", []string{"--database", "postgres://u:p@h/db", "--schema", "x.json", "--auth", "jwt"}, nil, func(t *testing.T, c config.Config) {
+		{"postgres database", []string{"--database", "postgres://u:p@h/db", "--schema", "x.json", "--auth", "jwt",
+			"--jwt-algorithm", "HS256", "--jwt-key-file", "/secret"}, nil, func(t *testing.T, c config.Config) {
 			if c.Auth != config.AuthJWT || c.Redacted().Database != "postgres://u:xxxxx@h/db" {
 				t.Fatalf("got %+v", c.Redacted())
 			}
 		}, ""},
 		{"schema needs auth", []string{"--schema", "x.json"}, nil, nil, "--auth is required"},
 		{"bad auth", []string{"--auth", "none"}, nil, nil, `--auth "none"`},
+		{"jwt needs algorithm", []string{"--auth", "jwt", "--jwt-key-file", "k"}, nil, nil, "--jwt-algorithm"},
+		{"jwt needs key", []string{"--auth", "jwt", "--jwt-algorithm", "RS256"}, nil, nil, "--jwt-key-file"},
+		{"dev auth settings", []string{"--dev-actor", "alice"}, []string{"SYNCD_DEV_PARTITION=p1", "SYNCD_JWT_ISSUER=i"}, func(t *testing.T, c config.Config) {
+			if c.DevAuth.Actor != "alice" || c.DevAuth.Partition != "p1" || c.JWT.Issuer != "i" {
+				t.Fatalf("got %+v", c)
+			}
+		}, ""},
 		{"bad listen", []string{"--listen", "8787"}, nil, nil, "want host:port"},
 		{"same listeners", []string{"--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"}, nil, nil, "must differ"},
 		{"bad mount", []string{"--mount", "api/"}, nil, nil, "--mount"},

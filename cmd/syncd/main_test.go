@@ -21,8 +21,8 @@ func TestRun(t *testing.T) {
 		{"version", []string{"version"}, nil, 0, "syncd dev", ""},
 		{"serve help", []string{"serve", "--help"}, nil, 0, "SYNCD_ADMIN_LISTEN", ""},
 		{"serve bad flag", []string{"serve", "--listen", "nope"}, nil, 2, "", "want host:port"},
-		{"print config", []string{"serve", "--print-config", "--database", "postgres://u:secret@h/db", "--mount", "/x"},
-			[]string{"SYNCD_DEV=true"}, 0, "database: postgres://u:xxxxx@h/db", ""},
+		{"print config", []string{"serve", "--print-config", "--database", "postgres://u:hunter2@h/db", "--mount", "/x"},
+			[]string{"SYNCD_DEV=true"}, 0, `database: "postgres://u:xxxxx@h/db"`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -31,7 +31,7 @@ func TestRun(t *testing.T) {
 			if code != tt.code || !strings.Contains(out.String(), tt.stdout) || !strings.Contains(errOut.String(), tt.stderr) {
 				t.Fatalf("code %d\nstdout %s\nstderr %s", code, out.String(), errOut.String())
 			}
-			if strings.Contains(out.String(), "secret") {
+			if strings.Contains(out.String(), "hunter2") {
 				t.Fatal("credentials printed")
 			}
 		})
