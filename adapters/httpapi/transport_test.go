@@ -496,3 +496,24 @@ func TestSyncEndpoint(t *testing.T) {
 		})
 	}
 }
+
+type brokenReader struct{}
+
+func (brokenReader) Read([]byte) (int, error) { return 0, errors.New("connection reset by peer") }
+
+func TestBodyReadFailure(t *testing.T) {
+	tr, _ := httpapi.NewTransport(httpapi.TransportOptions{})
+	for _, enc := range []string{"", "gzip"} {
+		r := httptest.NewRequest(http.MethodPost, "/sync", io.MultiReader(bytes.NewReader([]byte("x")), brokenReader{}))
+		r.Header.Set("Content-Type", httpapi.ContentTypeSync)
+		if enc != "" {
+			r.Header.Set("Content-Encoding", enc)
+		}
+		_, err := tr.ReadSyncRequest(r)
+		rec := httptest.NewRecorder()
+		httpapi.WriteTransportError(rec, err)
+		if rec.Code != 400 || strings.Contains(rec.Body.String(), "reset by peer") {
+			t.Fatalf("%q: status %d body %s", enc, rec.Code, rec.Body.String())
+		}
+	}
+}

@@ -332,3 +332,28 @@ func TestDigestIgnoresOrderAndDuplicates(t *testing.T) {
 		t.Fatal("different maps share a digest")
 	}
 }
+
+func TestResolutionAndClones(t *testing.T) {
+	a := scopes.Allowed{"w": {"w1"}}
+	g := scopes.Granted(a)
+	if !g.OK() || !reflect.DeepEqual(g.Allowed(), a) {
+		t.Fatal("Granted lost its grant")
+	}
+	if f := scopes.Failed(); f.OK() || f.Allowed() != nil {
+		t.Fatal("Failed carries a grant")
+	}
+	c := a.Clone()
+	c["w"][0] = "x"
+	m := scopes.Map{"w": {"w1"}}
+	mc := m.Clone()
+	mc["w"][0] = "x"
+	if a["w"][0] != "w1" || m["w"][0] != "w1" {
+		t.Fatal("Clone aliases its source")
+	}
+	if scopes.Allowed(nil).Clone() != nil || scopes.Map(nil).Clone() != nil {
+		t.Fatal("nil clones are not nil")
+	}
+	if scopes.StatusActive.String() != "active" || scopes.StatusRevoked.String() != "revoked" {
+		t.Fatal("status names")
+	}
+}
