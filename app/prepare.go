@@ -88,6 +88,9 @@ func (p *Preparer) Run(ctx context.Context, backoff Backoff) error {
 	}
 	p.Log.Info("schema compiled", zap.String("schema", p.Source.Name),
 		zap.Int32("schema_version", s.Version), zap.Int("tables", len(s.Tables)))
+	if p.Store == nil {
+		p.Log.Warn("no storage adapter in the server graph: storage phases skipped, nothing is persisted")
+	}
 	for attempt := 0; ; attempt++ {
 		err := p.EnsureStorage(ctx, s)
 		if err == nil {
