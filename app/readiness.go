@@ -162,8 +162,10 @@ func (r *Readiness) Status() Status {
 }
 
 // ServeError implements httpapi.Gate: nil when ready, otherwise
-// sync.schema_not_ready (503). A pending backfill checkpoint passes its
-// catalog details (partition, projection) through.
+// sync.schema_not_ready (503). The details of a storage refusal that
+// clients may see pass through: a pending checkpoint's {partition,
+// projection}, a too-new stored schema's {storedSchemaVersion,
+// runningSchemaVersion}.
 func (r *Readiness) ServeError() error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -172,8 +174,11 @@ func (r *Readiness) ServeError() error {
 	}
 	e := syncerr.New(syncerr.SchemaNotReady)
 	var se *syncerr.Error
-	if r.phase == PhaseBackfillCheckpoint && errors.As(r.err, &se) && len(se.Details) > 0 {
-		e.Details = se.Details
+	if errors.As(r.err, &se) && len(se.Details) > 0 {
+		switch se.Code {
+		case syncerr.StorageCheckpointIncomplete, syncerr.StorageSchemaTooNew, syncerr.SchemaNotReady:
+			e.Details = se.Details
+		}
 	}
 	return e
 }

@@ -109,3 +109,26 @@ func TestBuildInfoString(t *testing.T) {
 		}
 	}
 }
+
+func TestServeErrorDetails(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		details string
+	}{
+		{"checkpoint", syncerr.New(syncerr.StorageCheckpointIncomplete).WithDetails(map[string]string{"partition": "p", "projection": "x"}), `{"partition":"p","projection":"x"}`},
+		{"too new", syncerr.New(syncerr.StorageSchemaTooNew).WithDetails(map[string]int{"storedSchemaVersion": 3, "runningSchemaVersion": 2}), `{"runningSchemaVersion":2,"storedSchemaVersion":3}`},
+		{"layout", syncerr.New(syncerr.StorageStoredLayoutMismatch).WithDetails(map[string]string{"table": "t"}), ""},
+		{"plain", errors.New("x"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := NewReadiness()
+			r.enter(PhaseOf(tt.err, false), tt.err)
+			var se *syncerr.Error
+			if !errors.As(r.ServeError(), &se) || se.Code != syncerr.SchemaNotReady || string(se.Details) != tt.details {
+				t.Fatalf("got %v details %s", r.ServeError(), se.Details)
+			}
+		})
+	}
+}
