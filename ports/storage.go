@@ -34,6 +34,12 @@ type SchemaStore interface {
 	// fence in the same transaction), and at the same version refuses,
 	// writing nothing, on stored or physical layout mismatches and on
 	// pending checkpoints at the running version that decls omit.
+	// Refusals: sync.storage.checkpoint_incomplete (checked first),
+	// sync.storage.schema_too_new (stored version above s.Version),
+	// sync.storage.stored_layout_mismatch (details {table, column?}),
+	// sync.storage.physical_layout_mismatch (details {table, column?,
+	// reason, expected?, actual?}). Cheap when this instance already
+	// ensured s.Version.
 	EnsureSchema(ctx context.Context, s *schema.Schema, decls []checkpoint.Declaration) error
 }
 
@@ -287,14 +293,37 @@ type CursorAdvance struct {
 	NowMs     int64
 }
 
-// CheckpointStore is the backfill checkpoint state machine and the serve gate.
+// CheckpointStore is the backfill checkpoint state machine and the serve
+// gate (the transitions are domain/checkpoint's Install, Claim, Advance and
+// Decide).
 type CheckpointStore interface {
+	// DeclareCheckpoint inserts a declared row unless one exists (never
+	// re-declaring, whatever its state) and raises the partition's writer
+	// fence to max(fence, d.SchemaVersion), in one transaction; it returns
+	// the stored row.
 	DeclareCheckpoint(ctx context.Context, d checkpoint.Declaration, nowMs int64) (checkpoint.Checkpoint, error)
+	// ClaimCheckpoint atomically increments owner_epoch, moves declared to
+	// backfilling and stores d.SchemaVersion; an absent or activated row is
+	// sync.storage.checkpoint_not_declared.
 	ClaimCheckpoint(ctx context.Context, d checkpoint.Declaration, nowMs int64) (checkpoint.Checkpoint, error)
+	// AdvanceCheckpoint is the owner-epoch CAS; false (row unchanged) for a
+	// superseded owner or an absent row.
 	AdvanceCheckpoint(ctx context.Context, a CheckpointAdvance) (bool, error)
+	// ActivateCheckpoint runs under the partition write lock: no fence at
+	// or above the checkpoint's schema version (or no checkpoint) is
+	// sync.storage.checkpoint_fence_missing; source changes above the
+	// watermark give Stale and a pruned window Unverifiable (nothing
+	// written); a matching owner on a not-yet-activated row gives Activated
+	// (state and watermark stored); anything else is Stale.
 	ActivateCheckpoint(ctx context.Context, a CheckpointActivation) (checkpoint.Activation, error)
+	// ReadCheckpoints lists the partition's checkpoints ordered by name.
 	ReadCheckpoints(ctx context.Context, partition string) ([]checkpoint.Checkpoint, error)
+	// SourceCoverageSeq is the highest retained seq with a change to one of
+	// tables (0 when none or tables is empty).
 	SourceCoverageSeq(ctx context.Context, partition string, tables []string) (int64, error)
+	// HasSourceChangesAbove reads the horizon first: a change to tables
+	// above seq is changed; else a horizon above seq is unverifiable; else
+	// clean (always clean for an empty list).
 	HasSourceChangesAbove(ctx context.Context, partition string, tables []string, seq int64) (checkpoint.SourceState, error)
 	// ReadServeGate reads the gate in one snapshot; never memoized. The
 	// epoch is "" for an unregistered partition; Pending is ordered by
