@@ -392,3 +392,17 @@ func TestDecodePrefersFrameErrorsOverEarlierGrammarErrors(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestDecoderStopAtEndLeavesTheRestOfTheStream(t *testing.T) {
+	req := ssp2.KindRequest
+	msg := envelope(req, 3, encodeFrame(t, req, 3, &ssp2.ReqHeader{ClientID: "c", SchemaVersion: 1}), encodeFrame(t, req, 3, &ssp2.PullHeader{Accept: 3}))
+	r := bytes.NewReader(append(append([]byte(nil), msg...), msg...))
+	for i := range 2 {
+		if _, err := ssp2.NewDecoder(r, ssp2.DecodeOptions{StopAtEnd: true}).ReadMessage(); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if r.Len() != 0 {
+		t.Fatalf("%d bytes left", r.Len())
+	}
+}

@@ -30,6 +30,11 @@ type DecodeOptions struct {
 	MaxFrameBytes int
 	// MaxMessageBytes caps the whole message (0: DefaultMaxMessageBytes).
 	MaxMessageBytes int64
+	// StopAtEnd makes a streaming Decoder stop reading at the END frame
+	// instead of checking that the input ends there. Use it when the
+	// transport carries more than one message (socket rounds, §8.7), where
+	// bytes past END are the caller's pipelining concern.
+	StopAtEnd bool
 }
 
 func (o *DecodeOptions) maxFrame() int {

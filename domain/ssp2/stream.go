@@ -175,9 +175,11 @@ func (d *Decoder) Next() (Frame, error) {
 		if size != 0 {
 			return nil, d.fail(wire.Errorf("END frame must have zero length, got %d", size))
 		}
-		var one [1]byte
-		if m, _ := io.ReadFull(d.r, one[:]); m != 0 {
-			return nil, d.fail(wire.Errorf("bytes after the END frame"))
+		if !d.opts.StopAtEnd {
+			var one [1]byte
+			if m, _ := io.ReadFull(d.r, one[:]); m != 0 {
+				return nil, d.fail(wire.Errorf("bytes after the END frame"))
+			}
 		}
 		if err := d.g.end(); err != nil {
 			return nil, d.fail(err)
