@@ -1,0 +1,615 @@
+package syncsvc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/push"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/scopes"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// Fixed public messages of unexpected hook failures (SPEC §6.7, §6.8).
+const (
+	msgRowValidatorFailed    = "write validator failed"
+	msgCommitValidatorFailed = "whole-commit validator failed"
+	msgCRDTMergerFailed      = "CRDT merger failed"
+)
+
+// termination is the terminating record of a rejected commit.
+type termination struct {
+	record  ssp2.OpResult
+	details *ssp2.RejectionDetails
+}
+
+func errTerm(opIndex int, err error) *termination {
+	pub := syncerr.Public(err)
+	return &termination{record: ssp2.OpResult{
+		OpIndex: int32(opIndex), Status: ssp2.OpError,
+		Code: string(pub.Code), Message: pub.Message, Retryable: pub.Entry().Retryable,
+	}}
+}
+
+func codeTerm(opIndex int, code syncerr.Code, message string) *termination {
+	e := syncerr.New(code)
+	if message != "" {
+		e = e.WithMessage(message)
+	}
+	return errTerm(opIndex, e)
+}
+
+// pushCommit runs the SPEC §A.2 pipeline for one commit and returns its
+// result as the client sees it. An error fails the whole request.
+func (s *Service) pushCommit(ctx context.Context, rq *request, pc *ssp2.PushCommit) (outcome, error) {
+	part, clientID, ccid := rq.id.Partition, rq.hdr.ClientID, pc.ClientCommitID
+	// 1. Optimistic idempotency lookup outside any transaction.
+	if b, ok, err := s.o.Store.GetPushResult(ctx, part, clientID, ccid); err != nil {
+		return outcome{}, fmt.Errorf("idempotency lookup: %w", err)
+	} else if ok {
+		return replay(b, ccid).forWire(rq.wire), nil
+	}
+	var out outcome
+	err := s.o.Store.Push(ctx, part, ports.PushOptions{WriterVersion: rq.sch.Version}, func(tx ports.PushTx) error {
+		// 2–3. The store took the partition lock. 4. Serve gate on the
+		// transaction's own connection (0.24): a refusal rolls back.
+		gate, err := tx.ReadServeGate(ctx)
+		if err != nil {
+			return fmt.Errorf("read serve gate: %w", err)
+		}
+		if r := checkpoint.GateRefusal(gate, rq.sch.Version, s.o.Declarations); r != nil {
+			return r.Err()
+		}
+		// 5. Locked idempotency re-check.
+		if b, ok, err := tx.GetPushResult(ctx, clientID, ccid); err != nil {
+			return fmt.Errorf("locked idempotency lookup: %w", err)
+		} else if ok {
+			out = replay(b, ccid)
+			return nil
+		}
+		a := &applier{s: s, rq: rq, tx: tx, pc: pc}
+		a.reader = &txReader{tx: tx, rq: rq}
+		o, err := a.run(ctx)
+		out = o
+		return err
+	})
+	if err != nil {
+		return outcome{}, err
+	}
+	return out.forWire(rq.wire), nil
+}
+
+type applier struct {
+	s       *Service
+	rq      *request
+	tx      ports.PushTx
+	pc      *ssp2.PushCommit
+	reader  *txReader
+	changes []commit.Change
+	ops     []ports.OperationEvidence
+}
+
+// run applies the operations and finishes the commit: appended and
+// stored as applied, or discarded and stored as rejected.
+func (a *applier) run(ctx context.Context) (outcome, error) {
+	term, err := a.apply(ctx)
+	if err != nil {
+		return outcome{}, err
+	}
+	var reactions []ports.Reaction
+	if term == nil && a.s.o.CommitValidator != nil {
+		if term, err = a.validateCommit(ctx); err != nil {
+			return outcome{}, err
+		}
+	}
+	if term == nil && a.s.o.ReactionPlanner != nil {
+		if reactions, err = a.planReactions(ctx); err != nil {
+			return outcome{}, err
+		}
+	}
+	if term != nil {
+		return a.reject(ctx, term)
+	}
+	createdAt := a.rq.now.UnixMilli()
+	seq, err := a.tx.AppendCommit(ctx, ports.NewCommit{
+		CreatedAtMs: createdAt, ActorID: a.rq.id.ActorID,
+		ClientID: a.rq.hdr.ClientID, ClientCommitID: a.pc.ClientCommitID,
+		Changes: a.changes,
+	})
+	if err != nil {
+		var ce *ports.ConstraintError
+		if errors.As(err, &ce) {
+			return a.reject(ctx, constraintTerm(ce.OpIndex, len(a.pc.Operations)))
+		}
+		return outcome{}, fmt.Errorf("append commit: %w", err)
+	}
+	if len(reactions) > 0 {
+		src := ports.ReactionSource{ClientID: a.rq.hdr.ClientID, ClientCommitID: a.pc.ClientCommitID,
+			CommitSeq: seq, CreatedAtMs: createdAt}
+		if err := a.tx.EnqueueReactions(ctx, src, reactions); err != nil {
+			return outcome{}, fmt.Errorf("enqueue reactions: %w", err)
+		}
+	}
+	res := &ssp2.PushResult{ClientCommitID: a.pc.ClientCommitID, Status: ssp2.PushApplied, CommitSeq: seq,
+		Results: make([]ssp2.OpResult, len(a.pc.Operations))}
+	for i := range res.Results {
+		res.Results[i] = ssp2.OpResult{OpIndex: int32(i), Status: ssp2.OpApplied}
+	}
+	return a.finish(ctx, outcome{result: res})
+}
+
+// reject discards the staged writes under the still-held lock and
+// persists the rejected result in the same transaction.
+func (a *applier) reject(ctx context.Context, t *termination) (outcome, error) {
+	if err := a.tx.DiscardWrites(ctx); err != nil {
+		return outcome{}, fmt.Errorf("discard writes: %w", err)
+	}
+	o := outcome{result: &ssp2.PushResult{ClientCommitID: a.pc.ClientCommitID, Status: ssp2.PushRejected,
+		Results: []ssp2.OpResult{t.record}}}
+	if t.details != nil {
+		o.details = &ssp2.PushResultDetails{ClientCommitID: a.pc.ClientCommitID,
+			Entries: []ssp2.DetailEntry{{OpIndex: t.record.OpIndex, Details: *t.details}}}
+	}
+	return a.finish(ctx, o)
+}
+
+// finish persists o (first writer wins) and returns the stored result.
+func (a *applier) finish(ctx context.Context, o outcome) (outcome, error) {
+	b, err := encodeStored(o)
+	if err != nil {
+		return outcome{}, fmt.Errorf("encode push result: %w", err)
+	}
+	stored, err := a.tx.PutPushResult(ctx, a.rq.hdr.ClientID, a.pc.ClientCommitID, b)
+	if err != nil {
+		return outcome{}, fmt.Errorf("store push result: %w", err)
+	}
+	if bytes.Equal(stored, b) {
+		// Answer what a replay will answer (details re-read with their Raw text).
+		if d, err := decodeStored(stored, a.pc.ClientCommitID); err == nil {
+			return d, nil
+		}
+		return o, nil
+	}
+	return replay(stored, a.pc.ClientCommitID), nil
+}
+
+func constraintTerm(opIndex, ops int) *termination {
+	if opIndex < 0 || opIndex >= ops {
+		opIndex = 0
+	}
+	return codeTerm(opIndex, syncerr.ConstraintViolation, "")
+}
+
+// apply runs every client operation in order; the first terminating one
+// stops the loop (SPEC §A.2 step 7).
+func (a *applier) apply(ctx context.Context) (*termination, error) {
+	for i := range a.pc.Operations {
+		term, err := a.applyOp(ctx, i, &a.pc.Operations[i])
+		if err != nil {
+			var ce *ports.ConstraintError
+			if errors.As(err, &ce) {
+				return constraintTerm(i, len(a.pc.Operations)), nil
+			}
+			return nil, err
+		}
+		if term != nil {
+			return term, nil
+		}
+	}
+	return nil, nil
+}
+
+func (a *applier) applyOp(ctx context.Context, i int, op *ssp2.PushOperation) (*termination, error) {
+	t := a.rq.sch.Table(op.Table)
+	if t == nil {
+		return codeTerm(i, syncerr.UnknownTable, ""), nil
+	}
+	if !a.rq.res.OK() {
+		return codeTerm(i, syncerr.Forbidden, ""), nil
+	}
+	if op.Op == ssp2.OpDelete {
+		return a.applyDelete(ctx, i, t, op)
+	}
+	return a.applyUpsert(ctx, i, t, op)
+}
+
+func (a *applier) applyDelete(ctx context.Context, i int, t *schema.Table, op *ssp2.PushOperation) (*termination, error) {
+	codec := a.rq.codec(t)
+	stored, err := a.tx.GetRow(ctx, t.Name, op.RowID)
+	if err != nil {
+		return nil, fmt.Errorf("read row: %w", err)
+	}
+	target := push.Target{}
+	if stored != nil {
+		target.Stored = &push.Stored{Version: stored.Version}
+	}
+	d, err := push.DecideDelete(target, func() error {
+		return scopes.AuthorizeWrite(t, scopes.Stored(stored.Scopes), a.rq.res)
+	})
+	if err != nil {
+		return errTerm(i, err), nil
+	}
+	ev := ports.OperationEvidence{OpIndex: i, Op: commit.OpDelete, Table: t.Name, RowID: op.RowID}
+	if d.Action == push.ActionDeleteAbsent {
+		a.ops = append(a.ops, ev)
+		return nil, nil
+	}
+	for _, v := range t.ScopeVariables() {
+		if stored.Scopes[v] == "" {
+			return codeTerm(i, syncerr.MissingScopes, ""), nil
+		}
+	}
+	storedVals, err := codec.DecodeRow(stored.Payload, nil)
+	if err != nil {
+		return nil, fmt.Errorf("decode stored row %s/%s: %w", t.Name, op.RowID, err)
+	}
+	storedRow := rowValues(t, storedVals)
+	if term := a.validateRow(ctx, ports.RowValidation{
+		Op: commit.OpDelete, Table: t.Name, RowID: op.RowID, OpIndex: i, Stored: storedRow,
+	}); term != nil {
+		return term, nil
+	} else if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := a.tx.DeleteRow(ctx, t.Name, op.RowID, i); err != nil {
+		return nil, err
+	}
+	a.changes = append(a.changes, commit.Change{Table: t.Name, RowID: op.RowID, Op: commit.OpDelete,
+		Scopes: copyScopes(stored.Scopes)})
+	ev.Stored, ev.StoredServerVersion = storedRow, stored.Version
+	a.ops = append(a.ops, ev)
+	return nil, nil
+}
+
+func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *ssp2.PushOperation) (*termination, error) {
+	codec := a.rq.codec(t)
+	n := len(t.Columns)
+	var vals []rowcodec.Value
+	var err error
+	if a.rq.wire >= 3 {
+		vals, err = codec.DecodeSparse(op.Payload, nil)
+	} else {
+		// Wire 2 pushes full rows: a write naming every column.
+		vals, err = codec.DecodeRow(op.Payload, nil)
+	}
+	if err != nil {
+		return errTerm(i, syncerr.Wrap(syncerr.InvalidRequest, err)), nil
+	}
+	if rid, ok := scopes.RenderValue(anyValue(vals[t.PKIndex])); !ok || rid != op.RowID {
+		return codeTerm(i, syncerr.InvalidRequest, ""), nil
+	}
+	present := make([]bool, n)
+	for c := range vals {
+		present[c] = !vals[c].IsAbsent()
+	}
+	stored, err := a.tx.GetRow(ctx, t.Name, op.RowID)
+	if err != nil {
+		return nil, fmt.Errorf("read row: %w", err)
+	}
+	var target push.Target
+	var storedVals []rowcodec.Value
+	if stored != nil {
+		if storedVals, err = codec.DecodeRow(stored.Payload, nil); err != nil {
+			return nil, fmt.Errorf("decode stored row %s/%s: %w", t.Name, op.RowID, err)
+		}
+		cv, err := commit.ExpandColumnVersions(stored.ColumnVersions, n, stored.Version)
+		if err != nil {
+			return nil, fmt.Errorf("row %s/%s: %w", t.Name, op.RowID, err)
+		}
+		target.Stored = &push.Stored{Version: stored.Version, ColumnVersions: cv}
+	} else {
+		_, tomb, err := a.tx.TombstoneSeq(ctx, t.Name, op.RowID)
+		if err != nil {
+			return nil, fmt.Errorf("read tombstone: %w", err)
+		}
+		target.Tombstoned = tomb
+	}
+	d, err := push.DecideUpsert(push.Upsert{Table: t, Present: present,
+		BaseVersion: op.BaseVersion.Value, HasBaseVersion: op.BaseVersion.Present}, target, push.Checks{
+		AuthorizeStored: func() error {
+			return scopes.AuthorizeWrite(t, scopes.Stored(stored.Scopes), a.rq.res)
+		},
+		AuthorizePayload: func() error {
+			return scopes.AuthorizeWrite(t, scopes.Collect(t, valueFunc(t, vals)), a.rq.res)
+		},
+		ScopeColumnChanged: func(c int) bool { return !vals[c].Equal(storedVals[c]) },
+	})
+	if err != nil {
+		return errTerm(i, err), nil
+	}
+	switch d.Action {
+	case push.ActionConflict:
+		e := syncerr.Lookup(syncerr.VersionConflict)
+		return &termination{record: ssp2.OpResult{
+			OpIndex: int32(i), Status: ssp2.OpConflict, Code: string(e.Code), Message: e.Message,
+			ServerVersion: stored.Version, ServerRow: append([]byte(nil), stored.Payload...),
+			ConflictColumns: d.ConflictColumns,
+		}}, nil
+	case push.ActionUpdate, push.ActionInsert:
+	default:
+		return nil, fmt.Errorf("push: unexpected upsert action %s", d.Action)
+	}
+	merged := make([]rowcodec.Value, n)
+	for c := range merged {
+		if present[c] || storedVals == nil {
+			merged[c] = vals[c]
+		} else {
+			merged[c] = storedVals[c]
+		}
+		col := t.Columns[c]
+		if col.Type == schema.TypeCRDT && present[c] && !vals[c].IsNull() {
+			var prev []byte
+			if storedVals != nil && !storedVals[c].IsNull() {
+				prev = storedVals[c].Raw()
+			}
+			m := a.s.mergers[col.CRDTType]
+			if m == nil {
+				return codeTerm(i, syncerr.CRDTMergeFailed, msgCRDTMergerFailed), nil
+			}
+			out, err := m.Merge(prev, vals[c].Raw())
+			if err != nil {
+				return codeTerm(i, syncerr.CRDTMergeFailed, msgCRDTMergerFailed), nil
+			}
+			merged[c] = rowcodec.CRDT(out)
+		}
+	}
+	payload, err := codec.AppendRow(nil, merged)
+	if err != nil {
+		return errTerm(i, syncerr.Wrap(syncerr.InvalidRequest, err)), nil
+	}
+	storedScopes, err := scopes.ExtractStored(t, valueFunc(t, merged))
+	if err != nil {
+		return errTerm(i, err), nil
+	}
+	blobIDs, term, err := a.checkBlobs(ctx, i, t, merged)
+	if term != nil || err != nil {
+		return term, err
+	}
+	row := rowValues(t, merged)
+	rv := ports.RowValidation{Op: commit.OpUpsert, Table: t.Name, RowID: op.RowID, OpIndex: i, Row: row}
+	ev := ports.OperationEvidence{OpIndex: i, Op: commit.OpUpsert, Table: t.Name, RowID: op.RowID,
+		Row: row, NextServerVersion: d.Version}
+	if stored != nil {
+		rv.Stored = rowValues(t, storedVals)
+		ev.Stored, ev.StoredServerVersion = rv.Stored, stored.Version
+	}
+	if term := a.validateRow(ctx, rv); term != nil {
+		return term, nil
+	} else if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := a.tx.UpsertRow(ctx, t.Name, ports.RowWrite{
+		RowID: op.RowID, Version: d.Version, Scopes: storedScopes, Payload: payload,
+		ColumnVersions: commit.EncodeColumnVersions(d.ColumnVersions),
+		Values:         cellValues(merged), OpIndex: i,
+	}); err != nil {
+		return nil, err
+	}
+	if hasBlobColumn(t) {
+		if err := a.tx.SetBlobRefs(ctx, t.Name, op.RowID, blobIDs); err != nil {
+			return nil, err
+		}
+	}
+	a.changes = append(a.changes, commit.Change{Table: t.Name, RowID: op.RowID, Op: commit.OpUpsert,
+		RowVersion: d.Version, Scopes: storedScopes, Row: payload})
+	a.ops = append(a.ops, ev)
+	return nil, nil
+}
+
+// checkBlobs is the push-time blob existence check (SPEC §6.6) and returns
+// the blob ids the row references, sorted and distinct.
+func (a *applier) checkBlobs(ctx context.Context, i int, t *schema.Table, vals []rowcodec.Value) ([]string, *termination, error) {
+	var ids []string
+	for c, col := range t.Columns {
+		if col.Type != schema.TypeBlobRef || vals[c].IsNull() || vals[c].IsAbsent() {
+			continue
+		}
+		doc, err := rowcodec.ParseBlobRef(vals[c].Raw())
+		if err != nil {
+			return nil, errTerm(i, syncerr.Wrap(syncerr.InvalidRequest, err)), nil
+		}
+		if a.s.o.Blobs == nil {
+			return nil, codeTerm(i, syncerr.BlobNotFound, ""), nil
+		}
+		ok, err := a.s.o.Blobs.BlobExists(ctx, a.rq.id.Partition, doc.BlobID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("blob existence check: %w", err)
+		}
+		if !ok {
+			return nil, codeTerm(i, syncerr.BlobNotFound, ""), nil
+		}
+		ids = appendUnique(ids, doc.BlobID)
+	}
+	return ids, nil, nil
+}
+
+// validateRow runs the table's validators (SPEC §6.7).
+func (a *applier) validateRow(ctx context.Context, v ports.RowValidation) *termination {
+	vs := a.s.validators[v.Table]
+	if len(vs) == 0 {
+		return nil
+	}
+	v.ActorID, v.Partition, v.Tx = a.rq.id.ActorID, a.rq.id.Partition, a.reader
+	for _, val := range vs {
+		if err := val.ValidateRow(ctx, v); err != nil {
+			if ctx.Err() != nil {
+				return nil // the caller aborts on the context error
+			}
+			return a.hookTerm(v.OpIndex, err, msgRowValidatorFailed, false, 0)
+		}
+	}
+	return nil
+}
+
+// hookTerm maps a hook error to the terminating record: a deliberate
+// rejection with a host code keeps its code, message and details; any
+// other error is sync.constraint_violation with the fixed message. Its
+// text never reaches the result or the logs.
+func (a *applier) hookTerm(opIndex int, err error, fixed string, attributed bool, ops int) *termination {
+	var rej *ports.ValidationRejection
+	if errors.As(err, &rej) && ports.CheckHostCode(rej.Code) == nil {
+		idx := opIndex
+		if attributed {
+			idx = rej.OpIndex
+			if idx < 0 {
+				idx = 0
+			}
+			if idx >= ops {
+				return codeTerm(0, syncerr.ConstraintViolation, fixed)
+			}
+		}
+		t := &termination{record: ssp2.OpResult{OpIndex: int32(idx), Status: ssp2.OpError,
+			Code: rej.Code, Message: rej.Message}}
+		if rej.Details != nil {
+			if d, err := rej.Details.Normalize(); err == nil {
+				t.details = &d
+			}
+		}
+		return t
+	}
+	a.s.log.Info("push hook failed unexpectedly; rejected as sync.constraint_violation",
+		zap.String("partition", a.rq.id.Partition), zap.String("hook", fixed), zap.Int("op_index", opIndex))
+	return codeTerm(opIndex, syncerr.ConstraintViolation, fixed)
+}
+
+func (a *applier) evidence() ports.CommitValidation {
+	return ports.CommitValidation{ClientID: a.rq.hdr.ClientID, ClientCommitID: a.pc.ClientCommitID,
+		ActorID: a.rq.id.ActorID, Partition: a.rq.id.Partition, Operations: a.ops, Tx: a.reader}
+}
+
+// validateCommit runs the whole-commit validator (SPEC §6.8).
+func (a *applier) validateCommit(ctx context.Context) (*termination, error) {
+	err := a.s.o.CommitValidator.ValidateCommit(ctx, a.evidence())
+	if err == nil {
+		return nil, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return a.hookTerm(0, err, msgCommitValidatorFailed, true, len(a.pc.Operations)), nil
+}
+
+// Reaction record limits (SPEC §6.9).
+const (
+	maxReactionsPerCommit = 100
+	maxReactionKeyBytes   = 256
+	maxReactionTypeBytes  = 128
+	maxReactionPayload    = 64 << 10
+	maxReactionDepth      = 16
+	defaultMaxAttempts    = 10
+)
+
+// planReactions runs the planner and validates its records; any failure
+// aborts the push as a server failure (nothing is persisted).
+func (a *applier) planReactions(ctx context.Context) ([]ports.Reaction, error) {
+	planned, err := a.s.o.ReactionPlanner.PlanReactions(ctx, a.evidence())
+	if err != nil {
+		return nil, fmt.Errorf("reaction planner: %w", err)
+	}
+	if len(planned) > maxReactionsPerCommit {
+		return nil, fmt.Errorf("reaction planner: %d records (max %d)", len(planned), maxReactionsPerCommit)
+	}
+	seen := map[string]bool{}
+	out := make([]ports.Reaction, 0, len(planned))
+	for _, p := range planned {
+		if err := checkReaction(p); err != nil {
+			return nil, fmt.Errorf("reaction planner: %w", err)
+		}
+		if seen[p.Key] {
+			return nil, fmt.Errorf("reaction planner: duplicate key %q", p.Key)
+		}
+		seen[p.Key] = true
+		key, err := stableJSON([]string{a.rq.id.Partition, a.rq.hdr.ClientID, a.pc.ClientCommitID, p.Key})
+		if err != nil {
+			return nil, err
+		}
+		var payload bytes.Buffer
+		if err := json.Compact(&payload, p.Payload); err != nil {
+			return nil, fmt.Errorf("reaction planner: payload: %w", err)
+		}
+		attempts := p.MaxAttempts
+		if attempts == 0 {
+			attempts = defaultMaxAttempts
+		}
+		out = append(out, ports.Reaction{IdempotencyKey: string(key), Type: p.Type, Version: p.Version,
+			Payload: payload.Bytes(), MaxAttempts: attempts, AvailableAtMs: a.rq.now.UnixMilli()})
+	}
+	return out, nil
+}
+
+func checkReaction(p ports.PlannedReaction) error {
+	switch {
+	case p.Key == "" || len(p.Key) > maxReactionKeyBytes:
+		return fmt.Errorf("reaction key must be 1..%d bytes", maxReactionKeyBytes)
+	case !codeLike(p.Type) || len(p.Type) > maxReactionTypeBytes:
+		return fmt.Errorf("reaction type %q must be a code-like name of at most %d bytes", p.Type, maxReactionTypeBytes)
+	case p.Version <= 0:
+		return errors.New("reaction version must be positive")
+	case p.MaxAttempts < 0 || p.MaxAttempts > 100:
+		return errors.New("reaction maxAttempts must be 1..100")
+	case len(p.Payload) > maxReactionPayload || !json.Valid(p.Payload):
+		return errors.New("reaction payload must be JSON of at most 64 KiB")
+	case jsonDepth(p.Payload) > maxReactionDepth:
+		return fmt.Errorf("reaction payload deeper than %d levels", maxReactionDepth)
+	}
+	return nil
+}
+
+func codeLike(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case r >= '0' && r <= '9', r == '.', r == '_', r == '-', r == ':', r == '/':
+			if i == 0 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func jsonDepth(b []byte) int {
+	depth, deepest, inStr, esc := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case esc:
+			esc = false
+		case inStr && c == '\\':
+			esc = true
+		case c == '"':
+			inStr = !inStr
+		case inStr:
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
+}
+
+func stableJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

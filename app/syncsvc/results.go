@@ -1,0 +1,90 @@
+package syncsvc
+
+import (
+	"errors"
+
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+)
+
+// Push results are persisted as a small wire-3 SSP2 response message:
+// RESP_HEADER (a fixed placeholder epoch), PUSH_RESULT, the optional
+// PUSH_RESULT_DETAILS, END. The codec is canonical, so decoding and
+// re-encoding a stored result reproduces its frames byte for byte, and a
+// replay answers exactly what the first delivery answered.
+
+const storedEpoch = "stored-result"
+
+type outcome struct {
+	result  *ssp2.PushResult
+	details *ssp2.PushResultDetails
+}
+
+func encodeStored(o outcome) ([]byte, error) {
+	m := &ssp2.Message{WireVersion: 3, Kind: ssp2.KindResponse,
+		Frames: []ssp2.Frame{&ssp2.RespHeader{LogEpoch: storedEpoch}, o.result}}
+	if o.details != nil {
+		m.Frames = append(m.Frames, o.details)
+	}
+	return ssp2.Encode(m)
+}
+
+var errCorruptResult = errors.New("stored push result is unreadable")
+
+func decodeStored(b []byte, clientCommitID string) (outcome, error) {
+	m, err := ssp2.DecodeWith(b, ssp2.DecodeOptions{Versions: []uint16{3}})
+	if err != nil {
+		return outcome{}, errCorruptResult
+	}
+	var o outcome
+	for _, f := range m.Frames {
+		switch f := f.(type) {
+		case *ssp2.PushResult:
+			o.result = f
+		case *ssp2.PushResultDetails:
+			o.details = f
+		}
+	}
+	if o.result == nil || o.result.ClientCommitID != clientCommitID {
+		return outcome{}, errCorruptResult
+	}
+	return o, nil
+}
+
+// replay is the answer to a stored result (SPEC §2.3): applied comes back
+// as cached, rejected as itself; an unreadable record is the
+// non-persisted idempotency cache miss.
+func replay(b []byte, clientCommitID string) outcome {
+	o, err := decodeStored(b, clientCommitID)
+	if err != nil {
+		return cacheMiss(clientCommitID)
+	}
+	if o.result.Status == ssp2.PushApplied {
+		o.result.Status = ssp2.PushCached
+	}
+	return o
+}
+
+func cacheMiss(clientCommitID string) outcome {
+	e := syncerr.Lookup(syncerr.IdempotencyCacheMiss)
+	return outcome{result: &ssp2.PushResult{
+		ClientCommitID: clientCommitID,
+		Status:         ssp2.PushRejected,
+		Results: []ssp2.OpResult{{
+			OpIndex: 0, Status: ssp2.OpError,
+			Code: string(e.Code), Message: e.Message, Retryable: true,
+		}},
+	}}
+}
+
+// forWire adapts a result to the request's wire version: before wire 3 a
+// conflict record has no conflictColumns.
+func (o outcome) forWire(version uint16) outcome {
+	if version >= 3 {
+		return o
+	}
+	for i := range o.result.Results {
+		o.result.Results[i].ConflictColumns = nil
+	}
+	return o
+}

@@ -1,0 +1,180 @@
+package syncsvc
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/scopes"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// anyValue converts a decoded cell to the plain Go value storage and hooks
+// use: nil, string (string, json, blob_ref), int64, float64, bool or
+// []byte (bytes, crdt). An absent cell is nil.
+func anyValue(v rowcodec.Value) any {
+	switch v.Kind() {
+	case rowcodec.KindString, rowcodec.KindJSON, rowcodec.KindBlobRef:
+		return v.Text()
+	case rowcodec.KindInteger:
+		return v.Int()
+	case rowcodec.KindFloat:
+		return v.Float()
+	case rowcodec.KindBoolean:
+		return v.Bool()
+	case rowcodec.KindBytes, rowcodec.KindCRDT:
+		return append([]byte(nil), v.Raw()...)
+	default:
+		return nil
+	}
+}
+
+func cellValues(vals []rowcodec.Value) []any {
+	out := make([]any, len(vals))
+	for i, v := range vals {
+		out[i] = anyValue(v)
+	}
+	return out
+}
+
+func rowValues(t *schema.Table, vals []rowcodec.Value) ports.RowValues {
+	m := make(ports.RowValues, len(t.Columns))
+	for i, c := range t.Columns {
+		if i < len(vals) && !vals[i].IsAbsent() {
+			m[c.Name] = anyValue(vals[i])
+		}
+	}
+	return m
+}
+
+// valueFunc renders a row's columns for scope extraction.
+func valueFunc(t *schema.Table, vals []rowcodec.Value) scopes.ValueFunc {
+	return func(column string) (string, bool) {
+		i := t.ColumnIndex(column)
+		if i < 0 || i >= len(vals) || vals[i].IsAbsent() || vals[i].IsNull() {
+			return "", false
+		}
+		return scopes.RenderValue(anyValue(vals[i]))
+	}
+}
+
+func copyScopes(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func appendUnique(ids []string, id string) []string {
+	i := sort.SearchStrings(ids, id)
+	if i < len(ids) && ids[i] == id {
+		return ids
+	}
+	ids = append(ids, "")
+	copy(ids[i+1:], ids[i:])
+	ids[i] = id
+	return ids
+}
+
+func hasBlobColumn(t *schema.Table) bool {
+	for _, c := range t.Columns {
+		if c.Type == schema.TypeBlobRef {
+			return true
+		}
+	}
+	return false
+}
+
+// txReader is the candidate-state reader hooks get: the push
+// transaction's own reads, decoded.
+type txReader struct {
+	tx ports.PushTx
+	rq *request
+}
+
+const (
+	defaultScanLimit = 100
+	maxScanLimit     = 1000
+)
+
+func (r *txReader) table(name string) (*schema.Table, error) {
+	t := r.rq.sch.Table(name)
+	if t == nil {
+		return nil, syncerr.Newf(syncerr.UnknownTable, "hook read of unknown table %q", name)
+	}
+	return t, nil
+}
+
+func (r *txReader) decode(t *schema.Table, row commit.Row) (ports.CandidateRow, error) {
+	vals, err := r.rq.codec(t).DecodeRow(row.Payload, nil)
+	if err != nil {
+		return ports.CandidateRow{}, fmt.Errorf("decode row %s/%s: %w", t.Name, row.RowID, err)
+	}
+	return ports.CandidateRow{RowID: row.RowID, Version: row.Version, Values: rowValues(t, vals)}, nil
+}
+
+func (r *txReader) decodeAll(t *schema.Table, rows []commit.Row) ([]ports.CandidateRow, error) {
+	out := make([]ports.CandidateRow, 0, len(rows))
+	for _, row := range rows {
+		c, err := r.decode(t, row)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func (r *txReader) GetRow(ctx context.Context, table, rowID string) (*ports.CandidateRow, error) {
+	t, err := r.table(table)
+	if err != nil {
+		return nil, err
+	}
+	row, err := r.tx.GetRow(ctx, table, rowID)
+	if err != nil || row == nil {
+		return nil, err
+	}
+	c, err := r.decode(t, *row)
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (r *txReader) ScanRows(ctx context.Context, q ports.RowScan) ([]ports.CandidateRow, error) {
+	t, err := r.table(q.Table)
+	if err != nil {
+		return nil, err
+	}
+	if q.Limit == 0 {
+		q.Limit = defaultScanLimit
+	}
+	if q.Limit < 1 || q.Limit > maxScanLimit {
+		return nil, syncerr.Newf(syncerr.StorageInvalidLimit, "scan limit %d outside 1..%d", q.Limit, maxScanLimit)
+	}
+	if len(q.ScopeFilter) == 0 {
+		return nil, syncerr.Newf(syncerr.StorageScanRequiresScope, "candidate scan of %q without a scope filter", q.Table)
+	}
+	rows, err := r.tx.ScanRows(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return r.decodeAll(t, rows)
+}
+
+func (r *txReader) Query(ctx context.Context, q ports.RowLookup) ([]ports.CandidateRow, error) {
+	t, err := r.table(q.Table)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := r.tx.Lookup(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return r.decodeAll(t, rows)
+}

@@ -1,0 +1,322 @@
+// Package syncsvc is the POST /sync use case: it decodes an SSP2 request,
+// plans it (wire version admission, schema floor, log epoch, client id
+// binding, operation cap, one scope resolution per request) and runs the
+// push pipeline of SPEC §6 against ports.PushStore, answering the response
+// frames the transport encodes.
+//
+// Pull (PULL_HEADER and subscriptions) is not served yet: a request that
+// carries one is refused as a whole with sync.not_implemented before any
+// push is applied, so a client never mistakes it for a caught-up pull.
+package syncsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/push"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/scopes"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// Store is the storage the use case needs.
+type Store interface {
+	ports.PushStore
+	TouchPartition(ctx context.Context, partition string, nowMs int64) (string, error)
+	GetClient(ctx context.Context, partition, clientID string) (*ports.ClientRecord, error)
+	ReadServeGate(ctx context.Context, partition string, running int32) (checkpoint.ServeGate, error)
+}
+
+// Wire versions this server can serve.
+const (
+	MaxWireVersion uint16 = 3
+	// DefaultMinWireVersion is the reference 0.24 window: wire 3 only.
+	DefaultMinWireVersion uint16 = 3
+	// LowestMinWireVersion is the oldest generation that may be admitted
+	// (wire 2, applied under the wire-3 rules; see ARCHITECTURE.md).
+	LowestMinWireVersion uint16 = 2
+)
+
+// Options configure a Service.
+type Options struct {
+	// Schema returns the running compiled schema (nil before it compiled).
+	Schema func() *schema.Schema
+	Store  Store
+	// Resolver returns the actor's allowed scopes, once per request.
+	Resolver ports.ScopeResolver
+	// Declarations are the checkpoints this process declared (serve gate).
+	Declarations []checkpoint.Declaration
+
+	RowValidators   []ports.RowValidator
+	CommitValidator ports.CommitValidator
+	ReactionPlanner ports.ReactionPlanner
+	Mergers         []ports.CRDTMerger
+	// Blobs answers the blob existence check; nil refuses every blob_ref.
+	Blobs ports.BlobChecker
+
+	// MinWireVersion is the oldest admitted wire version (2 or 3; 0 → 3).
+	MinWireVersion uint16
+	// MaxOperations caps the operations of one request (0 → 500).
+	MaxOperations int
+	// MaxFrameBytes and MaxMessageBytes bound decoding (0 → codec defaults).
+	MaxFrameBytes   int
+	MaxMessageBytes int64
+
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	Log *zap.Logger
+}
+
+// Service serves POST /sync requests.
+type Service struct {
+	o          Options
+	versions   []uint16
+	validators map[string][]ports.RowValidator
+	mergers    map[string]ports.CRDTMerger
+	log        *zap.Logger
+}
+
+// New validates opts and builds the Service.
+func New(o Options) (*Service, error) {
+	if o.Schema == nil || o.Store == nil || o.Resolver == nil {
+		return nil, errors.New("syncsvc: Schema, Store and Resolver are required")
+	}
+	if o.MinWireVersion == 0 {
+		o.MinWireVersion = DefaultMinWireVersion
+	}
+	if o.MinWireVersion < LowestMinWireVersion || o.MinWireVersion > MaxWireVersion {
+		return nil, fmt.Errorf("syncsvc: minimum wire version %d: want %d or %d", o.MinWireVersion, LowestMinWireVersion, MaxWireVersion)
+	}
+	if o.MaxOperations < 0 {
+		return nil, errors.New("syncsvc: negative operation cap")
+	}
+	if o.MaxOperations == 0 {
+		o.MaxOperations = push.DefaultMaxOperationsPerRequest
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	s := &Service{o: o, log: o.Log, validators: map[string][]ports.RowValidator{}, mergers: map[string]ports.CRDTMerger{}}
+	for v := o.MinWireVersion; v <= MaxWireVersion; v++ {
+		s.versions = append(s.versions, v)
+	}
+	for _, v := range o.RowValidators {
+		if v == nil {
+			continue
+		}
+		s.validators[v.Table()] = append(s.validators[v.Table()], v)
+	}
+	for _, m := range o.Mergers {
+		if m == nil {
+			continue
+		}
+		if _, dup := s.mergers[m.Type()]; dup {
+			return nil, fmt.Errorf("syncsvc: two CRDT mergers for type %q", m.Type())
+		}
+		s.mergers[m.Type()] = m
+	}
+	return s, nil
+}
+
+// Versions returns the admitted wire versions, ascending.
+func (s *Service) Versions() []uint16 { return append([]uint16(nil), s.versions...) }
+
+// Response is a whole sync response: the frames to encode at WireVersion
+// (END is added by the encoder).
+type Response struct {
+	WireVersion uint16
+	Frames      []ssp2.Frame
+}
+
+// Handle serves one request body for an authenticated identity. A non-nil
+// error is a request-level failure, answered before any response byte
+// (HTTP JSON with the catalog status). Every successful response is built
+// completely before it is returned, after the serve gate was read again
+// (0.24's buffered read-verify), so no byte escapes past a gate refusal.
+func (s *Service) Handle(ctx context.Context, id ports.Identity, body []byte) (*Response, error) {
+	sch := s.o.Schema()
+	if sch == nil {
+		return nil, syncerr.Newf(syncerr.SchemaNotReady, "schema not compiled yet")
+	}
+	msg, err := ssp2.DecodeWith(body, ssp2.DecodeOptions{
+		Versions:        s.versions,
+		MaxFrameBytes:   s.o.MaxFrameBytes,
+		MaxMessageBytes: s.o.MaxMessageBytes,
+	})
+	if err != nil {
+		return nil, asRequestError(err, syncerr.InvalidRequest)
+	}
+	if msg.Kind != ssp2.KindRequest {
+		return nil, syncerr.Newf(syncerr.InvalidRequest, "message kind %s is not a request", msg.Kind)
+	}
+	rq := &request{s: s, sch: sch, id: id, wire: msg.WireVersion, now: s.o.Now()}
+	var pull bool
+	for _, f := range msg.Frames {
+		switch f := f.(type) {
+		case *ssp2.ReqHeader:
+			rq.hdr = f
+		case *ssp2.PushCommit:
+			rq.commits = append(rq.commits, f)
+		case *ssp2.PullHeader, *ssp2.Subscription:
+			pull = true
+		}
+	}
+	if rq.hdr == nil {
+		return nil, syncerr.Newf(syncerr.InvalidRequest, "request without REQ_HEADER")
+	}
+	return s.serve(ctx, rq, pull)
+}
+
+type request struct {
+	s       *Service
+	sch     *schema.Schema
+	id      ports.Identity
+	wire    uint16
+	now     time.Time
+	hdr     *ssp2.ReqHeader
+	commits []*ssp2.PushCommit
+	epoch   string
+	res     scopes.Resolution
+	codecs  map[string]*rowcodec.Codec
+}
+
+func (rq *request) codec(t *schema.Table) *rowcodec.Codec {
+	if rq.codecs == nil {
+		rq.codecs = map[string]*rowcodec.Codec{}
+	}
+	c := rq.codecs[t.Name]
+	if c == nil {
+		c = rowcodec.New(t)
+		rq.codecs[t.Name] = c
+	}
+	return c
+}
+
+func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response, error) {
+	part := rq.id.Partition
+	running := rq.sch.Version
+	epoch, err := s.o.Store.TouchPartition(ctx, part, rq.now.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("touch partition: %w", err)
+	}
+	rq.epoch = epoch
+	gate, err := s.o.Store.ReadServeGate(ctx, part, running)
+	if err != nil {
+		return nil, fmt.Errorf("read serve gate: %w", err)
+	}
+	if r := checkpoint.GateRefusal(gate, running, s.o.Declarations); r != nil {
+		return nil, r.Err()
+	}
+	resp := &Response{WireVersion: rq.wire}
+
+	// §1.6 schema floor: this server codes rows for its running version only.
+	if rq.hdr.SchemaVersion != running {
+		resp.Frames = []ssp2.Frame{&ssp2.RespHeader{
+			RequiredSchemaVersion: ssp2.Some(running),
+			LatestSchemaVersion:   ssp2.Some(running),
+			LogEpoch:              epoch,
+		}}
+		return resp, nil
+	}
+	// §2.1 log epoch, before any other request work.
+	if push.AdmitEpoch(rq.hdr.LogEpoch.Value, rq.hdr.LogEpoch.Present, epoch).ResetRequired() {
+		resp.Frames = []ssp2.Frame{&ssp2.RespHeader{LogEpoch: epoch, ResetRequired: true}}
+		return resp, nil
+	}
+	if pull {
+		return nil, syncerr.New(syncerr.NotImplemented).
+			WithMessage("pull is not implemented by this server yet")
+	}
+	// §1.5 client id binding and §6.1 operation cap: request-level.
+	rec, err := s.o.Store.GetClient(ctx, part, rq.hdr.ClientID)
+	if err != nil {
+		return nil, fmt.Errorf("read client record: %w", err)
+	}
+	bound := ""
+	if rec != nil {
+		bound = rec.ActorID
+	}
+	if err := push.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, bound, rec != nil); err != nil {
+		return nil, err
+	}
+	perCommit := make([]int, len(rq.commits))
+	for i, c := range rq.commits {
+		perCommit[i] = len(c.Operations)
+	}
+	if err := push.CheckOperationCap(perCommit, s.o.MaxOperations); err != nil {
+		return nil, err
+	}
+	if len(rq.commits) > 0 {
+		if err := s.resolve(ctx, rq); err != nil {
+			return nil, err
+		}
+	}
+	resp.Frames = append(resp.Frames, &ssp2.RespHeader{LogEpoch: epoch})
+	for _, c := range rq.commits {
+		out, err := s.pushCommit(ctx, rq, c)
+		if err != nil {
+			return nil, err
+		}
+		resp.Frames = append(resp.Frames, out.result)
+		if out.details != nil {
+			resp.Frames = append(resp.Frames, out.details)
+		}
+	}
+	// Buffered read-verify (0.24): re-read the gate before the first byte.
+	after, err := s.o.Store.ReadServeGate(ctx, part, running)
+	if err != nil {
+		return nil, fmt.Errorf("read serve gate: %w", err)
+	}
+	if r := checkpoint.GateRefusal(after, running, s.o.Declarations); r != nil {
+		return nil, r.Err()
+	}
+	if r := checkpoint.TokenChanged(gate, after); r != nil {
+		return nil, r.Err()
+	}
+	return resp, nil
+}
+
+// resolve makes the request's one resolveScopes call (SPEC §3.2 rule 3).
+func (s *Service) resolve(ctx context.Context, rq *request) error {
+	allowed, err := s.o.Resolver.ResolveScopes(ctx, ports.ScopeRequest{
+		Partition: rq.id.Partition, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID,
+	})
+	if err != nil {
+		var se *syncerr.Error
+		if errors.As(err, &se) {
+			return err
+		}
+		// Fail closed: every write of the request is forbidden. Auth leases
+		// (ErrResolverOutage) are not issued by this server, so an outage
+		// fails closed too.
+		s.log.Warn("scope resolver failed; writes of this request are forbidden",
+			zap.String("partition", rq.id.Partition), zap.Error(err))
+		rq.res = scopes.Failed()
+		return nil
+	}
+	if err := scopes.ValidateAllowed(rq.sch.ScopeVariables(), scopes.Allowed(allowed)); err != nil {
+		return err
+	}
+	rq.res = scopes.Granted(allowed)
+	return nil
+}
+
+// asRequestError keeps a catalog error and wraps anything else in code.
+func asRequestError(err error, code syncerr.Code) error {
+	var se *syncerr.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	return syncerr.Wrap(code, err)
+}

@@ -1,0 +1,556 @@
+package syncsvc_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/syncd-dev/syncd/adapters/storage/memory"
+	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/push"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/scopes"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/ssptest"
+)
+
+type resolverFunc func(ctx context.Context, req ports.ScopeRequest) (scopes.Allowed, error)
+
+func (f resolverFunc) ResolveScopes(ctx context.Context, req ports.ScopeRequest) (scopes.Allowed, error) {
+	return f(ctx, req)
+}
+
+var allowAll = resolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
+	return scopes.Allowed{"owner": {"*"}, "project_id": {"*"}}, nil
+})
+
+type env struct {
+	t     *testing.T
+	sch   *schema.Schema
+	store *memory.Store
+	svc   *syncsvc.Service
+	id    ports.Identity
+	epoch string
+}
+
+func newEnv(t *testing.T, mut func(*syncsvc.Options)) *env {
+	t.Helper()
+	sch := ssptest.Schema(t)
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.EnsureSchema(context.Background(), sch, nil); err != nil {
+		t.Fatal(err)
+	}
+	o := syncsvc.Options{Schema: func() *schema.Schema { return sch }, Store: st, Resolver: allowAll,
+		Now: func() time.Time { return time.UnixMilli(1_700_000_000_000) }}
+	if mut != nil {
+		mut(&o)
+	}
+	svc, err := syncsvc.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, sch: sch, store: st, svc: svc, id: ports.Identity{ActorID: "alice", Partition: "p1"}}
+	e.epoch, err = st.TouchPartition(context.Background(), "p1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) req(commits ...*ssp2.PushCommit) ssptest.Req {
+	return ssptest.Req{ClientID: "c1", SchemaVersion: e.sch.Version, Epoch: e.epoch, Commits: commits}
+}
+
+func (e *env) do(r ssptest.Req) (ssptest.Resp, []byte, error) {
+	e.t.Helper()
+	resp, err := e.svc.Handle(context.Background(), e.id, r.Encode(e.t))
+	if err != nil {
+		return ssptest.Resp{}, nil, err
+	}
+	m := &ssp2.Message{WireVersion: resp.WireVersion, Kind: ssp2.KindResponse, Frames: resp.Frames}
+	b, err := ssp2.Encode(m)
+	if err != nil {
+		e.t.Fatalf("encode response: %v", err)
+	}
+	return ssptest.DecodeResponse(e.t, b), b, nil
+}
+
+func (e *env) must(r ssptest.Req) (ssptest.Resp, []byte) {
+	e.t.Helper()
+	resp, b, err := e.do(r)
+	if err != nil {
+		e.t.Fatalf("request failed: %v", err)
+	}
+	return resp, b
+}
+
+func (e *env) table(name string) *schema.Table { return e.sch.Table(name) }
+
+func (e *env) project(id, owner, name string) []byte {
+	return ssptest.Sparse(e.t, e.table("projects"), ssptest.Cols{"id": rowcodec.String(id),
+		"owner": rowcodec.String(owner), "name": rowcodec.String(name), "locked": rowcodec.Bool(false)})
+}
+
+func (e *env) task(id, project, title string) []byte {
+	return ssptest.Sparse(e.t, e.table("tasks"), ssptest.Cols{"id": rowcodec.String(id),
+		"project_id": rowcodec.String(project), "title": rowcodec.String(title), "done": rowcodec.Bool(false),
+		"estimate": rowcodec.Null(), "attachment": rowcodec.Null()})
+}
+
+func wantCode(t *testing.T, err error, code syncerr.Code) {
+	t.Helper()
+	if syncerr.CodeOf(err) != code {
+		t.Fatalf("error %v: code %s, want %s", err, syncerr.CodeOf(err), code)
+	}
+}
+
+func wantRejected(t *testing.T, r *ssp2.PushResult, opIndex int32, code string) {
+	t.Helper()
+	if r.Status != ssp2.PushRejected || len(r.Results) != 1 || r.Results[0].OpIndex != opIndex || r.Results[0].Code != code {
+		t.Fatalf("result %+v: want rejected at op %d with %s", r, opIndex, code)
+	}
+}
+
+func TestApplyUpdateConflictAndReplay(t *testing.T) {
+	e := newEnv(t, nil)
+	resp, _ := e.must(e.req(ssptest.Commit("k1",
+		ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1),
+		ssptest.Upsert("tasks", "t-1", e.task("t-1", "p-1", "first"), -1))))
+	if resp.Header == nil || resp.Header.LogEpoch != e.epoch || resp.Header.ResetRequired {
+		t.Fatalf("header %+v", resp.Header)
+	}
+	r := resp.Results[0]
+	if r.Status != ssp2.PushApplied || r.CommitSeq != 1 || len(r.Results) != 2 {
+		t.Fatalf("result %+v", r)
+	}
+	// A sparse update of the title at base 1 applies (version 2).
+	upd := ssptest.Sparse(t, e.table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"), "title": rowcodec.String("renamed")})
+	resp, _ = e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-1", upd, 1))))
+	if resp.Results[0].Status != ssp2.PushApplied || resp.Results[0].CommitSeq != 2 {
+		t.Fatalf("update %+v", resp.Results[0])
+	}
+	row, _ := e.store.GetRow(context.Background(), "p1", "tasks", "t-1")
+	if row.Version != 2 || ssptest.DecodeRow(t, e.table("tasks"), row.Payload)["done"].Bool() {
+		t.Fatalf("row %+v", row)
+	}
+	// Another writer at base 1 touching title conflicts, marking title only;
+	// touching only done applies.
+	upd2 := ssptest.Sparse(t, e.table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"),
+		"title": rowcodec.String("mine"), "done": rowcodec.Bool(true)})
+	resp, _ = e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", upd2, 1))))
+	c := resp.Results[0]
+	if c.Status != ssp2.PushRejected || len(c.Results) != 1 || c.Results[0].Status != ssp2.OpConflict ||
+		c.Results[0].ServerVersion != 2 || !bytes.Equal(c.Results[0].ConflictColumns, push.ColumnBitmap(6, []int{2})) ||
+		!bytes.Equal(c.Results[0].ServerRow, row.Payload) || c.Results[0].Code != "sync.version_conflict" {
+		t.Fatalf("conflict %+v", c)
+	}
+	done := ssptest.Sparse(t, e.table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"), "done": rowcodec.Bool(true)})
+	resp, _ = e.must(e.req(ssptest.Commit("k4", ssptest.Upsert("tasks", "t-1", done, 1))))
+	if resp.Results[0].Status != ssp2.PushApplied {
+		t.Fatalf("disjoint column %+v", resp.Results[0])
+	}
+	// Replays: applied → cached with the same seq; the conflict replays as is.
+	_, first := e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", upd2, 1))))
+	_, second := e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", upd2, 1))))
+	if !bytes.Equal(first, second) {
+		t.Fatal("rejected replay differs")
+	}
+	resp, _ = e.must(e.req(ssptest.Commit("k1", ssptest.Delete("tasks", "t-1"))))
+	if resp.Results[0].Status != ssp2.PushCached || resp.Results[0].CommitSeq != 1 || len(resp.Results[0].Results) != 2 {
+		t.Fatalf("cached %+v", resp.Results[0])
+	}
+	if b, _ := e.store.LogBounds(context.Background(), "p1"); b.MaxSeq != 3 {
+		t.Fatalf("max seq %d, want 3", b.MaxSeq)
+	}
+}
+
+func TestDuplicateCommitInOneRequest(t *testing.T) {
+	e := newEnv(t, nil)
+	c := ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))
+	resp, _ := e.must(e.req(c, c))
+	if resp.Results[0].Status != ssp2.PushApplied || resp.Results[1].Status != ssp2.PushCached ||
+		resp.Results[1].CommitSeq != resp.Results[0].CommitSeq {
+		t.Fatalf("results %+v %+v", resp.Results[0], resp.Results[1])
+	}
+}
+
+func TestDeletePrecedenceAndRecreate(t *testing.T) {
+	e := newEnv(t, nil)
+	e.must(e.req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))))
+	resp, _ := e.must(e.req(ssptest.Commit("k2", ssptest.Delete("projects", "p-1"), ssptest.Delete("projects", "nope"))))
+	if resp.Results[0].Status != ssp2.PushApplied {
+		t.Fatalf("delete %+v", resp.Results[0])
+	}
+	resp, _ = e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "Two"), -1))))
+	wantRejected(t, resp.Results[0], 0, "sync.row_deleted")
+	resp, _ = e.must(e.req(ssptest.Commit("k4", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "Two"), 0))))
+	if resp.Results[0].Status != ssp2.PushApplied {
+		t.Fatalf("recreate %+v", resp.Results[0])
+	}
+	partial := ssptest.Sparse(t, e.table("projects"), ssptest.Cols{"id": rowcodec.String("p-9"), "name": rowcodec.String("x")})
+	resp, _ = e.must(e.req(ssptest.Commit("k5", ssptest.Upsert("projects", "p-9", partial, -1))))
+	wantRejected(t, resp.Results[0], 0, "sync.row_missing")
+}
+
+func TestAuthorization(t *testing.T) {
+	e := newEnv(t, func(o *syncsvc.Options) {
+		o.Resolver = resolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
+			return scopes.Allowed{"owner": {"alice"}, "project_id": {"p-1"}}, nil
+		})
+	})
+	resp, _ := e.must(e.req(
+		ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1)),
+		ssptest.Commit("k2", ssptest.Upsert("projects", "p-2", e.project("p-2", "bob", "Two"), -1)),
+		ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", e.task("t-1", "p-2", "x"), -1)),
+	))
+	if resp.Results[0].Status != ssp2.PushApplied {
+		t.Fatalf("own scope %+v", resp.Results[0])
+	}
+	wantRejected(t, resp.Results[1], 0, "sync.forbidden")
+	wantRejected(t, resp.Results[2], 0, "sync.forbidden")
+	// A present scope column that changes is refused.
+	move := ssptest.Sparse(t, e.table("projects"), ssptest.Cols{"id": rowcodec.String("p-1"), "owner": rowcodec.String("alice2")})
+	resp, _ = e.must(e.req(ssptest.Commit("k4", ssptest.Upsert("projects", "p-1", move, -1))))
+	wantRejected(t, resp.Results[0], 0, "sync.invalid_request")
+	// Unknown table and undecodable payload are commit-level.
+	resp, _ = e.must(e.req(
+		ssptest.Commit("k5", ssptest.Upsert("nope", "x", []byte{1}, -1)),
+		ssptest.Commit("k6", ssptest.Upsert("projects", "p-1", []byte{0xff, 0xff}, -1)),
+	))
+	wantRejected(t, resp.Results[0], 0, "sync.unknown_table")
+	wantRejected(t, resp.Results[1], 0, "sync.invalid_request")
+}
+
+func TestResolverFailureForbidsWrites(t *testing.T) {
+	e := newEnv(t, func(o *syncsvc.Options) {
+		o.Resolver = resolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
+			return nil, errors.New("down")
+		})
+	})
+	resp, _ := e.must(e.req(ssptest.Commit("k1", ssptest.Delete("projects", "p-1"))))
+	wantRejected(t, resp.Results[0], 0, "sync.forbidden")
+}
+
+func TestRequestLevelRefusals(t *testing.T) {
+	e := newEnv(t, func(o *syncsvc.Options) { o.MaxOperations = 2 })
+	ops := []ssp2.PushOperation{ssptest.Delete("projects", "a"), ssptest.Delete("projects", "b")}
+	_, _, err := e.do(e.req(ssptest.Commit("k1", ops...), ssptest.Commit("k2", ops[0])))
+	wantCode(t, err, syncerr.TooManyOperations)
+	r := e.req(ssptest.Commit("k1", ops[0]))
+	r.ClientID = `["remote-command","a","b"]`
+	_, _, err = e.do(r)
+	wantCode(t, err, syncerr.InvalidClientID)
+	if err := e.store.PutClient(context.Background(), ports.ClientRecord{Partition: "p1", ClientID: "c1", ActorID: "bob", WireVersion: 3}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.do(e.req(ssptest.Commit("k1", ops[0])))
+	wantCode(t, err, syncerr.InvalidClientID)
+	// Pull is refused honestly, before any push applies.
+	r = e.req(ssptest.Commit("k9", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1)))
+	r.ClientID, r.Pull, r.SubTable = "c2", true, "projects"
+	_, _, err = e.do(r)
+	wantCode(t, err, syncerr.NotImplemented)
+	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
+		t.Fatal("push applied in a refused request")
+	}
+	// Malformed bodies are invalid_request.
+	for _, b := range [][]byte{nil, []byte("SSP2"), []byte("garbage garbage")} {
+		if _, err := e.svc.Handle(context.Background(), e.id, b); syncerr.CodeOf(err) != syncerr.InvalidRequest {
+			t.Fatalf("body %q: %v", b, err)
+		}
+	}
+}
+
+func TestSchemaFloorAndEpoch(t *testing.T) {
+	e := newEnv(t, nil)
+	r := e.req(ssptest.Commit("k1", ssptest.Delete("projects", "a")))
+	r.SchemaVersion = 1
+	resp, _ := e.must(r)
+	h := resp.Header
+	if len(resp.Msg.Frames) != 1 || !h.RequiredSchemaVersion.Present || h.RequiredSchemaVersion.Value != 2 ||
+		h.LatestSchemaVersion.Value != 2 || h.LogEpoch != e.epoch || h.ResetRequired {
+		t.Fatalf("floor %+v", resp.Msg.Frames)
+	}
+	for _, r := range []ssptest.Req{
+		{ClientID: "c1", SchemaVersion: 2, NoEpoch: true},
+		{ClientID: "c1", SchemaVersion: 2, Epoch: "other", Commits: []*ssp2.PushCommit{ssptest.Commit("k1",
+			ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))}},
+	} {
+		if r.NoEpoch {
+			r.Pull = true
+		}
+		resp, _ := e.must(r)
+		if len(resp.Msg.Frames) != 1 || !resp.Header.ResetRequired || resp.Header.LogEpoch != e.epoch {
+			t.Fatalf("reset %+v", resp.Msg.Frames)
+		}
+	}
+	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
+		t.Fatal("push applied under a foreign epoch")
+	}
+}
+
+// gateStore declares an undeclared checkpoint the moment a push begins:
+// a migration landing between request entry and the push lock.
+type gateStore struct {
+	*memory.Store
+	version int32
+}
+
+func (g *gateStore) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {
+	if _, err := g.DeclareCheckpoint(ctx, checkpoint.Declaration{Partition: partition, Name: "proj", SchemaVersion: g.version}, 1); err != nil {
+		return err
+	}
+	return g.Store.Push(ctx, partition, o, fn)
+}
+
+func TestServeGateInsidePush(t *testing.T) {
+	var gs *gateStore
+	e := newEnv(t, func(o *syncsvc.Options) {
+		gs = &gateStore{Store: o.Store.(*memory.Store), version: 2}
+		o.Store = gs
+	})
+	_, _, err := e.do(e.req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))))
+	wantCode(t, err, syncerr.SchemaNotReady)
+	var se *syncerr.Error
+	if !errors.As(err, &se) || string(se.Details) != `{"partition":"p1","projection":"proj"}` {
+		t.Fatalf("details %s", se.Details)
+	}
+	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
+		t.Fatal("write landed past the gate")
+	}
+	if _, ok, _ := e.store.GetPushResult(context.Background(), "p1", "c1", "k1"); ok {
+		t.Fatal("result persisted past the gate")
+	}
+}
+
+type titleValidator struct{}
+
+func (titleValidator) Table() string { return "tasks" }
+
+func (titleValidator) ValidateRow(ctx context.Context, v ports.RowValidation) error {
+	if v.Row == nil {
+		return nil
+	}
+	if v.Row["title"] == "boom" {
+		return errors.New("secret engine text")
+	}
+	p, err := v.Tx.GetRow(ctx, "projects", v.Row["project_id"].(string))
+	if err != nil {
+		return err
+	}
+	if p == nil || p.Values["locked"] == true {
+		r, err := ports.NewValidationRejection("app.project_locked", "project is locked",
+			&ssp2.RejectionDetails{FieldPaths: []string{"project_id"}, Reason: "locked"})
+		if err != nil {
+			return err
+		}
+		return r
+	}
+	return nil
+}
+
+func TestRowValidatorSeesStagedWrites(t *testing.T) {
+	e := newEnv(t, func(o *syncsvc.Options) { o.RowValidators = []ports.RowValidator{titleValidator{}} })
+	// The project is staged by op 0 and visible to the validator of op 1.
+	resp, _ := e.must(e.req(ssptest.Commit("k1",
+		ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1),
+		ssptest.Upsert("tasks", "t-1", e.task("t-1", "p-1", "ok"), -1))))
+	if resp.Results[0].Status != ssp2.PushApplied {
+		t.Fatalf("%+v", resp.Results[0])
+	}
+	resp, first := e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-2", e.task("t-2", "p-x", "x"), -1))))
+	wantRejected(t, resp.Results[0], 0, "app.project_locked")
+	if d := resp.Details["k2"]; d == nil || d.Entries[0].OpIndex != 0 || d.Entries[0].Details.Reason != "locked" {
+		t.Fatalf("details %+v", resp.Details)
+	}
+	_, second := e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-2", e.task("t-2", "p-x", "x"), -1))))
+	if !bytes.Equal(first, second) {
+		t.Fatal("replay with details differs")
+	}
+	resp, _ = e.must(e.req(ssptest.Commit("k3",
+		ssptest.Upsert("projects", "p-2", e.project("p-2", "alice", "Two"), -1),
+		ssptest.Upsert("tasks", "t-3", e.task("t-3", "p-1", "boom"), -1))))
+	wantRejected(t, resp.Results[0], 1, "sync.constraint_violation")
+	if resp.Results[0].Results[0].Message != "write validator failed" {
+		t.Fatalf("message %q", resp.Results[0].Results[0].Message)
+	}
+	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-2"); row != nil {
+		t.Fatal("sibling write of a rejected commit landed")
+	}
+}
+
+type commitRule struct{}
+
+func (commitRule) ValidateCommit(ctx context.Context, c ports.CommitValidation) error {
+	rows, err := c.Tx.ScanRows(ctx, ports.RowScan{Table: "tasks", ScopeFilter: map[string][]string{"project_id": {"p-1"}}})
+	if err != nil {
+		return err
+	}
+	if len(rows) > 2 {
+		return must(ports.RejectOp(len(c.Operations)-1, "app.too_many_tasks", "at most two tasks", nil))
+	}
+	return nil
+}
+
+func must(r *ports.ValidationRejection, err error) error {
+	if err != nil {
+		return err
+	}
+	return r
+}
+
+type planner struct{}
+
+func (planner) PlanReactions(_ context.Context, c ports.CommitValidation) ([]ports.PlannedReaction, error) {
+	return []ports.PlannedReaction{{Key: "notify", Type: "email.send", Version: 1, Payload: json.RawMessage(`{"ops": 1}`)}}, nil
+}
+
+func TestCommitValidatorAndReactions(t *testing.T) {
+	e := newEnv(t, func(o *syncsvc.Options) { o.CommitValidator, o.ReactionPlanner = commitRule{}, planner{} })
+	resp, _ := e.must(e.req(ssptest.Commit("k1",
+		ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1),
+		ssptest.Upsert("tasks", "t-1", e.task("t-1", "p-1", "a"), -1),
+		ssptest.Upsert("tasks", "t-2", e.task("t-2", "p-1", "b"), -1))))
+	if resp.Results[0].Status != ssp2.PushApplied {
+		t.Fatalf("%+v", resp.Results[0])
+	}
+	rs, err := e.store.ListReactions(context.Background(), "p1", nil, 10)
+	if err != nil || len(rs) != 1 || rs[0].IdempotencyKey != `["p1","c1","k1","notify"]` || string(rs[0].Payload) != `{"ops":1}` {
+		t.Fatalf("reactions %+v %v", rs, err)
+	}
+	resp, _ = e.must(e.req(ssptest.Commit("k2",
+		ssptest.Upsert("tasks", "t-3", e.task("t-3", "p-1", "c"), -1),
+		ssptest.Delete("tasks", "nope"))))
+	wantRejected(t, resp.Results[0], 1, "app.too_many_tasks")
+	if rs, _ := e.store.ListReactions(context.Background(), "p1", nil, 10); len(rs) != 1 {
+		t.Fatalf("reactions after rejection: %d", len(rs))
+	}
+}
+
+func TestConstraintViolation(t *testing.T) {
+	e := newEnv(t, nil)
+	resp, first := e.must(e.req(ssptest.Commit("k1",
+		ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1),
+		ssptest.Upsert("tasks", "t-1", e.task("t-1", "p-1", "same"), -1),
+		ssptest.Upsert("tasks", "t-2", e.task("t-2", "p-1", "same"), -1))))
+	wantRejected(t, resp.Results[0], 2, "sync.constraint_violation")
+	if msg := resp.Results[0].Results[0].Message; msg != syncerr.Lookup(syncerr.ConstraintViolation).Message {
+		t.Fatalf("message %q", msg)
+	}
+	_, second := e.must(e.req(ssptest.Commit("k1", ssptest.Delete("tasks", "zz"))))
+	if !bytes.Equal(first, second) {
+		t.Fatal("constraint rejection replay differs")
+	}
+	if row, _ := e.store.GetRow(context.Background(), "p1", "tasks", "t-1"); row != nil {
+		t.Fatal("write of a rejected commit landed")
+	}
+}
+
+func TestBlobReferences(t *testing.T) {
+	present := blobSet{"sha256:" + string(bytes.Repeat([]byte("a"), 64)): true}
+	e := newEnv(t, func(o *syncsvc.Options) { o.Blobs = present })
+	e.must(e.req(ssptest.Commit("k0", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))))
+	ref := func(id string) []byte {
+		return ssptest.Sparse(t, e.table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"),
+			"project_id": rowcodec.String("p-1"), "title": rowcodec.String("x"), "done": rowcodec.Bool(false),
+			"estimate": rowcodec.Null(), "attachment": rowcodec.BlobRef(`{"blobId":"` + id + `","byteLength":3}`)})
+	}
+	resp, _ := e.must(e.req(ssptest.Commit("k1", ssptest.Upsert("tasks", "t-1", ref("sha256:"+string(bytes.Repeat([]byte("b"), 64))), -1))))
+	wantRejected(t, resp.Results[0], 0, "blob.not_found")
+	good := "sha256:" + string(bytes.Repeat([]byte("a"), 64))
+	resp, _ = e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-1", ref(good), -1))))
+	if resp.Results[0].Status != ssp2.PushApplied {
+		t.Fatalf("%+v", resp.Results[0])
+	}
+	refs, err := e.store.ListRowsReferencingBlob(context.Background(), "p1", good)
+	if err != nil || len(refs) != 1 || refs[0].RowID != "t-1" {
+		t.Fatalf("refs %+v %v", refs, err)
+	}
+}
+
+type blobSet map[string]bool
+
+func (b blobSet) BlobExists(_ context.Context, _, id string) (bool, error) { return b[id], nil }
+
+func TestWireTwo(t *testing.T) {
+	refused := newEnv(t, nil)
+	r := refused.req()
+	r.Wire, r.Pull = 2, true
+	if _, _, err := refused.do(r); syncerr.CodeOf(err) != syncerr.InvalidRequest {
+		t.Fatalf("wire 2 by default: %v", err)
+	}
+	e := newEnv(t, func(o *syncsvc.Options) { o.MinWireVersion = 2 })
+	full := func(title string) []byte {
+		return ssptest.Full(t, e.table("projects"), ssptest.Cols{"id": rowcodec.String("p-1"),
+			"owner": rowcodec.String("alice"), "name": rowcodec.String(title), "locked": rowcodec.Bool(false)})
+	}
+	r = e.req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", full("One"), -1)))
+	r.Wire = 2
+	resp, _ := e.must(r)
+	if resp.Msg.WireVersion != 2 || resp.Results[0].Status != ssp2.PushApplied {
+		t.Fatalf("wire 2 push %+v", resp.Results[0])
+	}
+	// Another v3 writer moves the row to version 2; a wire-2 write at base 1 conflicts without conflictColumns.
+	e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "Two"), 1))))
+	r = e.req(ssptest.Commit("k3", ssptest.Upsert("projects", "p-1", full("Three"), 1)))
+	r.Wire = 2
+	resp, _ = e.must(r)
+	c := resp.Results[0]
+	if c.Status != ssp2.PushRejected || c.Results[0].Status != ssp2.OpConflict || c.Results[0].ConflictColumns != nil {
+		t.Fatalf("wire 2 conflict %+v", c)
+	}
+	// The same stored conflict replays to a wire-3 client with its columns.
+	resp, _ = e.must(e.req(ssptest.Commit("k3", ssptest.Delete("projects", "zz"))))
+	if len(resp.Results[0].Results[0].ConflictColumns) != 1 {
+		t.Fatalf("wire 3 replay %+v", resp.Results[0])
+	}
+}
+
+func TestConcurrentDeliveries(t *testing.T) {
+	e := newEnv(t, nil)
+	body := e.req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))).Encode(t)
+	const n = 100
+	out := make([]*ssp2.PushResult, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			resp, err := e.svc.Handle(context.Background(), e.id, body)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			out[i] = resp.Frames[1].(*ssp2.PushResult)
+		})
+	}
+	wg.Wait()
+	applied := 0
+	for _, r := range out {
+		if r == nil {
+			t.FailNow()
+		}
+		if r.Status == ssp2.PushApplied {
+			applied++
+		}
+		if r.CommitSeq != 1 || len(r.Results) != 1 {
+			t.Fatalf("result %+v", r)
+		}
+	}
+	if applied != 1 {
+		t.Fatalf("%d applied deliveries, want 1", applied)
+	}
+	if b, _ := e.store.LogBounds(context.Background(), "p1"); b.MaxSeq != 1 {
+		t.Fatalf("max seq %d", b.MaxSeq)
+	}
+}
+
+var _ = commit.OpUpsert
