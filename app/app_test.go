@@ -207,27 +207,22 @@ func TestStorageNotReady(t *testing.T) {
 	}
 }
 
-func TestBadSchemaShutsDown(t *testing.T) {
+func TestBadSchemaFailsStart(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "bad.ir.json")
 	if err := os.WriteFile(p, []byte(`{"irVersion":1,"schemaVersion":1,"schemaVersions":[{"version":1}],"tables":[{"name":"t","primaryKey":"id","columns":[{"name":"id","type":"float","nullable":false}],"scopes":["a:{id}"]}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg := testConfig(t)
-	cfg.Schema, cfg.Auth = p, config.AuthJWT
-	h := start(t, cfg)
-	select {
-	case sig := <-h.app.Wait():
-		if sig.ExitCode != 1 {
-			t.Fatalf("exit code %d", sig.ExitCode)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("no shutdown")
+	cfg.Schema = p
+	a := fx.New(app.Options(cfg, app.ReadBuildInfo("test"), zap.NewNop()), fx.NopLogger)
+	err := a.Err()
+	var ce *schema.CompileError
+	if !errors.As(err, &ce) || ce.Reason != schema.ReasonPrimaryKeyType || syncerr.CodeOf(err) != syncerr.SchemaInvalid {
+		t.Fatalf("err = %v", err)
 	}
-	st := h.readiness.Status()
-	if st.Phase != app.PhaseSchemaCompile || st.Ready || st.Error == nil || st.Error.Code != string(syncerr.SchemaInvalid) {
-		t.Fatalf("status %+v", st)
+	if code := app.Run(cfg, app.ReadBuildInfo("test"), zap.NewNop()); code != 1 {
+		t.Fatalf("Run = %d", code)
 	}
-	h.app.RequireStop()
 }
 
 func TestBusyPortFailsStart(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -38,6 +39,7 @@ var CoreModule = fx.Module("syncd.core",
 		NewMetrics,
 		NewListeners,
 		NewSchemaSource,
+		NewSchema,
 	),
 	fx.Invoke(registerPreparer),
 )
@@ -87,37 +89,50 @@ func NewRouter(p RouterParams) (*httpapi.Router, error) {
 	})
 }
 
+// SchemaParams are the inputs of NewSchema.
+type SchemaParams struct {
+	fx.In
+	Source    SchemaSource
+	Readiness *Readiness
+	Log       *zap.Logger
+}
+
+// NewSchema compiles the served schema while the graph is built (phase
+// schema_compile), so every consumer gets it injected. An IR that does not
+// compile fails the start: the server exits 1 and logs the refusal.
+func NewSchema(p SchemaParams) (*schema.Schema, error) {
+	s, err := CompileSchema(p.Source, p.Readiness)
+	if err != nil {
+		return nil, err
+	}
+	p.Log.Info("schema compiled", zap.String("schema", p.Source.Name),
+		zap.Int32("schema_version", s.Version), zap.Int("tables", len(s.Tables)))
+	return s, nil
+}
+
 // PrepareParams are the inputs of the readiness phases. Store and
 // Declarations are optional: the storage module provides them.
 type PrepareParams struct {
 	fx.In
 	Lifecycle    fx.Lifecycle
-	Shutdowner   fx.Shutdowner
 	Log          *zap.Logger
 	Readiness    *Readiness
-	Source       SchemaSource
+	Schema       *schema.Schema
 	Store        ports.SchemaStore        `optional:"true"`
 	Declarations []checkpoint.Declaration `optional:"true"`
 }
 
-// registerPreparer runs the readiness phases in a goroutine started by
-// OnStart (the listeners are up meanwhile: /readyz reports the phase and
-// the sync API answers sync.schema_not_ready). A schema that does not
-// compile shuts the server down with exit code 1.
+// registerPreparer runs the storage readiness phases in a goroutine
+// started by OnStart (the listeners are up meanwhile: /readyz reports the
+// phase and the sync API answers sync.schema_not_ready).
 func registerPreparer(p PrepareParams) {
-	prep := &Preparer{Source: p.Source, Store: p.Store, Declarations: p.Declarations,
+	prep := &Preparer{Store: p.Store, Declarations: p.Declarations,
 		Readiness: p.Readiness, Log: p.Log.Named("readiness")}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(context.Context) error {
-			wg.Go(func() {
-				err := prep.Run(ctx, DefaultBackoff())
-				if err != nil && ctx.Err() == nil {
-					p.Log.Error("schema cannot be served; shutting down", zap.Error(err))
-					_ = p.Shutdowner.Shutdown(fx.ExitCode(1))
-				}
-			})
+			wg.Go(func() { _ = prep.Run(ctx, p.Schema, DefaultBackoff()) })
 			return nil
 		},
 		OnStop: func(context.Context) error {
@@ -218,6 +233,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		fx.WithLogger(FxLogger),
 		fx.StopTimeout(cfg.ShutdownTimeout),
 		CoreModule,
+		AuthModule,
 		AdminModule,
 		SyncAPIModule,
 		fx.Options(extra...),

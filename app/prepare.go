@@ -32,40 +32,41 @@ func NewSchemaSource(cfg config.Config) SchemaSource {
 	return SchemaSource{Name: path, Read: func() ([]byte, error) { return os.ReadFile(path) }}
 }
 
-// Preparer runs the readiness phases: compile the schema, then let
-// storage create or verify its layout for it (ports.SchemaStore), which
-// may report a pending backfill checkpoint. Without a SchemaStore the
-// storage phases are empty and the server is ready after compile.
+// CompileSchema runs phase schema_compile: it reads and compiles the IR
+// of src and publishes the schema on r. On failure the phase stays
+// schema_compile with the error recorded, and the error (a
+// *schema.CompileError for a refused IR) is returned.
+func CompileSchema(src SchemaSource, r *Readiness) (*schema.Schema, error) {
+	r.enter(PhaseSchemaCompile, nil)
+	data, err := src.Read()
+	if err != nil {
+		err = fmt.Errorf("schema %s: %w", src.Name, err)
+		r.enter(PhaseSchemaCompile, err)
+		return nil, err
+	}
+	s, err := schema.Load(data)
+	if err != nil {
+		err = fmt.Errorf("schema %s: %w", src.Name, err)
+		r.enter(PhaseSchemaCompile, err)
+		return nil, err
+	}
+	r.setSchema(s)
+	return s, nil
+}
+
+// Preparer runs the storage readiness phases for a compiled schema: it
+// lets storage create or verify its layout (ports.SchemaStore), which may
+// report a pending backfill checkpoint. Without a SchemaStore the storage
+// phases are empty and the server is ready at once.
 type Preparer struct {
-	Source       SchemaSource
 	Store        ports.SchemaStore // optional
 	Declarations []checkpoint.Declaration
 	Readiness    *Readiness
 	Log          *zap.Logger
 }
 
-// CompileSchema runs phase schema_compile. On failure the phase stays
-// schema_compile with the error recorded.
-func (p *Preparer) CompileSchema() (*schema.Schema, error) {
-	p.Readiness.enter(PhaseSchemaCompile, nil)
-	data, err := p.Source.Read()
-	if err != nil {
-		err = fmt.Errorf("schema %s: %w", p.Source.Name, err)
-		p.Readiness.enter(PhaseSchemaCompile, err)
-		return nil, err
-	}
-	s, err := schema.Load(data)
-	if err != nil {
-		err = fmt.Errorf("schema %s: %w", p.Source.Name, err)
-		p.Readiness.enter(PhaseSchemaCompile, err)
-		return nil, err
-	}
-	p.Readiness.setSchema(s)
-	return s, nil
-}
-
 // EnsureStorage runs phases storage_migration and backfill_checkpoint
-// for a compiled schema and enters ready when storage accepts it.
+// once and enters ready when storage accepts the schema.
 func (p *Preparer) EnsureStorage(ctx context.Context, s *schema.Schema) error {
 	p.Readiness.enter(PhaseStorageMigration, nil)
 	if p.Store != nil {
@@ -78,16 +79,10 @@ func (p *Preparer) EnsureStorage(ctx context.Context, s *schema.Schema) error {
 	return nil
 }
 
-// Run prepares until ready. A schema that does not compile is final and
-// returned at once; storage failures are retried with capped exponential
-// backoff (another process may be migrating or backfilling) until ctx ends.
-func (p *Preparer) Run(ctx context.Context, backoff Backoff) error {
-	s, err := p.CompileSchema()
-	if err != nil {
-		return err
-	}
-	p.Log.Info("schema compiled", zap.String("schema", p.Source.Name),
-		zap.Int32("schema_version", s.Version), zap.Int("tables", len(s.Tables)))
+// Run prepares storage until ready, retrying failures with capped
+// exponential backoff (another process may be migrating or backfilling),
+// until ctx ends.
+func (p *Preparer) Run(ctx context.Context, s *schema.Schema, backoff Backoff) error {
 	if p.Store == nil {
 		p.Log.Warn("no storage adapter in the server graph: storage phases skipped, nothing is persisted")
 	}

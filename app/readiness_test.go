@@ -56,8 +56,12 @@ func TestPreparerPhases(t *testing.T) {
 		errors.New("database is locked"),
 		syncerr.New(syncerr.StorageCheckpointIncomplete),
 	}}
-	p := &Preparer{Source: NewSchemaSource(config.Default()), Store: store, Readiness: r, Log: zap.NewNop()}
-	if err := p.Run(context.Background(), Backoff{Initial: time.Microsecond, Max: time.Microsecond}); err != nil {
+	s, err := CompileSchema(NewSchemaSource(config.Default()), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Preparer{Store: store, Readiness: r, Log: zap.NewNop()}
+	if err := p.Run(context.Background(), s, Backoff{Initial: time.Microsecond, Max: time.Microsecond}); err != nil {
 		t.Fatal(err)
 	}
 	want := []Phase{PhaseSchemaCompile, PhaseStorageMigration, PhaseBackfillCheckpoint, PhaseStorageMigration, PhaseReady}
@@ -80,11 +84,14 @@ func TestPreparerPhases(t *testing.T) {
 
 func TestPreparerStopsOnCancel(t *testing.T) {
 	r := NewReadiness()
-	p := &Preparer{Source: NewSchemaSource(config.Default()), Store: &stepStore{errs: []error{errors.New("down")}},
-		Readiness: r, Log: zap.NewNop()}
+	s, err := CompileSchema(NewSchemaSource(config.Default()), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Preparer{Store: &stepStore{errs: []error{errors.New("down")}}, Readiness: r, Log: zap.NewNop()}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := p.Run(ctx, DefaultBackoff()); !errors.Is(err, context.Canceled) {
+	if err := p.Run(ctx, s, DefaultBackoff()); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
 	if r.Phase() != PhaseStorageMigration || r.Status().Error == nil {
@@ -128,6 +135,31 @@ func TestServeErrorDetails(t *testing.T) {
 			var se *syncerr.Error
 			if !errors.As(r.ServeError(), &se) || se.Code != syncerr.SchemaNotReady || string(se.Details) != tt.details {
 				t.Fatalf("got %v details %s", r.ServeError(), se.Details)
+			}
+		})
+	}
+}
+
+func TestCompileSchemaFailures(t *testing.T) {
+	tests := []struct {
+		name string
+		read func() ([]byte, error)
+		code syncerr.Code
+	}{
+		{"unreadable", func() ([]byte, error) { return nil, errors.New("permission denied") }, ""},
+		{"not json", func() ([]byte, error) { return []byte("{"), nil }, syncerr.SchemaInvalid},
+		{"refused", func() ([]byte, error) { return []byte(`{"irVersion":9}`), nil }, syncerr.SchemaInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := NewReadiness()
+			s, err := CompileSchema(SchemaSource{Name: "x.json", Read: tt.read}, r)
+			if err == nil || s != nil || syncerr.CodeOf(err) != tt.code || !strings.Contains(err.Error(), "x.json") {
+				t.Fatalf("got %v %v", s, err)
+			}
+			st := r.Status()
+			if st.Phase != PhaseSchemaCompile || st.Ready || st.Error == nil || r.Schema() != nil {
+				t.Fatalf("status %+v", st)
 			}
 		})
 	}

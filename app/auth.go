@@ -1,0 +1,70 @@
+package app
+
+import (
+	"fmt"
+
+	"go.uber.org/fx"
+
+	devauth "github.com/syncd-dev/syncd/adapters/auth/dev"
+	jwtauth "github.com/syncd-dev/syncd/adapters/auth/jwt"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// AuthParams are the inputs of NewAuth.
+type AuthParams struct {
+	fx.In
+	Config config.Config
+	Schema *schema.Schema
+}
+
+// AuthResult provides the identity ports.
+type AuthResult struct {
+	fx.Out
+	Authenticator ports.Authenticator
+	Resolver      ports.ScopeResolver
+}
+
+// NewAuth builds the authenticator and scope resolver --auth selects:
+// dev trusts the request's own headers and grants every declared scope
+// variable unless the request narrows it; jwt verifies bearer tokens and
+// grants their scopes claim.
+func NewAuth(p AuthParams) (AuthResult, error) {
+	switch p.Config.Auth {
+	case config.AuthDev:
+		a, err := devauth.NewAuthenticator(devauth.Options{
+			DefaultActor:     p.Config.DevAuth.Actor,
+			DefaultPartition: p.Config.DevAuth.Partition,
+		})
+		if err != nil {
+			return AuthResult{}, err
+		}
+		r, err := devauth.NewResolver(devauth.ResolverOptions{Variables: p.Schema.ScopeVariables()})
+		if err != nil {
+			return AuthResult{}, err
+		}
+		return AuthResult{Authenticator: a, Resolver: r}, nil
+	case config.AuthJWT:
+		j := p.Config.JWT
+		a, err := jwtauth.New(jwtauth.Options{
+			Algorithm:       j.Algorithm,
+			KeyFile:         j.KeyFile,
+			Issuer:          j.Issuer,
+			Audience:        j.Audience,
+			ActorClaim:      j.ActorClaim,
+			PartitionClaim:  j.PartitionClaim,
+			ScopesClaim:     j.ScopesClaim,
+			TokenQueryParam: j.TokenQueryParam,
+		})
+		if err != nil {
+			return AuthResult{}, err
+		}
+		return AuthResult{Authenticator: a, Resolver: jwtauth.NewResolver()}, nil
+	default:
+		return AuthResult{}, fmt.Errorf("auth: unsupported mode %q", p.Config.Auth)
+	}
+}
+
+// AuthModule provides ports.Authenticator and ports.ScopeResolver.
+var AuthModule = fx.Module("syncd.auth", fx.Provide(NewAuth))
