@@ -1,0 +1,255 @@
+// Package sqlite is the embedded storage engine: bun + sqlitedialect over
+// modernc.org/sqlite (pure Go), in WAL mode with one writer connection that
+// serializes every write transaction (BEGIN IMMEDIATE) and a read pool.
+// The engine itself is adapters/storage/sqlstore; this package holds the
+// SQLite dialect: DSNs, DDL types, the fence trigger, catalog reads and
+// error classification.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// Options configure Open.
+type Options struct {
+	// Path is the database file (created when missing). Required.
+	Path string
+	// BusyTimeout is how long a connection waits for another process's
+	// lock (default 5s).
+	BusyTimeout time.Duration
+	// Synchronous is the WAL durability level, "NORMAL" (default) or "FULL".
+	Synchronous string
+	// ReadConns sizes the read pool (default: GOMAXPROCS, at least 2).
+	ReadConns int
+	// DisableForeignKeys turns off foreign key enforcement (on by default).
+	DisableForeignKeys bool
+	// TouchInterval: see sqlstore.Config.
+	TouchInterval time.Duration
+	// NewEpoch mints log epochs (default: random).
+	NewEpoch func() string
+}
+
+// Store is the SQLite storage engine.
+type Store struct {
+	*sqlstore.Store
+	writer *sql.DB
+	reader *sql.DB
+}
+
+var _ ports.Storage = (*Store)(nil)
+
+// DSN renders the modernc DSN for path; writer adds _txlock=immediate.
+func DSN(o Options, writer bool) string {
+	busy := o.BusyTimeout
+	if busy <= 0 {
+		busy = 5 * time.Second
+	}
+	syncMode := strings.ToUpper(o.Synchronous)
+	if syncMode != "FULL" {
+		syncMode = "NORMAL"
+	}
+	fk := 1
+	if o.DisableForeignKeys {
+		fk = 0
+	}
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", fmt.Sprintf("foreign_keys(%d)", fk))
+	q.Add("_pragma", "synchronous("+syncMode+")")
+	if writer {
+		q.Set("_txlock", "immediate")
+	} else {
+		q.Add("_pragma", "query_only(1)")
+	}
+	return "file:" + o.Path + "?" + q.Encode()
+}
+
+// Open opens (creating) the database; run EnsureSchema before row work.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if o.Path == "" {
+		return nil, errors.New("sqlite: Options.Path is required")
+	}
+	w, err := sql.Open("sqlite", DSN(o, true))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open writer: %w", err)
+	}
+	w.SetMaxOpenConns(2)
+	w.SetMaxIdleConns(2)
+	w.SetConnMaxLifetime(0)
+	if err := w.PingContext(ctx); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("sqlite: open writer: %w", err)
+	}
+	r, err := sql.Open("sqlite", DSN(o, false))
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("sqlite: open reader: %w", err)
+	}
+	n := o.ReadConns
+	if n <= 0 {
+		n = max(2, runtime.GOMAXPROCS(0))
+	}
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	d := &dialect{w: newWriter(w)}
+	wdb := bun.NewDB(w, sqlitedialect.New())
+	rdb := bun.NewDB(r, sqlitedialect.New())
+	rs := sqlstore.NewStmtDB(r)
+	st := &Store{writer: w, reader: r}
+	st.Store = sqlstore.New(sqlstore.Config{
+		Dialect: d, DB: wdb, ReadDB: rdb, Reader: rs,
+		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval,
+		Close: func() error {
+			d.w.close()
+			rs.Close()
+			return errors.Join(r.Close(), w.Close())
+		},
+	})
+	return st, nil
+}
+
+// dialect is the SQLite Dialect.
+type dialect struct {
+	w *writer
+}
+
+var sqliteTypes = sqlstore.Types{
+	Seq: "INTEGER", Int: "INTEGER", SmallOp: "INTEGER", JSON: "TEXT", Blob: "BLOB",
+	Bool: "INTEGER", False: "0", Key: "TEXT",
+	Column: func(t schema.ColumnType) string {
+		switch t {
+		case schema.TypeInteger, schema.TypeBoolean:
+			return "INTEGER"
+		case schema.TypeFloat:
+			return "REAL"
+		case schema.TypeBytes, schema.TypeCRDT:
+			return "BLOB"
+		}
+		return "TEXT"
+	},
+}
+
+func (*dialect) Name() string              { return "sqlite" }
+func (*dialect) Types() sqlstore.Types     { return sqliteTypes }
+func (*dialect) Rebind(q string) string    { return q }
+func (*dialect) ByteOrder(e string) string { return e }
+
+// fenceMessage is the trigger's abort message and the error it maps to.
+const fenceMessage = "sync.storage.writer_fence_rejected"
+
+func (*dialect) FenceDDL() []string {
+	return []string{`CREATE TRIGGER IF NOT EXISTS sync_commits_writer_fence
+BEFORE INSERT ON sync_commits FOR EACH ROW
+WHEN EXISTS (SELECT 1 FROM sync_writer_fence f WHERE f.partition = NEW.partition
+  AND (NEW.writer_version IS NULL OR NEW.writer_version < f.required_writer_version))
+BEGIN SELECT RAISE(ABORT, '` + fenceMessage + `'); END`}
+}
+
+func (d *dialect) Begin(ctx context.Context) (sqlstore.WriteTx, error) {
+	return d.w.begin(ctx)
+}
+
+// LockPartition creates the partition row; BEGIN IMMEDIATE already holds
+// the database write lock.
+func (*dialect) LockPartition(ctx context.Context, tx sqlstore.WriteTx, partition string) error {
+	_, err := tx.ExecContext(ctx, "INSERT INTO sync_partitions(partition) VALUES (?) ON CONFLICT (partition) DO NOTHING", partition)
+	return err
+}
+
+func (*dialect) LockSchema(context.Context, sqlstore.WriteTx) error  { return nil }
+func (*dialect) LockCoreDDL(context.Context, sqlstore.WriteTx) error { return nil }
+
+func (*dialect) TableColumns(ctx context.Context, q sqlstore.Querier, table string) ([]sqlstore.PhysicalColumn, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, type, "notnull", pk FROM pragma_table_info(?)`, table)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var out []sqlstore.PhysicalColumn
+	for rows.Next() {
+		var c sqlstore.PhysicalColumn
+		if err := rows.Scan(&c.Name, &c.Type, &c.NotNull, &c.PrimaryKeyPosition); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func (*dialect) TableIndexes(ctx context.Context, q sqlstore.Querier, table string) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name FROM pragma_index_list(?) WHERE origin='c'`, table)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+func (*dialect) BindValue(_ schema.ColumnType, v any) any {
+	if b, ok := v.(bool); ok {
+		if b {
+			return int64(1)
+		}
+		return int64(0)
+	}
+	return v
+}
+
+func sqliteCode(err error) (int, string, bool) {
+	var e *sqlite.Error
+	if errors.As(err, &e) {
+		return e.Code(), e.Error(), true
+	}
+	return 0, "", false
+}
+
+func (d *dialect) ConstraintKind(err error) (string, bool) {
+	code, _, ok := sqliteCode(err)
+	if !ok || code&0xff != sqlite3.SQLITE_CONSTRAINT || d.FenceRejected(err) {
+		return "", false
+	}
+	switch code {
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_ROWID:
+		return "unique", true
+	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+		return "foreign_key", true
+	case sqlite3.SQLITE_CONSTRAINT_NOTNULL:
+		return "not_null", true
+	}
+	return "check", true
+}
+
+func (*dialect) FenceRejected(err error) bool {
+	code, msg, ok := sqliteCode(err)
+	return ok && code&0xff == sqlite3.SQLITE_CONSTRAINT && strings.Contains(msg, fenceMessage)
+}
+
+func (*dialect) Retryable(err error) bool {
+	code, _, ok := sqliteCode(err)
+	return ok && (code&0xff == sqlite3.SQLITE_BUSY || code&0xff == sqlite3.SQLITE_LOCKED)
+}

@@ -1,0 +1,173 @@
+package sqlstore
+
+import (
+	"strings"
+)
+
+// coreDDL is the core sync_* schema with engine types as {TOKENS}. It
+// follows the reference's table set; SPEC-MAP §E.1/§E.2.
+const coreDDL = `
+CREATE TABLE IF NOT EXISTS sync_partitions(
+  partition TEXT PRIMARY KEY,
+  max_commit_seq {SEQ} NOT NULL DEFAULT 0,
+  horizon_seq {SEQ} NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS sync_partition_registry(
+  partition TEXT PRIMARY KEY,
+  log_epoch TEXT NOT NULL,
+  epoch_required {BOOL} NOT NULL DEFAULT {FALSE},
+  last_authenticated_at_ms {SEQ} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sync_row_scopes(
+  partition TEXT NOT NULL, tbl TEXT NOT NULL,
+  var TEXT NOT NULL, value TEXT NOT NULL, row_id {KEY} NOT NULL,
+  PRIMARY KEY(partition, tbl, var, value, row_id)
+);
+CREATE INDEX IF NOT EXISTS sync_row_scopes_by_row
+  ON sync_row_scopes(partition, tbl, row_id);
+CREATE TABLE IF NOT EXISTS sync_commits(
+  partition TEXT NOT NULL, commit_seq {SEQ} NOT NULL,
+  client_id TEXT NOT NULL, client_commit_id TEXT NOT NULL,
+  actor_id TEXT NOT NULL, created_at_ms {SEQ} NOT NULL,
+  writer_version {SEQ},
+  PRIMARY KEY(partition, commit_seq)
+);
+CREATE INDEX IF NOT EXISTS sync_commits_by_time
+  ON sync_commits(partition, created_at_ms);
+CREATE TABLE IF NOT EXISTS sync_changes(
+  partition TEXT NOT NULL, commit_seq {SEQ} NOT NULL, idx {INT} NOT NULL,
+  tbl TEXT NOT NULL, row_id {KEY} NOT NULL, op {OP} NOT NULL,
+  row_version {SEQ}, scopes {JSON} NOT NULL, payload {BLOB},
+  PRIMARY KEY(partition, commit_seq, idx)
+);
+CREATE INDEX IF NOT EXISTS sync_changes_by_table
+  ON sync_changes(partition, commit_seq, tbl, idx);
+CREATE TABLE IF NOT EXISTS sync_change_scopes(
+  partition TEXT NOT NULL, tbl TEXT NOT NULL,
+  var TEXT NOT NULL, value TEXT NOT NULL, commit_seq {SEQ} NOT NULL,
+  PRIMARY KEY(partition, tbl, var, value, commit_seq)
+);
+CREATE TABLE IF NOT EXISTS sync_push_results(
+  partition TEXT NOT NULL, client_id TEXT NOT NULL,
+  client_commit_id TEXT NOT NULL, result {JSON} NOT NULL,
+  PRIMARY KEY(partition, client_id, client_commit_id)
+);
+CREATE TABLE IF NOT EXISTS sync_reactions(
+  partition TEXT NOT NULL, idempotency_key TEXT NOT NULL,
+  type TEXT NOT NULL, version {INT} NOT NULL, payload {JSON} NOT NULL,
+  source_client_id TEXT NOT NULL, source_client_commit_id TEXT NOT NULL,
+  source_commit_seq {SEQ} NOT NULL, created_at_ms {SEQ} NOT NULL,
+  available_at_ms {SEQ} NOT NULL, status TEXT NOT NULL,
+  attempts {INT} NOT NULL, max_attempts {INT} NOT NULL,
+  lease_owner TEXT, lease_expires_at_ms {SEQ}, completed_at_ms {SEQ},
+  last_failure {JSON},
+  PRIMARY KEY(partition, idempotency_key),
+  CHECK(status IN ('pending', 'leased', 'completed', 'dead-letter'))
+);
+CREATE INDEX IF NOT EXISTS sync_reactions_due
+  ON sync_reactions(partition, status, available_at_ms, created_at_ms, idempotency_key);
+CREATE INDEX IF NOT EXISTS sync_reactions_lease
+  ON sync_reactions(partition, status, lease_expires_at_ms);
+CREATE INDEX IF NOT EXISTS sync_reactions_completed
+  ON sync_reactions(partition, status, completed_at_ms, idempotency_key);
+CREATE INDEX IF NOT EXISTS sync_reactions_dead_letter
+  ON sync_reactions(partition, status, available_at_ms, idempotency_key);
+CREATE TABLE IF NOT EXISTS sync_clients(
+  partition TEXT NOT NULL, client_id TEXT NOT NULL, actor_id TEXT NOT NULL,
+  wire_version {INT} NOT NULL DEFAULT 1,
+  cursor {SEQ} NOT NULL, subscriptions {JSON} NOT NULL,
+  updated_at_ms {SEQ} NOT NULL,
+  PRIMARY KEY(partition, client_id)
+);
+CREATE TABLE IF NOT EXISTS sync_blob_refs(
+  partition TEXT NOT NULL, tbl TEXT NOT NULL, row_id {KEY} NOT NULL,
+  blob_id TEXT NOT NULL,
+  PRIMARY KEY(partition, tbl, row_id, blob_id)
+);
+CREATE INDEX IF NOT EXISTS sync_blob_refs_by_blob
+  ON sync_blob_refs(partition, blob_id);
+CREATE TABLE IF NOT EXISTS sync_tombstones(
+  partition TEXT NOT NULL, tbl TEXT NOT NULL, row_id {KEY} NOT NULL,
+  commit_seq {SEQ} NOT NULL,
+  PRIMARY KEY(partition, tbl, row_id)
+);
+CREATE TABLE IF NOT EXISTS sync_backfill_checkpoints(
+  partition TEXT NOT NULL, name TEXT NOT NULL,
+  schema_version {INT} NOT NULL,
+  state TEXT NOT NULL CHECK(state IN ('declared','backfilling','activated')),
+  watermark {SEQ} NOT NULL DEFAULT 0,
+  owner_epoch {SEQ} NOT NULL DEFAULT 0,
+  observed_rows {SEQ} NOT NULL DEFAULT 0,
+  updated_at_ms {SEQ} NOT NULL,
+  PRIMARY KEY(partition, name)
+);
+CREATE TABLE IF NOT EXISTS sync_writer_fence(
+  partition TEXT PRIMARY KEY,
+  required_writer_version {SEQ} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sync_schema_meta(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  schema_version {SEQ} NOT NULL,
+  layouts TEXT NOT NULL DEFAULT '{}'
+)`
+
+// addedCoreColumns are columns later releases added to existing core
+// tables; construction adds them when missing (never with a default for
+// writer_version, which must stay NULL for old writers).
+var addedCoreColumns = []struct{ table, column, decl string }{
+	{"sync_clients", "wire_version", "{INT} NOT NULL DEFAULT 1"},
+	{"sync_commits", "writer_version", "{SEQ}"},
+}
+
+func expandTypes(ddl string, t Types) string {
+	return strings.NewReplacer(
+		"{SEQ}", t.Seq, "{INT}", t.Int, "{OP}", t.SmallOp, "{JSON}", t.JSON,
+		"{BLOB}", t.Blob, "{BOOL}", t.Bool, "{FALSE}", t.False, "{KEY}", t.Key,
+	).Replace(ddl)
+}
+
+// CoreStatements returns the dialect's core DDL, one statement each.
+func CoreStatements(d Dialect) []string {
+	var out []string
+	for _, s := range strings.Split(expandTypes(coreDDL, d.Types()), ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// quoteIdent quotes an identifier for both engines.
+func quoteIdent(name string) string {
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+}
+
+// Meta columns of every app table (SPEC-MAP §E.3).
+const (
+	colPartition      = "_sync_partition"
+	colRowID          = "_sync_row_id"
+	colVersion        = "_sync_server_version"
+	colScopes         = "_sync_scopes"
+	colPayload        = "_sync_payload"
+	colColumnVersions = "_sync_column_versions"
+)
+
+// metaColumn is one storage-internal column of an app table.
+type metaColumn struct {
+	name    string
+	typ     string
+	notNull bool
+}
+
+// metaColumns lists the meta columns in DDL order; app columns sit between
+// the row id and the version.
+func metaColumns(t Types) []metaColumn {
+	return []metaColumn{
+		{colPartition, "TEXT", true},
+		{colRowID, "TEXT", true},
+		{colVersion, t.Seq, true},
+		{colScopes, t.JSON, true},
+		{colPayload, t.Blob, true},
+		{colColumnVersions, t.Blob, false},
+	}
+}

@@ -1,0 +1,95 @@
+// Package sqlstore is the storage engine shared by the SQLite and
+// PostgreSQL adapters: one implementation of ports.Storage over database/sql
+// and bun, parameterized by a Dialect that isolates what differs between
+// the engines (column types, trigger DDL, catalog reads, locking, error
+// classification). The adapters in adapters/storage/sqlite and
+// adapters/storage/postgres construct it.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/syncd-dev/syncd/domain/schema"
+)
+
+// Querier is what every statement runs on: a pool, a connection or a
+// transaction.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// WriteTx is one open write transaction on the engine's write path.
+type WriteTx interface {
+	Querier
+	Commit() error
+	Rollback() error
+}
+
+// PhysicalColumn is one column of a table as the database catalog reports it.
+type PhysicalColumn struct {
+	Name string
+	// Type is the declared type (SQLite) or format_type (PostgreSQL).
+	Type    string
+	NotNull bool
+	// PrimaryKeyPosition is 1-based; 0 when the column is not in the key.
+	PrimaryKeyPosition int
+}
+
+// Types names the engine's SQL types for the core and app tables.
+type Types struct {
+	Seq     string // commit seqs, timestamps, counters
+	Int     string // small integers (versions, attempts)
+	SmallOp string // change op
+	JSON    string // JSON documents
+	Blob    string // byte strings
+	Bool    string
+	False   string // the Bool type's false literal
+	Key     string // row ids: TEXT in byte order
+	// Column maps an app column type to its SQL type.
+	Column func(schema.ColumnType) string
+}
+
+// Dialect is everything engine-specific.
+type Dialect interface {
+	// Name is "sqlite" or "postgres".
+	Name() string
+	Types() Types
+	// Rebind rewrites '?' placeholders into the engine's form.
+	Rebind(query string) string
+	// FenceDDL installs the writer-fence trigger on sync_commits.
+	FenceDDL() []string
+	// ByteOrder renders an ORDER BY expression in byte order.
+	ByteOrder(expr string) string
+
+	// Begin opens a write transaction (SQLite: BEGIN IMMEDIATE on the one
+	// writer connection; PostgreSQL: a pooled transaction).
+	Begin(ctx context.Context) (WriteTx, error)
+	// LockPartition takes the partition write lock inside tx, creating the
+	// sync_partitions row when missing.
+	LockPartition(ctx context.Context, tx WriteTx, partition string) error
+	// LockSchema is the first statement of a schema migration transaction.
+	LockSchema(ctx context.Context, tx WriteTx) error
+	// LockCoreDDL serializes concurrent core DDL across processes.
+	LockCoreDDL(ctx context.Context, tx WriteTx) error
+
+	// TableColumns reads a table's physical columns (empty: no table),
+	// resolving the name the way unqualified statements do.
+	TableColumns(ctx context.Context, q Querier, table string) ([]PhysicalColumn, error)
+	// TableIndexes lists the free-standing (not constraint-owned) indexes of a table.
+	TableIndexes(ctx context.Context, q Querier, table string) ([]string, error)
+
+	// BindValue converts a decoded cell for binding into a column of type t.
+	BindValue(t schema.ColumnType, v any) any
+
+	// ConstraintKind classifies a relational constraint failure ("unique",
+	// "foreign_key", "not_null", "check"); ok is false for anything else.
+	ConstraintKind(err error) (kind string, ok bool)
+	// FenceRejected reports the writer-fence trigger's refusal.
+	FenceRejected(err error) bool
+	// Retryable reports a transient conflict (serialization failure,
+	// deadlock) after which the whole transaction may be retried.
+	Retryable(err error) bool
+}

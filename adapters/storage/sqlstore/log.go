@@ -1,0 +1,237 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// LogBounds implements ports.LogReader.
+func (s *Store) LogBounds(ctx context.Context, partition string) (ports.LogBounds, error) {
+	var b ports.LogBounds
+	_, err := scanOne(s.rd.QueryRowContext(ctx, s.q("SELECT max_commit_seq, horizon_seq FROM sync_partitions WHERE partition=?"), partition),
+		&b.MaxSeq, &b.HorizonSeq)
+	return b, internal("read log bounds", err)
+}
+
+// ReadCommitWindow implements ports.LogReader: candidates come from the
+// change-scope inverted index, one statement per page joined to the commit
+// metadata and the table's changes.
+func (s *Store) ReadCommitWindow(ctx context.Context, partition string, w ports.CommitWindow) ([]commit.Commit, error) {
+	out, err := s.readCommitWindow(ctx, s.rd, partition, w)
+	return out, internal("read commit window", err)
+}
+
+func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition string, w ports.CommitWindow) ([]commit.Commit, error) {
+	drive, err := drivingVariable(w.ScopeFilter)
+	if err != nil {
+		return nil, err
+	}
+	if w.LimitChanges < 1 {
+		return nil, syncerr.Newf(syncerr.StorageInvalidLimit, "commit window limit %d", w.LimitChanges)
+	}
+	values := dedupe(w.ScopeFilter[drive])
+	if len(values) == 0 || w.ThroughSeq <= w.AfterSeq {
+		return nil, nil
+	}
+	query := s.windowQuery(len(values))
+	batch := max(64, w.LimitChanges)
+	var out []commit.Commit
+	delivered := 0
+	after := w.AfterSeq
+	for delivered < w.LimitChanges {
+		args := candidateArgs([]any{partition, w.Table, drive}, values, []any{after, w.ThroughSeq}, batch)
+		args = append(args, partition, partition, w.Table)
+		cands, done, err := s.windowPage(ctx, q, query, args, w, &out, &delivered, &after)
+		if err != nil {
+			return nil, err
+		}
+		if done || cands < batch {
+			break
+		}
+	}
+	return out, nil
+}
+
+// windowQuery is the commit-window page statement for nvals driving
+// values; its args are candidateArgs(partition, table, var; values; after,
+// through; batch) then partition, partition, table.
+func (s *Store) windowQuery(nvals int) string {
+	return s.q(fmt.Sprintf(`SELECT c.k, m.actor_id, m.created_at_ms, m.client_id, m.client_commit_id,
+  ch.row_id, ch.op, ch.row_version, ch.scopes, ch.payload
+FROM (%s) c
+LEFT JOIN sync_commits m ON m.partition=? AND m.commit_seq=c.k
+LEFT JOIN sync_changes ch ON ch.partition=? AND ch.commit_seq=c.k AND ch.tbl=?
+ORDER BY c.k, ch.idx`, candidates("sync_change_scopes", "commit_seq", " AND commit_seq>? AND commit_seq<=?", nvals)))
+}
+
+// windowPage folds one page: rows arrive ordered by (seq, idx); every
+// candidate advances the cursor, even one whose changes all fail the
+// full filter.
+func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []any, w ports.CommitWindow,
+	out *[]commit.Commit, delivered *int, after *int64) (cands int, done bool, err error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return 0, false, err
+	}
+	defer func() { _ = rows.Close() }()
+	var cur *commit.Commit
+	curSeq := int64(-1)
+	flush := func() bool {
+		if cur != nil && len(cur.Changes) > 0 {
+			*out = append(*out, *cur)
+			*delivered += len(cur.Changes)
+		}
+		cur = nil
+		return *delivered >= w.LimitChanges
+	}
+	for rows.Next() {
+		var seq int64
+		var actor, client, clientCommit, rowID sql.NullString
+		var created, op, rowVersion sql.NullInt64
+		var scopes, payload []byte
+		if err := rows.Scan(&seq, &actor, &created, &client, &clientCommit, &rowID, &op, &rowVersion, &scopes, &payload); err != nil {
+			return cands, false, err
+		}
+		if seq != curSeq {
+			if flush() {
+				return cands, true, nil
+			}
+			cands++
+			curSeq = seq
+			*after = seq
+			if actor.Valid {
+				cur = &commit.Commit{Seq: seq, CreatedAtMs: created.Int64, ActorID: actor.String,
+					ClientID: client.String, ClientCommitID: clientCommit.String}
+			}
+		}
+		if cur == nil || !rowID.Valid {
+			continue
+		}
+		m, err := decodeScopes(scopes)
+		if err != nil {
+			return cands, false, err
+		}
+		if !matches(m, w.ScopeFilter) {
+			continue
+		}
+		ch := commit.Change{Table: w.Table, RowID: rowID.String, Op: commit.Op(op.Int64), Scopes: m}
+		if rowVersion.Valid {
+			ch.RowVersion = rowVersion.Int64
+		}
+		if ch.Op == commit.OpUpsert {
+			ch.Row = payload
+		}
+		cur.Changes = append(cur.Changes, ch)
+	}
+	if err := rows.Err(); err != nil {
+		return cands, false, err
+	}
+	return cands, flush(), nil
+}
+
+// PruneCommitsThrough implements ports.Pruner: epoch check, monotonic
+// horizon and deletions in one transaction under the partition lock.
+func (s *Store) PruneCommitsThrough(ctx context.Context, partition string, r ports.PruneRequest) (ports.PruneResult, error) {
+	var res ports.PruneResult
+	if r.ThroughSeq < 0 {
+		return res, syncerr.Newf(syncerr.StorageInvalidPruneCursor, "prune through %d", r.ThroughSeq)
+	}
+	err := s.writeTx(ctx, "prune commits", partition, func(tx WriteTx) error {
+		var epoch string
+		ok, err := scanOne(tx.QueryRowContext(ctx, s.q("SELECT log_epoch FROM sync_partition_registry WHERE partition=?"), partition), &epoch)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return syncerr.Newf(syncerr.StoragePartitionUnregistered, "partition %q is not registered", partition)
+		}
+		if epoch != r.LogEpoch {
+			return syncerr.Newf(syncerr.StoragePruneEpochMismatch, "partition %q epoch changed", partition)
+		}
+		var maxSeq, prev int64
+		if err := tx.QueryRowContext(ctx, s.q("SELECT max_commit_seq, horizon_seq FROM sync_partitions WHERE partition=?"), partition).
+			Scan(&maxSeq, &prev); err != nil {
+			return err
+		}
+		if r.ThroughSeq > maxSeq {
+			return syncerr.Newf(syncerr.StorageInvalidPruneCursor, "prune through %d beyond max commit seq %d", r.ThroughSeq, maxSeq)
+		}
+		h := max(prev, r.ThroughSeq)
+		res.PreviousHorizonSeq, res.HorizonSeq = prev, h
+		if h != prev {
+			if _, err := tx.ExecContext(ctx, s.q("UPDATE sync_partitions SET horizon_seq=? WHERE partition=?"), h, partition); err != nil {
+				return err
+			}
+		}
+		for _, stmt := range []string{
+			"DELETE FROM sync_change_scopes WHERE partition=? AND commit_seq<=?",
+			"DELETE FROM sync_changes WHERE partition=? AND commit_seq<=?",
+			"DELETE FROM sync_tombstones WHERE partition=? AND commit_seq<=?",
+		} {
+			if _, err := tx.ExecContext(ctx, s.q(stmt), partition, h); err != nil {
+				return err
+			}
+		}
+		x, err := tx.ExecContext(ctx, s.q("DELETE FROM sync_commits WHERE partition=? AND commit_seq<=?"), partition, h)
+		if err != nil {
+			return err
+		}
+		res.RemovedCommits, err = x.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return ports.PruneResult{}, err
+	}
+	return res, nil
+}
+
+// ActiveClientCursorFloor implements ports.Pruner.
+func (s *Store) ActiveClientCursorFloor(ctx context.Context, partition string, cutoffMs int64) (int64, bool, error) {
+	var floor sql.NullInt64
+	err := s.rd.QueryRowContext(ctx, s.q("SELECT MIN(cursor) FROM sync_clients WHERE partition=? AND updated_at_ms>=?"), partition, cutoffMs).Scan(&floor)
+	return floor.Int64, floor.Valid, internal("client cursor floor", err)
+}
+
+// CommitSeqBefore implements ports.Pruner.
+func (s *Store) CommitSeqBefore(ctx context.Context, partition string, ms int64) (int64, error) {
+	var seq sql.NullInt64
+	err := s.rd.QueryRowContext(ctx, s.q("SELECT MAX(commit_seq) FROM sync_commits WHERE partition=? AND created_at_ms<?"), partition, ms).Scan(&seq)
+	return seq.Int64, internal("commit seq before", err)
+}
+
+// Statement is one SQL statement with its arguments, already rebound.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// PlanTargets returns the first-page statements ReadCommitWindow and
+// ScanRows run for w and q, so engine tests can read their query plans.
+func (s *Store) PlanTargets(partition string, w ports.CommitWindow, q ports.RowScan) ([]Statement, error) {
+	var out []Statement
+	drive, err := drivingVariable(w.ScopeFilter)
+	if err != nil {
+		return nil, err
+	}
+	values := dedupe(w.ScopeFilter[drive])
+	batch := max(64, w.LimitChanges)
+	args := candidateArgs([]any{partition, w.Table, drive}, values, []any{w.AfterSeq, w.ThroughSeq}, batch)
+	out = append(out, Statement{s.windowQuery(len(values)), append(args, partition, partition, w.Table)})
+	ts, err := s.table(q.Table)
+	if err != nil {
+		return nil, err
+	}
+	drive, err = drivingVariable(q.ScopeFilter)
+	if err != nil {
+		return nil, err
+	}
+	values = dedupe(q.ScopeFilter[drive])
+	args = candidateArgs([]any{partition, q.Table, drive}, values, []any{q.AfterRowID}, max(64, q.Limit))
+	out = append(out, Statement{s.scanQuery(ts, len(values)), append(args, partition)})
+	return out, nil
+}

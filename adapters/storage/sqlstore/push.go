@@ -1,0 +1,390 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// GetPushResult implements ports.PushStore.
+func (s *Store) GetPushResult(ctx context.Context, partition, clientID, clientCommitID string) ([]byte, bool, error) {
+	b, ok, err := s.getPushResult(ctx, s.rd, partition, clientID, clientCommitID)
+	return b, ok, internal("get push result", err)
+}
+
+func (s *Store) getPushResult(ctx context.Context, q Querier, partition, clientID, clientCommitID string) ([]byte, bool, error) {
+	var raw string
+	ok, err := scanOne(q.QueryRowContext(ctx, s.q(
+		"SELECT result FROM sync_push_results WHERE partition=? AND client_id=? AND client_commit_id=?"),
+		partition, clientID, clientCommitID), &raw)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	return compactJSON(raw), true, nil
+}
+
+// Push implements ports.PushStore. fn's own error comes back unchanged;
+// transient engine conflicts are retried with a fresh transaction.
+func (s *Store) Push(ctx context.Context, partition string, opts ports.PushOptions, fn func(tx ports.PushTx) error) error {
+	var fnErr error
+	err := s.writeTx(ctx, "push", partition, func(tx WriteTx) error {
+		fnErr = fn(&pushTx{s: s, tx: tx, partition: partition, writerVersion: opts.WriterVersion})
+		return fnErr
+	})
+	if err != nil && fnErr != nil && !s.d.Retryable(fnErr) {
+		return fnErr
+	}
+	return err
+}
+
+// pushTx is one open push transaction.
+type pushTx struct {
+	s             *Store
+	tx            WriteTx
+	partition     string
+	writerVersion int32
+	savepoint     bool
+}
+
+const savepointName = "sync_push_apply"
+
+// beforeWrite takes the savepoint DiscardWrites returns to, before the
+// transaction's first write (nothing precedes it but the lock and reads).
+func (t *pushTx) beforeWrite(ctx context.Context) error {
+	if t.savepoint {
+		return nil
+	}
+	if _, err := t.tx.ExecContext(ctx, "SAVEPOINT "+savepointName); err != nil {
+		return internal("savepoint", err)
+	}
+	t.savepoint = true
+	return nil
+}
+
+func (t *pushTx) Partition() string { return t.partition }
+
+func (t *pushTx) ReadServeGate(ctx context.Context) (checkpoint.ServeGate, error) {
+	g, err := t.s.serveGate(ctx, t.tx, t.partition, t.writerVersion)
+	return g, internal("read serve gate", err)
+}
+
+func (t *pushTx) GetPushResult(ctx context.Context, clientID, clientCommitID string) ([]byte, bool, error) {
+	b, ok, err := t.s.getPushResult(ctx, t.tx, t.partition, clientID, clientCommitID)
+	return b, ok, internal("get push result", err)
+}
+
+func (t *pushTx) GetRow(ctx context.Context, table, rowID string) (*commit.Row, error) {
+	return t.s.getRow(ctx, t.tx, t.partition, table, rowID)
+}
+
+func (t *pushTx) TombstoneSeq(ctx context.Context, table, rowID string) (int64, bool, error) {
+	ts, err := t.s.table(table)
+	if err != nil {
+		return 0, false, err
+	}
+	var seq int64
+	ok, err := scanOne(t.tx.QueryRowContext(ctx, ts.tombGet, t.partition, table, rowID), &seq)
+	return seq, ok, internal("read tombstone", err)
+}
+
+func (t *pushTx) ScanRows(ctx context.Context, q ports.RowScan) ([]commit.Row, error) {
+	return t.s.scanRows(ctx, t.tx, t.partition, q)
+}
+
+func (t *pushTx) Lookup(ctx context.Context, q ports.RowLookup) ([]commit.Row, error) {
+	return t.s.lookup(ctx, t.tx, t.partition, q)
+}
+
+// constraint classifies an engine failure of a row write.
+func (t *pushTx) constraint(op string, err error, table string, opIndex int) error {
+	if kind, ok := t.s.d.ConstraintKind(err); ok {
+		return &ports.ConstraintError{OpIndex: opIndex, Table: table, Kind: kind}
+	}
+	return internal(op, err)
+}
+
+func nilIfEmpty(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
+}
+
+func (t *pushTx) UpsertRow(ctx context.Context, table string, w ports.RowWrite) error {
+	ts, err := t.s.table(table)
+	if err != nil {
+		return err
+	}
+	if err := t.beforeWrite(ctx); err != nil {
+		return err
+	}
+	args := make([]any, 0, 6+len(ts.types))
+	args = append(args, t.partition, w.RowID)
+	if ts.t.Materialize {
+		if len(w.Values) != len(ts.types) {
+			return syncerr.Newf(syncerr.InternalError, "upsert %q: %d values for %d columns", table, len(w.Values), len(ts.types))
+		}
+		for i, v := range w.Values {
+			args = append(args, t.s.d.BindValue(ts.types[i], v))
+		}
+	}
+	payload := w.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	args = append(args, w.Version, encodeScopes(w.Scopes), payload, nilIfEmpty(w.ColumnVersions))
+	if _, err := t.tx.ExecContext(ctx, ts.upsert, args...); err != nil {
+		return t.constraint("upsert row", err, table, w.OpIndex)
+	}
+	if err := t.s.writeRowScopes(ctx, t.tx, t.partition, ts, w.RowID, w.Scopes); err != nil {
+		return internal("upsert row scopes", err)
+	}
+	if _, err := t.tx.ExecContext(ctx, ts.tombDel, t.partition, table, w.RowID); err != nil {
+		return internal("clear tombstone", err)
+	}
+	return nil
+}
+
+// writeRowScopes replaces a row's entries in the row-scope index.
+func (s *Store) writeRowScopes(ctx context.Context, q Querier, partition string, ts *tableSQL, rowID string, scopes map[string]string) error {
+	if _, err := q.ExecContext(ctx, ts.rowScopesDel, partition, ts.name, rowID); err != nil {
+		return err
+	}
+	if len(scopes) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 5*len(scopes))
+	for v, val := range scopes {
+		args = append(args, partition, ts.name, v, val, rowID)
+	}
+	_, err := q.ExecContext(ctx, s.q("INSERT INTO sync_row_scopes(partition, tbl, var, value, row_id) VALUES "+
+		valuesList(len(scopes), 5)+" ON CONFLICT DO NOTHING"), args...)
+	return err
+}
+
+// valuesList renders "(?,…),(?,…)" for rows of width placeholders.
+func valuesList(rows, width int) string {
+	one := "(" + placeholders(width) + ")"
+	var b strings.Builder
+	b.Grow(rows * (len(one) + 1))
+	for i := 0; i < rows; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(one)
+	}
+	return b.String()
+}
+
+func (t *pushTx) DeleteRow(ctx context.Context, table, rowID string, opIndex int) error {
+	ts, err := t.s.table(table)
+	if err != nil {
+		return err
+	}
+	if err := t.beforeWrite(ctx); err != nil {
+		return err
+	}
+	if _, err := t.tx.ExecContext(ctx, ts.del, t.partition, rowID); err != nil {
+		return t.constraint("delete row", err, table, opIndex)
+	}
+	if _, err := t.tx.ExecContext(ctx, ts.rowScopesDel, t.partition, table, rowID); err != nil {
+		return internal("delete row scopes", err)
+	}
+	if _, err := t.tx.ExecContext(ctx, ts.blobDel, t.partition, table, rowID); err != nil {
+		return internal("delete blob refs", err)
+	}
+	return nil
+}
+
+func (t *pushTx) SetBlobRefs(ctx context.Context, table, rowID string, blobIDs []string) error {
+	ts, err := t.s.table(table)
+	if err != nil {
+		return err
+	}
+	if err := t.beforeWrite(ctx); err != nil {
+		return err
+	}
+	if _, err := t.tx.ExecContext(ctx, ts.blobDel, t.partition, table, rowID); err != nil {
+		return internal("set blob refs", err)
+	}
+	ids := dedupe(blobIDs)
+	for start := 0; start < len(ids); start += chunkRows {
+		part := ids[start:min(len(ids), start+chunkRows)]
+		args := make([]any, 0, 4*len(part))
+		for _, id := range part {
+			args = append(args, t.partition, table, rowID, id)
+		}
+		if _, err := t.tx.ExecContext(ctx, t.s.q("INSERT INTO sync_blob_refs(partition, tbl, row_id, blob_id) VALUES "+
+			valuesList(len(part), 4)+" ON CONFLICT DO NOTHING"), args...); err != nil {
+			return internal("set blob refs", err)
+		}
+	}
+	return nil
+}
+
+// chunkRows bounds the rows of one multi-row INSERT.
+const chunkRows = 64
+
+func (t *pushTx) AppendCommit(ctx context.Context, c ports.NewCommit) (int64, error) {
+	if err := t.beforeWrite(ctx); err != nil {
+		return 0, err
+	}
+	seq, err := t.s.appendCommit(ctx, t.tx, t.partition, t.writerVersion, c)
+	if err != nil {
+		if t.s.d.FenceRejected(err) {
+			return 0, syncerr.Wrap(syncerr.StorageWriterFenceRejected, err)
+		}
+		return 0, internal("append commit", err)
+	}
+	return seq, nil
+}
+
+// appendCommit allocates the next dense seq (the partition row is locked)
+// and writes the commit, its changes, the scope index and tombstones.
+func (s *Store) appendCommit(ctx context.Context, q Querier, partition string, wv int32, c ports.NewCommit) (int64, error) {
+	var seq int64
+	if err := q.QueryRowContext(ctx, s.q("UPDATE sync_partitions SET max_commit_seq=max_commit_seq+1 WHERE partition=? RETURNING max_commit_seq"),
+		partition).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("allocate commit seq: %w", err)
+	}
+	if _, err := q.ExecContext(ctx, s.q(`INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
+VALUES (?, ?, ?, ?, ?, ?, ?)`), partition, seq, c.ClientID, c.ClientCommitID, c.ActorID, c.CreatedAtMs, wv); err != nil {
+		return 0, err
+	}
+	type scopeKey struct{ tbl, v, val string }
+	type rowKey struct{ tbl, id string }
+	var scopeKeys []scopeKey
+	seenScope := map[scopeKey]bool{}
+	var tombs []rowKey
+	seenTomb := map[rowKey]bool{}
+	for start := 0; start < len(c.Changes); start += chunkRows {
+		part := c.Changes[start:min(len(c.Changes), start+chunkRows)]
+		args := make([]any, 0, 9*len(part))
+		for i, ch := range part {
+			var version, payload any
+			if ch.Op == commit.OpUpsert {
+				version, payload = ch.RowVersion, nilIfEmpty(ch.Row)
+				if payload == nil {
+					payload = []byte{}
+				}
+			} else {
+				k := rowKey{ch.Table, ch.RowID}
+				if !seenTomb[k] {
+					seenTomb[k] = true
+					tombs = append(tombs, k)
+				}
+			}
+			args = append(args, partition, seq, start+i, ch.Table, ch.RowID, int64(ch.Op), version, encodeScopes(ch.Scopes), payload)
+			for v, val := range ch.Scopes {
+				k := scopeKey{ch.Table, v, val}
+				if !seenScope[k] {
+					seenScope[k] = true
+					scopeKeys = append(scopeKeys, k)
+				}
+			}
+		}
+		if _, err := q.ExecContext(ctx, s.q("INSERT INTO sync_changes(partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload) VALUES "+
+			valuesList(len(part), 9)), args...); err != nil {
+			return 0, fmt.Errorf("insert changes: %w", err)
+		}
+	}
+	for start := 0; start < len(scopeKeys); start += chunkRows {
+		part := scopeKeys[start:min(len(scopeKeys), start+chunkRows)]
+		args := make([]any, 0, 5*len(part))
+		for _, k := range part {
+			args = append(args, partition, k.tbl, k.v, k.val, seq)
+		}
+		if _, err := q.ExecContext(ctx, s.q("INSERT INTO sync_change_scopes(partition, tbl, var, value, commit_seq) VALUES "+
+			valuesList(len(part), 5)+" ON CONFLICT DO NOTHING"), args...); err != nil {
+			return 0, fmt.Errorf("insert change scopes: %w", err)
+		}
+	}
+	for start := 0; start < len(tombs); start += chunkRows {
+		part := tombs[start:min(len(tombs), start+chunkRows)]
+		args := make([]any, 0, 4*len(part))
+		for _, k := range part {
+			args = append(args, partition, k.tbl, k.id, seq)
+		}
+		if _, err := q.ExecContext(ctx, s.q("INSERT INTO sync_tombstones(partition, tbl, row_id, commit_seq) VALUES "+
+			valuesList(len(part), 4)+" ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq=excluded.commit_seq"), args...); err != nil {
+			return 0, fmt.Errorf("record tombstones: %w", err)
+		}
+	}
+	return seq, nil
+}
+
+func (t *pushTx) EnqueueReactions(ctx context.Context, src ports.ReactionSource, rs []ports.Reaction) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	if err := t.beforeWrite(ctx); err != nil {
+		return err
+	}
+	for start := 0; start < len(rs); start += chunkRows {
+		part := rs[start:min(len(rs), start+chunkRows)]
+		args := make([]any, 0, 13*len(part))
+		for _, r := range part {
+			payload := string(r.Payload)
+			if payload == "" {
+				payload = "null"
+			}
+			args = append(args, t.partition, r.IdempotencyKey, r.Type, r.Version, payload,
+				src.ClientID, src.ClientCommitID, src.CommitSeq, src.CreatedAtMs, r.AvailableAtMs, "pending", 0, r.MaxAttempts)
+		}
+		if _, err := t.tx.ExecContext(ctx, t.s.q(`INSERT INTO sync_reactions(partition, idempotency_key, type, version, payload,
+source_client_id, source_client_commit_id, source_commit_seq, created_at_ms, available_at_ms, status, attempts, max_attempts) VALUES `+
+			valuesList(len(part), 13)+" ON CONFLICT (partition, idempotency_key) DO NOTHING"), args...); err != nil {
+			return internal("enqueue reactions", err)
+		}
+	}
+	return nil
+}
+
+func (t *pushTx) PutPushResult(ctx context.Context, clientID, clientCommitID string, result []byte) ([]byte, error) {
+	if err := t.beforeWrite(ctx); err != nil {
+		return nil, err
+	}
+	res, err := t.tx.ExecContext(ctx, t.s.q(`INSERT INTO sync_push_results(partition, client_id, client_commit_id, result)
+VALUES (?, ?, ?, ?) ON CONFLICT (partition, client_id, client_commit_id) DO NOTHING`), t.partition, clientID, clientCommitID, string(result))
+	if err != nil {
+		return nil, internal("put push result", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, internal("put push result", err)
+	} else if n == 1 {
+		return result, nil
+	}
+	stored, ok, err := t.s.getPushResult(ctx, t.tx, t.partition, clientID, clientCommitID)
+	if err != nil {
+		return nil, internal("put push result", err)
+	}
+	if !ok {
+		return nil, syncerr.Newf(syncerr.IdempotencyCacheMiss, "push result vanished")
+	}
+	return stored, nil
+}
+
+func (t *pushTx) DiscardWrites(ctx context.Context) error {
+	if !t.savepoint {
+		return nil
+	}
+	if _, err := t.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+savepointName); err != nil {
+		return internal("discard writes", err)
+	}
+	return nil
+}
+
+func (t *pushTx) AdvanceCheckpoint(ctx context.Context, a ports.CheckpointAdvance) (bool, error) {
+	if err := t.beforeWrite(ctx); err != nil {
+		return false, err
+	}
+	ok, err := t.s.advanceCheckpoint(ctx, t.tx, a)
+	return ok, internal("advance checkpoint", err)
+}
+
+var _ ports.PushTx = (*pushTx)(nil)

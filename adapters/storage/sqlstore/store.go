@@ -1,0 +1,227 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// Config builds a Store.
+type Config struct {
+	Dialect Dialect
+	// DB is the bun handle of the write path (and of reads on PostgreSQL).
+	DB *bun.DB
+	// Reader runs reads outside write transactions (SQLite: the read pool
+	// with cached prepared statements; PostgreSQL: the pool itself).
+	Reader Querier
+	// ReadDB is the bun handle reads use for model queries (may equal DB).
+	ReadDB *bun.DB
+	// NewEpoch mints log epochs; nil uses 16 random bytes in hex.
+	NewEpoch func() string
+	// TouchInterval skips the last-seen write of TouchPartition when the
+	// stored value is more recent than this (0 writes every time).
+	TouchInterval time.Duration
+	// MaxRetries bounds retries of transient write conflicts (default 5).
+	MaxRetries int
+	// Close releases the engine's handles.
+	Close func() error
+}
+
+// Store implements ports.Storage over a Dialect.
+type Store struct {
+	d       Dialect
+	db      *bun.DB
+	rdb     *bun.DB
+	rd      Querier
+	types   Types
+	epoch   func() string
+	touch   int64
+	retries int
+	closeFn func() error
+
+	cur atomic.Pointer[schemaState]
+
+	sqlMu    sync.Mutex
+	sqlCache map[string]string
+}
+
+var _ ports.Storage = (*Store)(nil)
+
+// New builds a Store; the caller runs EnsureSchema before row operations.
+func New(c Config) *Store {
+	s := &Store{
+		d: c.Dialect, db: c.DB, rdb: c.ReadDB, rd: c.Reader, types: c.Dialect.Types(),
+		epoch: c.NewEpoch, touch: c.TouchInterval.Milliseconds(), retries: c.MaxRetries,
+		closeFn: c.Close, sqlCache: map[string]string{},
+	}
+	if s.rdb == nil {
+		s.rdb = s.db
+	}
+	if s.epoch == nil {
+		s.epoch = randomEpoch
+	}
+	if s.retries <= 0 {
+		s.retries = 5
+	}
+	return s
+}
+
+// Dialect returns the store's dialect.
+func (s *Store) Dialect() Dialect { return s.d }
+
+// DB returns the write-path bun handle (tests and tooling).
+func (s *Store) DB() *bun.DB { return s.db }
+
+// Close releases the engine's handles.
+func (s *Store) Close() error {
+	if s.closeFn != nil {
+		return s.closeFn()
+	}
+	return nil
+}
+
+func randomEpoch() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// q rebinds a '?' statement for the dialect, memoized by text.
+func (s *Store) q(query string) string {
+	s.sqlMu.Lock()
+	out, ok := s.sqlCache[query]
+	if !ok {
+		out = s.d.Rebind(query)
+		if len(s.sqlCache) < 4096 {
+			s.sqlCache[query] = out
+		}
+	}
+	s.sqlMu.Unlock()
+	return out
+}
+
+// internal wraps an engine failure as an internal error: the engine text
+// stays in the reason and the cause, never in the client-facing message.
+func internal(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *syncerr.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	var ce *ports.ConstraintError
+	if errors.As(err, &ce) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("storage: %s: %w", op, err)
+	}
+	return syncerr.Wrap(syncerr.InternalError, fmt.Errorf("storage: %s: %w", op, err))
+}
+
+// writeTx runs fn in a write transaction, optionally holding the partition
+// lock, committing on nil and retrying transient conflicts.
+func (s *Store) writeTx(ctx context.Context, op, partition string, fn func(tx WriteTx) error) error {
+	for attempt := 0; ; attempt++ {
+		err := s.writeTxOnce(ctx, partition, fn)
+		if err == nil {
+			return nil
+		}
+		if attempt+1 < s.retries && s.d.Retryable(err) && ctx.Err() == nil {
+			continue
+		}
+		return internal(op, err)
+	}
+}
+
+func (s *Store) writeTxOnce(ctx context.Context, partition string, fn func(tx WriteTx) error) (err error) {
+	tx, err := s.d.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if partition != "" {
+		if err = s.d.LockPartition(ctx, tx, partition); err != nil {
+			return err
+		}
+	}
+	if err = fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// schemaState is what EnsureSchema established: the running schema and
+// per-table prepared SQL.
+type schemaState struct {
+	version int32
+	tables  map[string]*tableSQL
+}
+
+func (s *Store) table(name string) (*tableSQL, error) {
+	st := s.cur.Load()
+	if st == nil {
+		return nil, syncerr.Newf(syncerr.UnknownTable, "table %q: storage schema not ensured", name)
+	}
+	t, ok := st.tables[name]
+	if !ok {
+		return nil, syncerr.Newf(syncerr.UnknownTable, "table %q is not in the storage schema", name)
+	}
+	return t, nil
+}
+
+// runningVersion is the schema version EnsureSchema ran with (0 before).
+func (s *Store) runningVersion() int32 {
+	if st := s.cur.Load(); st != nil {
+		return st.version
+	}
+	return 0
+}
+
+// scanErr maps sql.ErrNoRows to ok=false.
+func scanOne(row interface{ Scan(...any) error }, dest ...any) (bool, error) {
+	err := row.Scan(dest...)
+	if errors.Is(err, sqlErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// placeholders renders "?,?,…" for n values.
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	b := make([]byte, 0, 2*n)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '?')
+	}
+	return string(b)
+}
+
+// validateTable checks a schema table has what storage needs.
+func validateTable(t *schema.Table) error {
+	if t == nil || t.Name == "" {
+		return syncerr.Newf(syncerr.SchemaInvalid, "storage: table without a name")
+	}
+	return nil
+}

@@ -1,0 +1,539 @@
+// Package storetest holds the engine tests shared by the SQLite and
+// PostgreSQL adapters: behaviour the storage contract suite does not reach
+// (migration payload rewrites, raw-SQL fence and layout tampering, query
+// plans) and the benchmarks of the hot paths.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// Engine opens stores for the shared tests.
+type Engine struct {
+	// Open returns a store over a fresh database; Reopen a second store
+	// over the same database.
+	Open   func(t testing.TB) *sqlstore.Store
+	Reopen func(t testing.TB, s *sqlstore.Store) *sqlstore.Store
+	// Exec runs raw SQL ('?' placeholders) outside storage transactions.
+	Exec func(ctx context.Context, s *sqlstore.Store, query string, args ...any) error
+	// Plans returns the plan lines of the statements serving a window read
+	// and a row scan.
+	Plans func(ctx context.Context, s *sqlstore.Store, partition string, w ports.CommitWindow, q ports.RowScan) ([]string, error)
+	// FullScan reports whether a plan line is a full scan of a big table.
+	FullScan func(line string) bool
+}
+
+// IR is the schema the shared tests use (version 1).
+const IR = `{
+  "irVersion": 1, "schemaVersion": 1,
+  "schemaVersions": [{"version": 1, "migrations": []}],
+  "tables": [
+    {"name": "items", "primaryKey": "id",
+     "columns": [
+       {"name": "id", "type": "string", "nullable": false},
+       {"name": "org", "type": "string", "nullable": false},
+       {"name": "title", "type": "string", "nullable": false},
+       {"name": "n", "type": "integer", "nullable": true},
+       {"name": "ok", "type": "boolean", "nullable": false},
+       {"name": "meta", "type": "json", "nullable": true}],
+     "scopes": ["org:{org}"],
+     "indexes": [{"name": "items_title", "columns": ["title"], "unique": true}]}
+  ],
+  "subscriptions": []
+}`
+
+// IRv2 appends a nullable column to items.
+const IRv2 = `{
+  "irVersion": 1, "schemaVersion": 2,
+  "schemaVersions": [{"version": 1, "migrations": []}, {"version": 2, "migrations": []}],
+  "tables": [
+    {"name": "items", "primaryKey": "id",
+     "columns": [
+       {"name": "id", "type": "string", "nullable": false},
+       {"name": "org", "type": "string", "nullable": false},
+       {"name": "title", "type": "string", "nullable": false},
+       {"name": "n", "type": "integer", "nullable": true},
+       {"name": "ok", "type": "boolean", "nullable": false},
+       {"name": "meta", "type": "json", "nullable": true},
+       {"name": "extra", "type": "string", "nullable": true}],
+     "scopes": ["org:{org}"],
+     "indexes": [{"name": "items_title", "columns": ["title"], "unique": true}]}
+  ],
+  "subscriptions": []
+}`
+
+// Schema compiles ir.
+func Schema(t testing.TB, ir string) *schema.Schema {
+	t.Helper()
+	s, err := schema.Load([]byte(ir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Item builds a row write of items. The payload is a 6-column full row
+// whose bitmap marks n and meta NULL.
+func Item(id, org string, op int) ports.RowWrite {
+	vals := []any{id, org, "t-" + id, nil, true, nil}
+	payload := []byte{0b00101000}
+	for _, s := range []string{id, org, "t-" + id} {
+		payload = append(payload, byte(len(s)), 0, 0, 0)
+		payload = append(payload, s...)
+	}
+	payload = append(payload, 1)
+	return ports.RowWrite{RowID: id, Version: 1, Scopes: map[string]string{"org": org}, Payload: payload, Values: vals, OpIndex: op}
+}
+
+// Change is the log change of an item write.
+func Change(w ports.RowWrite) commit.Change {
+	return commit.Change{Table: "items", RowID: w.RowID, Op: commit.OpUpsert, RowVersion: w.Version, Scopes: w.Scopes, Row: w.Payload}
+}
+
+// Open returns a store ensured at IR.
+func (e Engine) open(t testing.TB) *sqlstore.Store {
+	s := e.Open(t)
+	if err := s.EnsureSchema(context.Background(), Schema(t, IR), nil); err != nil {
+		t.Fatalf("EnsureSchema: %v", err)
+	}
+	return s
+}
+
+// PushItems upserts items and appends one commit.
+func PushItems(ctx context.Context, s ports.Storage, partition string, ws []ports.RowWrite, cc string) (int64, error) {
+	var seq int64
+	err := s.Push(ctx, partition, ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+		changes := make([]commit.Change, len(ws))
+		for i, w := range ws {
+			if err := tx.UpsertRow(ctx, "items", w); err != nil {
+				return err
+			}
+			changes[i] = Change(w)
+		}
+		var err error
+		seq, err = tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1000, ActorID: "a", ClientID: "c", ClientCommitID: cc, Changes: changes})
+		if err != nil {
+			return err
+		}
+		_, err = tx.PutPushResult(ctx, "c", cc, []byte(`{"status":"applied"}`))
+		return err
+	})
+	return seq, err
+}
+
+// Run runs the shared engine tests.
+func Run(t *testing.T, e Engine) {
+	t.Run("basic", func(t *testing.T) { basic(t, e) })
+	t.Run("concurrent", func(t *testing.T) { concurrent(t, e) })
+	t.Run("rollback_and_discard", func(t *testing.T) { rollback(t, e) })
+	t.Run("constraint", func(t *testing.T) { constraint(t, e) })
+	t.Run("fence", func(t *testing.T) { fence(t, e) })
+	t.Run("layout", func(t *testing.T) { layout(t, e) })
+	t.Run("migrate", func(t *testing.T) { migrate(t, e) })
+	t.Run("checkpoints", func(t *testing.T) { checkpoints(t, e) })
+	t.Run("prune", func(t *testing.T) { prune(t, e) })
+	t.Run("plans", func(t *testing.T) { plans(t, e) })
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantCode(t testing.TB, err error, code syncerr.Code) *syncerr.Error {
+	t.Helper()
+	var se *syncerr.Error
+	if !errors.As(err, &se) || se.Code != code {
+		t.Fatalf("got %v, want %s", err, code)
+	}
+	return se
+}
+
+func basic(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s := e.open(t)
+	epoch, err := s.TouchPartition(ctx, "p", 1)
+	must(t, err)
+	if epoch2, _ := s.TouchPartition(ctx, "p", 2); epoch2 != epoch {
+		t.Fatalf("epoch changed on touch: %q %q", epoch, epoch2)
+	}
+	var ws []ports.RowWrite
+	for i := 0; i < 5; i++ {
+		ws = append(ws, Item(fmt.Sprintf("r%d", i), []string{"a", "b"}[i%2], i))
+	}
+	seq, err := PushItems(ctx, s, "p", ws, "cc1")
+	must(t, err)
+	if seq != 1 {
+		t.Fatalf("seq %d", seq)
+	}
+	row, err := s.GetRow(ctx, "p", "items", "r2")
+	must(t, err)
+	if row == nil || row.Version != 1 || row.Scopes["org"] != "a" || string(row.Payload) != string(ws[2].Payload) {
+		t.Fatalf("row %+v", row)
+	}
+	rows, err := s.ScanRows(ctx, "p", ports.RowScan{Table: "items", ScopeFilter: map[string][]string{"org": {"a"}}, Limit: 2})
+	must(t, err)
+	if len(rows) != 2 || rows[0].RowID != "r0" || rows[1].RowID != "r2" {
+		t.Fatalf("scan %+v", rows)
+	}
+	rows, err = s.ScanRows(ctx, "p", ports.RowScan{Table: "items", ScopeFilter: map[string][]string{"org": {"a", "b"}}, AfterRowID: "r1", Limit: 10})
+	must(t, err)
+	if len(rows) != 3 || rows[0].RowID != "r2" {
+		t.Fatalf("scan after %+v", rows)
+	}
+	cs, err := s.ReadCommitWindow(ctx, "p", ports.CommitWindow{Table: "items", ScopeFilter: map[string][]string{"org": {"b"}}, ThroughSeq: 10, LimitChanges: 100})
+	must(t, err)
+	if len(cs) != 1 || len(cs[0].Changes) != 2 || cs[0].Changes[0].RowID != "r1" || cs[0].ClientCommitID != "cc1" {
+		t.Fatalf("window %+v", cs)
+	}
+	res, ok, err := s.GetPushResult(ctx, "p", "c", "cc1")
+	must(t, err)
+	if !ok || string(res) != `{"status":"applied"}` {
+		t.Fatalf("push result %q %v", res, ok)
+	}
+	b, err := s.LogBounds(ctx, "p")
+	must(t, err)
+	if b.MaxSeq != 1 {
+		t.Fatalf("bounds %+v", b)
+	}
+	// Lookup by a materialized column, inside a transaction.
+	must(t, s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+		rs, err := tx.Lookup(ctx, ports.RowLookup{Table: "items", Equals: map[string]any{"title": "t-r3", "ok": true}, Limit: 5})
+		if err != nil {
+			return err
+		}
+		if len(rs) != 1 || rs[0].RowID != "r3" {
+			return fmt.Errorf("lookup %+v", rs)
+		}
+		return nil
+	}))
+	// A second store over the same database at the same version.
+	s2 := e.Reopen(t, s)
+	must(t, s2.EnsureSchema(ctx, Schema(t, IR), nil))
+}
+
+func concurrent(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s := e.open(t)
+	const workers, per = 4, 5
+	var wg sync.WaitGroup
+	seqs := make(chan int64, workers*per)
+	errs := make(chan error, workers*per)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				seq, err := PushItems(ctx, s, "p", []ports.RowWrite{Item(id, "a", 0)}, id)
+				if err != nil {
+					errs <- err
+					return
+				}
+				seqs <- seq
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(seqs)
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for s := range seqs {
+		if seen[s] {
+			t.Fatalf("duplicate seq %d", s)
+		}
+		seen[s] = true
+	}
+	for i := int64(1); i <= workers*per; i++ {
+		if !seen[i] {
+			t.Fatalf("gap at %d", i)
+		}
+	}
+}
+
+func rollback(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s := e.open(t)
+	boom := errors.New("boom")
+	err := s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+		w := Item("x", "a", 0)
+		must(t, tx.UpsertRow(ctx, "items", w))
+		must(t, tx.SetBlobRefs(ctx, "items", "x", []string{"b1"}))
+		seq, err := tx.AppendCommit(ctx, ports.NewCommit{ActorID: "a", ClientID: "c", ClientCommitID: "x", Changes: []commit.Change{Change(w)}})
+		must(t, err)
+		must(t, tx.EnqueueReactions(ctx, ports.ReactionSource{ClientID: "c", ClientCommitID: "x", CommitSeq: seq},
+			[]ports.Reaction{{IdempotencyKey: "k", Type: "t", Version: 1, Payload: []byte(`{}`), MaxAttempts: 3}}))
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("push error %v", err)
+	}
+	for _, tbl := range []string{"items", "sync_changes", "sync_change_scopes", "sync_row_scopes", "sync_blob_refs", "sync_reactions", "sync_commits"} {
+		assertEmpty(t, e, s, tbl)
+	}
+	// DiscardWrites keeps the lock and drops staged writes.
+	must(t, s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+		must(t, tx.UpsertRow(ctx, "items", Item("y", "a", 0)))
+		must(t, tx.DiscardWrites(ctx))
+		if r, err := tx.GetRow(ctx, "items", "y"); err != nil || r != nil {
+			t.Fatalf("row after discard: %v %v", r, err)
+		}
+		_, err := tx.PutPushResult(ctx, "c", "rej", []byte(`{"status":"rejected"}`))
+		return err
+	}))
+	assertEmpty(t, e, s, "items")
+	if _, ok, _ := s.GetPushResult(ctx, "p", "c", "rej"); !ok {
+		t.Fatal("rejection result not persisted")
+	}
+	// First writer wins.
+	must(t, s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+		got, err := tx.PutPushResult(ctx, "c", "rej", []byte(`{"status":"other"}`))
+		if err == nil && string(got) != `{"status":"rejected"}` {
+			t.Fatalf("second writer got %s", got)
+		}
+		return err
+	}))
+}
+
+func assertEmpty(t *testing.T, e Engine, s *sqlstore.Store, table string) {
+	t.Helper()
+	var n int
+	must(t, s.DB().QueryRowContext(context.Background(), "SELECT COUNT(*) FROM "+table).Scan(&n))
+	if n != 0 {
+		t.Fatalf("%s has %d rows after rollback", table, n)
+	}
+}
+
+func constraint(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s := e.open(t)
+	_, err := PushItems(ctx, s, "p", []ports.RowWrite{Item("a1", "a", 0)}, "c1")
+	must(t, err)
+	dup := Item("a2", "a", 3)
+	dup.Values[2] = "t-a1" // the unique title index
+	err = s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+		return tx.UpsertRow(ctx, "items", dup)
+	})
+	var ce *ports.ConstraintError
+	if !errors.As(err, &ce) || ce.OpIndex != 3 || ce.Kind != "unique" || ce.Table != "items" {
+		t.Fatalf("got %v, want unique ConstraintError at 3", err)
+	}
+	bad := Item("a3", "a", 1)
+	bad.Values[2] = nil
+	err = s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+		if err := tx.UpsertRow(ctx, "items", bad); err != nil {
+			var ce *ports.ConstraintError
+			if !errors.As(err, &ce) || ce.Kind != "not_null" {
+				t.Fatalf("got %v, want not_null", err)
+			}
+			// The transaction stays usable after DiscardWrites.
+			if err := tx.DiscardWrites(ctx); err != nil {
+				return err
+			}
+			_, err = tx.PutPushResult(ctx, "c", "bad", []byte(`{"status":"rejected"}`))
+			return err
+		}
+		return errors.New("no constraint error")
+	})
+	must(t, err)
+}
+
+func fence(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s := e.open(t)
+	ins := "INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version) VALUES (?, ?, 'c', 'x', 'a', 0, ?)"
+	must(t, e.Exec(ctx, s, ins, "p", 1, nil)) // no fence: allowed
+	_, err := s.DeclareCheckpoint(ctx, checkpoint.Declaration{Partition: "p", Name: "cp", SchemaVersion: 2}, 1)
+	must(t, err)
+	if err := e.Exec(ctx, s, ins, "p", 2, nil); err == nil {
+		t.Fatal("NULL writer_version accepted under a fence")
+	}
+	if err := e.Exec(ctx, s, ins, "p", 3, 1); err == nil {
+		t.Fatal("lower writer_version accepted under a fence")
+	}
+	must(t, e.Exec(ctx, s, ins, "p", 4, 2))
+	must(t, e.Exec(ctx, s, ins, "q", 1, nil)) // other partition: no fence
+	_, err = PushItems(ctx, s, "p", []ports.RowWrite{Item("f", "a", 0)}, "f")
+	wantCode(t, err, syncerr.StorageWriterFenceRejected)
+}
+
+func layout(t *testing.T, e Engine) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, stmt, reason, column string
+	}{
+		{"drop_column", `ALTER TABLE items DROP COLUMN _sync_column_versions`, "missing_column", "_sync_column_versions"},
+		{"drop_table", `DROP TABLE items`, "missing_table", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := e.open(t)
+			must(t, e.Exec(ctx, s, c.stmt))
+			s2 := e.Reopen(t, s)
+			err := s2.EnsureSchema(ctx, Schema(t, IR), nil)
+			se := wantCode(t, err, syncerr.StoragePhysicalLayoutMismatch)
+			if !strings.Contains(string(se.Details), `"reason":"`+c.reason+`"`) || !strings.Contains(string(se.Details), c.column) {
+				t.Fatalf("details %s", se.Details)
+			}
+		})
+	}
+	t.Run("stored_layout", func(t *testing.T) {
+		s := e.open(t)
+		must(t, e.Exec(ctx, s, `UPDATE sync_schema_meta SET layouts=? WHERE id=1`, `{"items":[{"name":"id","type":"string","nullable":false}]}`))
+		err := e.Reopen(t, s).EnsureSchema(ctx, Schema(t, IR), nil)
+		se := wantCode(t, err, syncerr.StorageStoredLayoutMismatch)
+		if string(se.Details) != `{"column":"org","table":"items"}` {
+			t.Fatalf("details %s", se.Details)
+		}
+	})
+	t.Run("too_new", func(t *testing.T) {
+		s := e.open(t)
+		must(t, e.Exec(ctx, s, `UPDATE sync_schema_meta SET schema_version=9 WHERE id=1`))
+		wantCode(t, e.Reopen(t, s).EnsureSchema(ctx, Schema(t, IR), nil), syncerr.StorageSchemaTooNew)
+	})
+}
+
+func migrate(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s := e.open(t)
+	w := Item("m1", "a", 0)
+	_, err := PushItems(ctx, s, "p", []ports.RowWrite{w}, "m1")
+	must(t, err)
+	s2 := e.Reopen(t, s)
+	decl := []checkpoint.Declaration{{Partition: "p", Name: "cp", SchemaVersion: 2}}
+	must(t, s2.EnsureSchema(ctx, Schema(t, IRv2), decl))
+	row, err := s2.GetRow(ctx, "p", "items", "m1")
+	must(t, err)
+	want, _ := sqlstore.AppendNullColumns(w.Payload, 6, 7)
+	if row == nil || string(row.Payload) != string(want) {
+		t.Fatalf("payload not rewritten: %x", row.Payload)
+	}
+	cps, err := s2.ReadCheckpoints(ctx, "p")
+	must(t, err)
+	if len(cps) != 1 || cps[0].State != checkpoint.StateDeclared {
+		t.Fatalf("checkpoints %+v", cps)
+	}
+	// An older build refuses; a same-version process without the declaration too.
+	wantCode(t, e.Reopen(t, s).EnsureSchema(ctx, Schema(t, IR), nil), syncerr.StorageSchemaTooNew)
+	wantCode(t, e.Reopen(t, s).EnsureSchema(ctx, Schema(t, IRv2), nil), syncerr.StorageCheckpointIncomplete)
+	must(t, e.Reopen(t, s).EnsureSchema(ctx, Schema(t, IRv2), decl))
+}
+
+func checkpoints(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s := e.open(t)
+	d := checkpoint.Declaration{Partition: "p", Name: "cp", SchemaVersion: 1}
+	if _, err := s.ClaimCheckpoint(ctx, d, 1); syncerr.CodeOf(err) != syncerr.StorageCheckpointNotDeclared {
+		t.Fatalf("claim undeclared: %v", err)
+	}
+	_, err := s.DeclareCheckpoint(ctx, d, 1)
+	must(t, err)
+	c1, err := s.ClaimCheckpoint(ctx, d, 2)
+	must(t, err)
+	c2, err := s.ClaimCheckpoint(ctx, d, 3)
+	must(t, err)
+	if c1.OwnerEpoch != 1 || c2.OwnerEpoch != 2 || c2.State != checkpoint.StateBackfilling {
+		t.Fatalf("claims %+v %+v", c1, c2)
+	}
+	ok, err := s.AdvanceCheckpoint(ctx, ports.CheckpointAdvance{Partition: "p", Name: "cp", OwnerEpoch: 1, Watermark: 5, NowMs: 4})
+	must(t, err)
+	if ok {
+		t.Fatal("superseded owner advanced")
+	}
+	seq, err := PushItems(ctx, s, "p", []ports.RowWrite{Item("c1", "a", 0)}, "c1")
+	must(t, err)
+	st, err := s.HasSourceChangesAbove(ctx, "p", []string{"items"}, 0)
+	must(t, err)
+	if st != checkpoint.SourceChanged {
+		t.Fatalf("source state %s", st)
+	}
+	a := ports.CheckpointActivation{Partition: "p", Name: "cp", OwnerEpoch: 2, Watermark: 0, Sources: []string{"items"}, NowMs: 5}
+	out, err := s.ActivateCheckpoint(ctx, a)
+	must(t, err)
+	if out != checkpoint.Stale {
+		t.Fatalf("activation %s", out)
+	}
+	a.Watermark = seq
+	out, err = s.ActivateCheckpoint(ctx, a)
+	must(t, err)
+	if out != checkpoint.Activated {
+		t.Fatalf("activation %s", out)
+	}
+	if out, _ := s.ActivateCheckpoint(ctx, a); out != checkpoint.Stale {
+		t.Fatalf("re-activation %s", out)
+	}
+	g, err := s.ReadServeGate(ctx, "p", 1)
+	must(t, err)
+	if g.StoredSchemaVersion != 1 || len(g.Pending) != 0 {
+		t.Fatalf("gate %+v", g)
+	}
+}
+
+func prune(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s := e.open(t)
+	epoch, err := s.TouchPartition(ctx, "p", 1)
+	must(t, err)
+	for i := 0; i < 3; i++ {
+		_, err := PushItems(ctx, s, "p", []ports.RowWrite{Item(fmt.Sprintf("p%d", i), "a", 0)}, fmt.Sprintf("p%d", i))
+		must(t, err)
+	}
+	_, err = s.PruneCommitsThrough(ctx, "p", ports.PruneRequest{LogEpoch: "stale", ThroughSeq: 2})
+	wantCode(t, err, syncerr.StoragePruneEpochMismatch)
+	res, err := s.PruneCommitsThrough(ctx, "p", ports.PruneRequest{LogEpoch: epoch, ThroughSeq: 2})
+	must(t, err)
+	if res.HorizonSeq != 2 || res.RemovedCommits != 2 {
+		t.Fatalf("prune %+v", res)
+	}
+	cs, err := s.ReadCommitWindow(ctx, "p", ports.CommitWindow{Table: "items", ScopeFilter: map[string][]string{"org": {"a"}}, ThroughSeq: 3, LimitChanges: 10})
+	must(t, err)
+	if len(cs) != 1 || cs[0].Seq != 3 {
+		t.Fatalf("window after prune %+v", cs)
+	}
+	st, err := s.HasSourceChangesAbove(ctx, "p", []string{"items"}, 1)
+	must(t, err)
+	if st != checkpoint.SourceChanged {
+		t.Fatalf("state %s", st)
+	}
+	st, _ = s.HasSourceChangesAbove(ctx, "p", []string{"other"}, 1)
+	if st != checkpoint.SourceUnverifiable {
+		t.Fatalf("state %s", st)
+	}
+}
+
+func plans(t *testing.T, e Engine) {
+	if e.Plans == nil {
+		t.Skip("no plan hook")
+	}
+	ctx := context.Background()
+	s := e.open(t)
+	_, err := PushItems(ctx, s, "p", []ports.RowWrite{Item("x1", "a", 0), Item("x2", "b", 1)}, "x")
+	must(t, err)
+	for _, filter := range []map[string][]string{{"org": {"a"}}, {"org": {"a", "b"}}} {
+		lines, err := e.Plans(ctx, s, "p",
+			ports.CommitWindow{Table: "items", ScopeFilter: filter, ThroughSeq: 10, LimitChanges: 100},
+			ports.RowScan{Table: "items", ScopeFilter: filter, Limit: 100})
+		must(t, err)
+		for _, l := range lines {
+			if e.FullScan(l) {
+				t.Errorf("full scan in plan: %s\n%s", l, strings.Join(lines, "\n"))
+			}
+		}
+	}
+}
