@@ -29,5 +29,8 @@ func NewLogger(cfg config.Config) (*zap.Logger, error) {
 		zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 	}
 	zc.Level = zap.NewAtomicLevelAt(level)
+	// Errors carry their context in fields; stack traces are added
+	// explicitly where they help (recovered panics).
+	zc.DisableStacktrace = true
 	return zc.Build()
 }

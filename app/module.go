@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"go.uber.org/dig"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 	"go.uber.org/zap"
@@ -217,11 +218,12 @@ func hostPort(a net.Addr) string {
 	return a.String()
 }
 
-// FxLogger routes fx's own events through zap at debug level (errors
-// stay errors).
+// FxLogger routes fx's own events through zap at debug level. Failures
+// are debug too: Run reports each one once, by its root cause.
 func FxLogger(log *zap.Logger) fxevent.Logger {
 	l := &fxevent.ZapLogger{Logger: log.Named("fx")}
 	l.UseLogLevel(zapcore.DebugLevel)
+	l.UseErrorLevel(zapcore.DebugLevel)
 	return l
 }
 
@@ -246,13 +248,13 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 func Run(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Option) int {
 	a := fx.New(Options(cfg, info, log, extra...))
 	if err := a.Err(); err != nil {
-		log.Error("cannot assemble the server", zap.Error(err))
+		log.Error("cannot assemble the server", zap.String("error", dig.RootCause(err).Error()))
 		return 1
 	}
 	startCtx, cancel := context.WithTimeout(context.Background(), a.StartTimeout())
 	defer cancel()
 	if err := a.Start(startCtx); err != nil {
-		log.Error("cannot start", zap.Error(err))
+		log.Error("cannot start", zap.String("error", dig.RootCause(err).Error()))
 		return 1
 	}
 	sig := <-a.Wait()
