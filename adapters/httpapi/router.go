@@ -155,8 +155,13 @@ func (r *Router) wrap(route Route, gate Gate, h http.Handler) http.Handler {
 					WriteError(sw, syncerr.Newf(syncerr.InternalError, "panic: %v", p))
 				}
 			}
+			elapsed := time.Since(start)
 			if r.observe != nil {
-				r.observe(route, sw.status(), time.Since(start))
+				r.observe(route, sw.status(), elapsed)
+			}
+			if ce := r.log.Check(zap.DebugLevel, "request"); ce != nil {
+				ce.Write(zap.String("method", req.Method), zap.String("path", req.URL.Path),
+					zap.String("route", string(route)), zap.Int("status", sw.status()), zap.Duration("elapsed", elapsed))
 			}
 		}()
 		if gate != nil {
