@@ -60,6 +60,8 @@ type Config struct {
 	LogLevel string
 	// ShutdownTimeout bounds graceful shutdown.
 	ShutdownTimeout time.Duration
+	// Sync holds the per-request limits of POST /sync.
+	Sync Sync
 	// ConfigFile is the YAML file the values came from, if any.
 	ConfigFile string
 }
@@ -97,6 +99,7 @@ func Default() Config {
 		Database:        DefaultDatabase,
 		LogLevel:        "info",
 		ShutdownTimeout: 15 * time.Second,
+		Sync:            DefaultSync(),
 	}
 }
 
@@ -154,10 +157,10 @@ func (c *Config) Validate() error {
 	}
 	switch c.Auth {
 	case "":
-		if c.DemoSchema() {
+		if c.DemoSchema() || c.Dev {
 			c.Auth = AuthDev
 		} else {
-			errs = append(errs, errors.New("--auth is required with --schema (dev or jwt)"))
+			errs = append(errs, errors.New("--auth is required with --schema (dev or jwt; --dev implies dev)"))
 		}
 	case AuthDev:
 	case AuthJWT:
@@ -177,6 +180,7 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
 	}
+	errs = append(errs, c.Sync.validate()...)
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
@@ -225,6 +229,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.BoolVar(&c.Dev, "dev", c.Dev, "development mode: human-readable logs")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long graceful shutdown may take")
+	c.Sync.flags(fs)
 	if configFile != nil {
 		fs.StringVar(configFile, "config", *configFile, "optional YAML file with the same keys as the flags")
 	}

@@ -173,12 +173,15 @@ func (a *applier) finish(ctx context.Context, o outcome) (outcome, error) {
 	if err != nil {
 		return outcome{}, fmt.Errorf("store push result: %w", err)
 	}
-	if bytes.Equal(stored, b) {
-		// Answer what a replay will answer (details re-read with their Raw text).
-		if d, err := decodeStored(stored, a.pc.ClientCommitID); err == nil {
-			return d, nil
-		}
-		return o, nil
+	// The stored record is ours unless another writer stored first (the
+	// lock makes that impossible, but the store decides). Compare decoded
+	// frames: an engine may hand the record back reformatted.
+	d, err := decodeStored(stored, a.pc.ClientCommitID)
+	if err != nil {
+		return cacheMiss(a.pc.ClientCommitID), nil
+	}
+	if again, err := encodeStored(d); err == nil && bytes.Equal(again, b) {
+		return d, nil
 	}
 	return replay(stored, a.pc.ClientCommitID), nil
 }

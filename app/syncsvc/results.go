@@ -1,6 +1,8 @@
 package syncsvc
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
 
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -11,7 +13,9 @@ import (
 // RESP_HEADER (a fixed placeholder epoch), PUSH_RESULT, the optional
 // PUSH_RESULT_DETAILS, END. The codec is canonical, so decoding and
 // re-encoding a stored result reproduces its frames byte for byte, and a
-// replay answers exactly what the first delivery answered.
+// replay answers exactly what the first delivery answered. The record is
+// one JSON string (a prefix and the standard base64 of the message), so
+// engines that keep push results in a JSON column hold it unchanged.
 
 const storedEpoch = "stored-result"
 
@@ -26,13 +30,31 @@ func encodeStored(o outcome) ([]byte, error) {
 	if o.details != nil {
 		m.Frames = append(m.Frames, o.details)
 	}
-	return ssp2.Encode(m)
+	b, err := ssp2.Encode(m)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, len(storedPrefix)+base64.StdEncoding.EncodedLen(len(b))+1)
+	copy(out, storedPrefix)
+	base64.StdEncoding.Encode(out[len(storedPrefix):], b)
+	out[len(out)-1] = '"'
+	return out, nil
 }
+
+const storedPrefix = `"ssp2:`
 
 var errCorruptResult = errors.New("stored push result is unreadable")
 
 func decodeStored(b []byte, clientCommitID string) (outcome, error) {
-	m, err := ssp2.DecodeWith(b, ssp2.DecodeOptions{Versions: []uint16{3}})
+	b = bytes.TrimSpace(b)
+	if len(b) < len(storedPrefix)+1 || !bytes.HasPrefix(b, []byte(storedPrefix)) || b[len(b)-1] != '"' {
+		return outcome{}, errCorruptResult
+	}
+	raw, err := base64.StdEncoding.DecodeString(string(b[len(storedPrefix) : len(b)-1]))
+	if err != nil {
+		return outcome{}, errCorruptResult
+	}
+	m, err := ssp2.DecodeWith(raw, ssp2.DecodeOptions{Versions: []uint16{3}})
 	if err != nil {
 		return outcome{}, errCorruptResult
 	}
