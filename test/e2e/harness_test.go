@@ -1,0 +1,249 @@
+package e2e
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/syncd-dev/syncd/adapters/httpapi"
+	"github.com/syncd-dev/syncd/adapters/storage/postgres"
+	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
+	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/pgtest"
+	"github.com/syncd-dev/syncd/test/ssptest"
+)
+
+// engine opens a fresh database of one storage engine.
+type engine struct {
+	name string
+	open func(t *testing.T) ports.Storage
+}
+
+func engines() []engine {
+	return []engine{
+		{"sqlite", func(t *testing.T) ports.Storage {
+			st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "syncd.db")})
+			if err != nil {
+				t.Fatalf("open sqlite: %v", err)
+			}
+			return st
+		}},
+		{"postgres", func(t *testing.T) ports.Storage {
+			st, err := postgres.Open(context.Background(), postgres.Options{DSN: pgtest.DSN(t), MaxConns: 8})
+			if err != nil {
+				t.Fatalf("open postgres: %v", err)
+			}
+			return st
+		}},
+	}
+}
+
+// forEngine runs f against a fresh server on every engine.
+func forEngine(t *testing.T, f func(t *testing.T, e engine)) {
+	for _, e := range engines() {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, e)
+		})
+	}
+}
+
+// gatedStore lets a test land an undeclared checkpoint between request
+// entry and the push lock, the way a migration in another process would.
+type gatedStore struct {
+	ports.Storage
+	version int32
+	armed   atomic.Bool
+}
+
+func (g *gatedStore) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {
+	if g.armed.Swap(false) {
+		if _, err := g.DeclareCheckpoint(ctx, checkpoint.Declaration{Partition: partition, Name: "projection", SchemaVersion: g.version}, time.Now().UnixMilli()); err != nil {
+			return err
+		}
+	}
+	return g.Storage.Push(ctx, partition, o, fn)
+}
+
+// server is a running syncd on one engine.
+type server struct {
+	t     *testing.T
+	url   string
+	store *gatedStore
+	sch   *schema.Schema
+}
+
+type serverOpts struct {
+	minWire int
+	extra   []fx.Option
+}
+
+func start(t *testing.T, e engine, so serverOpts) *server {
+	t.Helper()
+	st := e.open(t)
+	sch := ssptest.Schema(t)
+	gs := &gatedStore{Storage: st, version: sch.Version}
+	dir := t.TempDir()
+	irPath := filepath.Join(dir, "schema.ir.json")
+	if err := os.WriteFile(irPath, ssptest.IR(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Schema, cfg.Auth = irPath, config.AuthDev
+	cfg.Database = filepath.Join(dir, "unused.db")
+	if so.minWire != 0 {
+		cfg.Sync.MinWireVersion = so.minWire
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var ready *app.Readiness
+	var listeners *app.Listeners
+	opts := append([]fx.Option{
+		app.SyncModule,
+		fx.Provide(func() ports.Storage { return gs }, func() ports.SchemaStore { return gs }),
+		fx.Populate(&ready, &listeners),
+	}, so.extra...)
+	a := fx.New(app.Options(cfg, app.BuildInfo{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), opts...))
+	if err := a.Err(); err != nil {
+		t.Fatalf("assemble: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Start(ctx); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = a.Stop(ctx)
+		_ = st.Close()
+	})
+	for !ready.Ready() {
+		if ctx.Err() != nil {
+			t.Fatalf("not ready: %+v", ready.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return &server{t: t, url: "http://" + listeners.Addr(app.ServerSync).String() + "/sync", store: gs, sch: sch}
+}
+
+// call is one HTTP exchange.
+type call struct {
+	actor, partition string
+	scopes           string // X-Syncd-Scopes JSON, "" for none
+	contentType      string // "" → the sync content type
+	encoding         string // request Content-Encoding: "", "gzip"
+	acceptEncoding   string
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (s *server) post(c call, body []byte) reply {
+	s.t.Helper()
+	if c.encoding == "gzip" {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		_, _ = zw.Write(body)
+		_ = zw.Close()
+		body = buf.Bytes()
+	}
+	req, err := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ct := c.contentType
+	if ct == "" {
+		ct = httpapi.ContentTypeSync
+	}
+	req.Header.Set("Content-Type", ct)
+	if c.actor == "" {
+		c.actor = "alice"
+	}
+	req.Header.Set("X-Syncd-Actor", c.actor)
+	if c.partition != "" {
+		req.Header.Set("X-Syncd-Partition", c.partition)
+	}
+	if c.scopes != "" {
+		req.Header.Set("X-Syncd-Scopes", c.scopes)
+	}
+	if c.encoding != "" {
+		req.Header.Set("Content-Encoding", c.encoding)
+	}
+	// An explicit Accept-Encoding keeps the client from decoding for us.
+	ae := c.acceptEncoding
+	if ae == "" {
+		ae = "identity"
+	}
+	req.Header.Set("Accept-Encoding", ae)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("POST /sync: %v", err)
+	}
+	defer resp.Body.Close()
+	var rd io.Reader = resp.Body
+	if resp.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		rd = zr
+	}
+	b, err := io.ReadAll(rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// sync posts a request and decodes a 200 SSP2 response.
+func (s *server) sync(c call, r ssptest.Req) (ssptest.Resp, []byte) {
+	s.t.Helper()
+	rep := s.post(c, r.Encode(s.t))
+	if rep.status != http.StatusOK || rep.header.Get("Content-Type") != httpapi.ContentTypeSync {
+		s.t.Fatalf("status %d (%s): %s", rep.status, rep.header.Get("Content-Type"), rep.body)
+	}
+	return ssptest.DecodeResponse(s.t, rep.body), rep.body
+}
+
+// jsonError expects a §10.1 JSON error with status and code.
+func (s *server) jsonError(rep reply, status int, code syncerr.Code) map[string]any {
+	s.t.Helper()
+	var body map[string]any
+	if err := json.Unmarshal(rep.body, &body); err != nil || rep.status != status || body["code"] != string(code) {
+		s.t.Fatalf("want %d %s, got %d %s", status, code, rep.status, rep.body)
+	}
+	return body
+}
+
+// epoch acquires the partition's log epoch as a fresh client would.
+func (s *server) epoch(c call) string {
+	s.t.Helper()
+	resp, _ := s.sync(c, ssptest.Req{ClientID: "probe-" + c.actor, SchemaVersion: s.sch.Version, NoEpoch: true, Pull: true})
+	if resp.Header == nil || !resp.Header.ResetRequired || resp.Header.LogEpoch == "" {
+		s.t.Fatalf("epoch acquisition: %+v", resp.Msg.Frames)
+	}
+	return resp.Header.LogEpoch
+}
