@@ -309,8 +309,8 @@ func writeValue(w *wire.Writer, col *schema.Column, v Value) error {
 		}
 		w.Bytes(v.b)
 	case KindInteger:
-		if err := wire.CheckI64(int64(v.n), "column "+col.Name); err != nil {
-			return err
+		if !wire.SafeInt(int64(v.n)) {
+			return wire.Errorf("column %s value %d is outside the ±(2^53−1) contract", col.Name, int64(v.n))
 		}
 		w.I64(int64(v.n))
 	case KindFloat:
