@@ -238,6 +238,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		AuthModule,
 		AdminModule,
 		SyncAPIModule,
+		SyncModule,
 		fx.Options(extra...),
 		fx.Invoke(registerBanner),
 	)

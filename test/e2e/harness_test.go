@@ -118,7 +118,6 @@ func start(t *testing.T, e engine, so serverOpts) *server {
 	var ready *app.Readiness
 	var listeners *app.Listeners
 	opts := append([]fx.Option{
-		app.SyncModule,
 		fx.Provide(func() ports.Storage { return gs }, func() ports.SchemaStore { return gs }),
 		fx.Populate(&ready, &listeners),
 	}, so.extra...)
