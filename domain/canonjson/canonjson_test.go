@@ -99,3 +99,18 @@ func TestValidDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Valid allocated %.0f times", n)
 	}
 }
+
+func TestParseScopesReadsTheHeaderForm(t *testing.T) {
+	m, err := ParseScopes([]byte(`{"project":["p2","p1"],"team":[]}`))
+	if err != nil || len(m["project"]) != 2 || len(m["team"]) != 0 {
+		t.Fatalf("%v %v", m, err)
+	}
+	for _, bad := range []string{`[]`, `{"a":"b"}`, `{"a":[1]}`, `{"a":["\ud800"]}`, `{`} {
+		if _, err := ParseScopes([]byte(bad)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	if string(ScopeJSON(m)) != `{"project":["p1","p2"],"team":[]}` {
+		t.Fatal(string(ScopeJSON(m)))
+	}
+}

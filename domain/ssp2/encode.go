@@ -2,6 +2,7 @@ package ssp2
 
 import (
 	"encoding/binary"
+	"reflect"
 
 	"github.com/syncd-dev/syncd/domain/canonjson"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
@@ -151,6 +152,9 @@ func appendFrame(dst []byte, kind Kind, version uint16, f Frame) ([]byte, error)
 func checkFrameKind(kind Kind, f Frame) (FrameType, error) {
 	if f == nil {
 		return 0, wire.Errorf("nil frame")
+	}
+	if v := reflect.ValueOf(f); v.Kind() == reflect.Pointer && v.IsNil() {
+		return 0, wire.Errorf("nil %T frame", f)
 	}
 	if u, ok := f.(*Unknown); ok {
 		if u.Type == TypeEnd || u.Type.Registered() {

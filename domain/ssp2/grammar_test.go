@@ -406,3 +406,14 @@ func TestDecoderStopAtEndLeavesTheRestOfTheStream(t *testing.T) {
 		t.Fatalf("%d bytes left", r.Len())
 	}
 }
+
+func TestEncoderRefusesNilFrames(t *testing.T) {
+	for _, f := range []ssp2.Frame{nil, (*ssp2.Commit)(nil), (*ssp2.Unknown)(nil)} {
+		if _, err := ssp2.AppendFrame(nil, ssp2.KindResponse, 3, f); err == nil {
+			t.Fatalf("%T accepted", f)
+		}
+	}
+	if _, err := ssp2.Encode(nil); err == nil {
+		t.Fatal("nil message accepted")
+	}
+}

@@ -160,6 +160,9 @@ func Encode(m *Message) ([]byte, error) { return AppendEncode(nil, m) }
 // checked against the grammar and every frame against its layout; an
 // error leaves dst unchanged.
 func AppendEncode(dst []byte, m *Message) ([]byte, error) {
+	if m == nil {
+		return dst, wire.Errorf("nil message")
+	}
 	if !slices.Contains(KnownVersions, m.WireVersion) {
 		return dst, wire.Errorf("unsupported wireVersion %d", m.WireVersion)
 	}
