@@ -180,3 +180,27 @@ func TestDecodeRowDoesNotAllocateWithCapacity(t *testing.T) {
 		t.Fatalf("DecodeRow allocated %.0f times", n)
 	}
 }
+
+func TestScopeStringRendersRowIDs(t *testing.T) {
+	cases := []struct {
+		v    rowcodec.Value
+		want string
+		ok   bool
+	}{
+		{rowcodec.String("n-1"), "n-1", true},
+		{rowcodec.String(""), "", false},
+		{rowcodec.Int(-42), "-42", true},
+		{rowcodec.Bool(true), "true", true},
+		{rowcodec.Float(1e21), "1e+21", true},
+		{rowcodec.JSON(`{"a": 1}`), `{"a": 1}`, true},
+		{rowcodec.Null(), "", false},
+		{rowcodec.Bytes([]byte("x")), "", false},
+		{rowcodec.Absent, "", false},
+	}
+	for _, c := range cases {
+		got, ok := rowcodec.ScopeString(c.v)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%v: got %q %v", c.v.Kind(), got, ok)
+		}
+	}
+}

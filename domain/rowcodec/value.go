@@ -11,7 +11,9 @@ package rowcodec
 import (
 	"bytes"
 	"math"
+	"strconv"
 
+	"github.com/syncd-dev/syncd/domain/canonjson"
 	"github.com/syncd-dev/syncd/domain/schema"
 )
 
@@ -141,4 +143,32 @@ func (v Value) Text() string { return string(v.b) }
 // Equal reports whether two values are identical (floats by bit pattern).
 func (v Value) Equal(o Value) bool {
 	return v.kind == o.kind && v.n == o.n && bytes.Equal(v.b, o.b)
+}
+
+// ScopeString renders a cell the way stored scope values and rowIds are
+// rendered (§2.2, §3.1): text kinds as their text (json and blob_ref as the
+// raw document), integers in decimal, floats in ECMAScript number form,
+// booleans as true/false. NULL, absent, bytes and crdt cells and the empty
+// string have no rendering (ok is false).
+func ScopeString(v Value) (s string, ok bool) {
+	switch v.kind {
+	case KindString, KindJSON, KindBlobRef:
+		s = string(v.b)
+	case KindInteger:
+		s = strconv.FormatInt(v.Int(), 10)
+	case KindFloat:
+		s = string(canonjson.AppendNumber(nil, v.Float()))
+		if math.IsNaN(v.Float()) {
+			s = "NaN"
+		} else if math.IsInf(v.Float(), 1) {
+			s = "Infinity"
+		} else if math.IsInf(v.Float(), -1) {
+			s = "-Infinity"
+		}
+	case KindBoolean:
+		s = strconv.FormatBool(v.Bool())
+	default:
+		return "", false
+	}
+	return s, s != ""
 }
