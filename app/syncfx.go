@@ -123,12 +123,15 @@ type syncRouteParams struct {
 	Log       *zap.Logger
 }
 
-func newSyncRoutes(p syncRouteParams) []RouteHandler {
+func newSyncRoutes(p syncRouteParams) ([]RouteHandler, error) {
 	if p.Service == nil {
-		return nil
+		return nil, nil
+	}
+	if p.Auth == nil {
+		return nil, errors.New("no ports.Authenticator: with --auth host the embedding program must supply one")
 	}
 	h := &syncHandler{t: p.Transport, svc: p.Service, log: p.Log.Named("sync")}
-	return []RouteHandler{{Route: httpapi.RouteSync, Handler: p.Transport.SyncEndpoint(p.Auth, h.serve)}}
+	return []RouteHandler{{Route: httpapi.RouteSync, Handler: p.Transport.SyncEndpoint(p.Auth, h.serve)}}, nil
 }
 
 type syncHandler struct {

@@ -33,6 +33,10 @@ const (
 const (
 	AuthDev = "dev"
 	AuthJWT = "jwt"
+	// AuthHost is for programs that embed the server: they supply
+	// ports.Authenticator and ports.ScopeResolver themselves (fx.Decorate,
+	// see examples/embed); the server refuses to start without them.
+	AuthHost = "host"
 )
 
 // Config is the whole `syncd serve` configuration.
@@ -162,7 +166,7 @@ func (c *Config) Validate() error {
 		} else {
 			errs = append(errs, errors.New("--auth is required with --schema (dev or jwt; --dev implies dev)"))
 		}
-	case AuthDev:
+	case AuthDev, AuthHost:
 	case AuthJWT:
 		switch c.JWT.Algorithm {
 		case "HS256", "RS256", "EdDSA":
