@@ -97,6 +97,10 @@ type applier struct {
 	reader  *txReader
 	changes []commit.Change
 	ops     []ports.OperationEvidence
+	staged  []stagedOp
+	// origins maps appended (synthetic) operation indexes, counted from
+	// len(pc.Operations), to the client operation they came from.
+	origins []int
 }
 
 // run applies the operations and finishes the commit: appended and
@@ -107,6 +111,15 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 		return outcome{}, err
 	}
 	var reactions []ports.Reaction
+	if term == nil && hasReferences(a.rq.sch) {
+		if term, err = a.enforceReferences(ctx); err != nil {
+			var ce *ports.ConstraintError
+			if !errors.As(err, &ce) {
+				return outcome{}, err
+			}
+			term = constraintTerm(a.origin(ce.OpIndex), len(a.pc.Operations))
+		}
+	}
 	if term == nil && a.s.o.CommitValidator != nil {
 		if term, err = a.validateCommit(ctx); err != nil {
 			return outcome{}, err
@@ -129,7 +142,7 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 	if err != nil {
 		var ce *ports.ConstraintError
 		if errors.As(err, &ce) {
-			return a.reject(ctx, constraintTerm(ce.OpIndex, len(a.pc.Operations)))
+			return a.reject(ctx, constraintTerm(a.origin(ce.OpIndex), len(a.pc.Operations)))
 		}
 		return outcome{}, fmt.Errorf("append commit: %w", err)
 	}
@@ -184,6 +197,14 @@ func (a *applier) finish(ctx context.Context, o outcome) (outcome, error) {
 		return d, nil
 	}
 	return replay(stored, a.pc.ClientCommitID), nil
+}
+
+// origin maps an operation index to the client operation it belongs to.
+func (a *applier) origin(idx int) int {
+	if n := len(a.pc.Operations); idx >= n && idx-n < len(a.origins) {
+		return a.origins[idx-n]
+	}
+	return idx
 }
 
 func constraintTerm(opIndex, ops int) *termination {
@@ -269,6 +290,7 @@ func (a *applier) applyDelete(ctx context.Context, i int, t *schema.Table, op *s
 	}
 	a.changes = append(a.changes, commit.Change{Table: t.Name, RowID: op.RowID, Op: commit.OpDelete,
 		Scopes: copyScopes(stored.Scopes)})
+	a.staged = append(a.staged, stagedOp{opIndex: i, table: t, rowID: op.RowID, del: true, pk: anyValue(storedVals[t.PKIndex])})
 	ev.Stored, ev.StoredServerVersion = storedRow, stored.Version
 	a.ops = append(a.ops, ev)
 	return nil, nil
@@ -288,7 +310,7 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 	if err != nil {
 		return errTerm(i, syncerr.Wrap(syncerr.InvalidRequest, err)), nil
 	}
-	if rid, ok := scopes.RenderValue(anyValue(vals[t.PKIndex])); !ok || rid != op.RowID {
+	if rid, ok := rowcodec.ScopeString(vals[t.PKIndex]); !ok || rid != op.RowID {
 		return codeTerm(i, syncerr.InvalidRequest, ""), nil
 	}
 	present := make([]bool, n)
@@ -405,6 +427,7 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 	}
 	a.changes = append(a.changes, commit.Change{Table: t.Name, RowID: op.RowID, Op: commit.OpUpsert,
 		RowVersion: d.Version, Scopes: storedScopes, Row: payload})
+	a.staged = append(a.staged, stagedOp{opIndex: i, table: t, rowID: op.RowID, present: present, vals: merged})
 	a.ops = append(a.ops, ev)
 	return nil, nil
 }
@@ -467,9 +490,10 @@ func (a *applier) hookTerm(opIndex int, err error, fixed string, attributed bool
 			if idx < 0 {
 				idx = 0
 			}
-			if idx >= ops {
+			if idx >= ops+len(a.origins) {
 				return codeTerm(0, syncerr.ConstraintViolation, fixed)
 			}
+			idx = a.origin(idx)
 		}
 		t := &termination{record: ssp2.OpResult{OpIndex: int32(idx), Status: ssp2.OpError,
 			Code: rej.Code, Message: rej.Message}}

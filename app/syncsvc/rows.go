@@ -55,10 +55,10 @@ func rowValues(t *schema.Table, vals []rowcodec.Value) ports.RowValues {
 func valueFunc(t *schema.Table, vals []rowcodec.Value) scopes.ValueFunc {
 	return func(column string) (string, bool) {
 		i := t.ColumnIndex(column)
-		if i < 0 || i >= len(vals) || vals[i].IsAbsent() || vals[i].IsNull() {
+		if i < 0 || i >= len(vals) {
 			return "", false
 		}
-		return scopes.RenderValue(anyValue(vals[i]))
+		return rowcodec.ScopeString(vals[i])
 	}
 }
 
