@@ -2,6 +2,7 @@ package rowcodec_test
 
 import (
 	"bytes"
+	"io"
 	"testing"
 
 	"github.com/syncd-dev/syncd/domain/canonjson"
@@ -150,6 +151,20 @@ func FuzzDecodeSegment(f *testing.F) {
 		seg, err := rowcodec.DecodeSegment(in)
 		if verr := rowcodec.ValidateSegment(in); (verr == nil) != (err == nil) {
 			t.Fatalf("ValidateSegment and DecodeSegment disagree: %v vs %v", verr, err)
+		}
+		sr, serr := rowcodec.NewSegmentStreamReader(bytes.NewReader(in), 1<<20)
+		if serr == nil {
+			for {
+				if _, serr = sr.NextBlock(); serr != nil {
+					break
+				}
+			}
+			if serr == io.EOF {
+				serr = nil
+			}
+		}
+		if (serr == nil) != (err == nil) {
+			t.Fatalf("SegmentStreamReader and DecodeSegment disagree: %v vs %v", serr, err)
 		}
 		if err != nil {
 			checkCode(t, err)

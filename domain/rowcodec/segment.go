@@ -206,6 +206,11 @@ func readBlock(r *wire.Reader, c *Codec, rows []Row, vals []Value, keep bool) ([
 	if err != nil {
 		return nil, nil, err
 	}
+	return decodeBlockBody(count, data, c, rows, vals, keep)
+}
+
+// decodeBlockBody decodes the rows of one block (count rows in data).
+func decodeBlockBody(count uint32, data []byte, c *Codec, rows []Row, vals []Value, keep bool) ([]Row, []Value, error) {
 	minRow := 8 + c.bitmapLen
 	if uint64(count)*uint64(minRow) > uint64(len(data)) {
 		return nil, nil, wire.Errorf("block of %d rows cannot fit in %d bytes", count, len(data))
@@ -489,3 +494,139 @@ func (s *SegmentWriter) RowCount() int64 { return s.rowCount }
 
 // IsSegment reports whether b starts with the SSG2 magic.
 func IsSegment(b []byte) bool { return bytes.HasPrefix(b, []byte(SegmentMagic)) }
+
+// SegmentStreamReader decodes an SSG2 segment from an io.Reader one block
+// at a time, holding only the current block in memory (§5.2). A block
+// larger than MaxBlockBytes is refused before it is read.
+type SegmentStreamReader struct {
+	r        io.Reader
+	h        SegmentHeader
+	codec    *Codec
+	maxBlock int
+	done     bool
+	err      error
+	data     []byte
+	rows     []Row
+	vals     []Value
+	// Reuse recycles block buffers between NextBlock calls; the caller
+	// must be finished with a block before asking for the next.
+	Reuse bool
+}
+
+// DefaultMaxBlockBytes bounds one block for SegmentStreamReader.
+const DefaultMaxBlockBytes = 64 << 20
+
+// NewSegmentStreamReader reads and validates the segment header from r.
+// maxBlockBytes 0 means DefaultMaxBlockBytes.
+func NewSegmentStreamReader(r io.Reader, maxBlockBytes int) (*SegmentStreamReader, error) {
+	if maxBlockBytes <= 0 {
+		maxBlockBytes = DefaultMaxBlockBytes
+	}
+	s := &SegmentStreamReader{r: r, maxBlock: maxBlockBytes}
+	// The header is small but variable: read its fixed prefix, then each
+	// length-prefixed piece, checking sizes before reading.
+	hdr := make([]byte, 0, 256)
+	var err error
+	if hdr, err = s.readN(hdr, 8+4); err != nil { // magic, version, flags, table length
+		return nil, err
+	}
+	tl := int(binary.LittleEndian.Uint32(hdr[8:]))
+	if tl > s.maxBlock {
+		return nil, wire.Errorf("segment table name of %d bytes exceeds the limit", tl)
+	}
+	if hdr, err = s.readN(hdr, tl+4+2); err != nil { // table, schemaVersion, column count
+		return nil, err
+	}
+	n := int(binary.LittleEndian.Uint16(hdr[len(hdr)-2:]))
+	for range n {
+		if hdr, err = s.readN(hdr, 4); err != nil {
+			return nil, err
+		}
+		nl := int(binary.LittleEndian.Uint32(hdr[len(hdr)-4:]))
+		if nl > s.maxBlock || len(hdr)+nl > s.maxBlock {
+			return nil, wire.Errorf("segment header exceeds the %d byte limit", s.maxBlock)
+		}
+		if hdr, err = s.readN(hdr, nl+2); err != nil {
+			return nil, err
+		}
+	}
+	hr := wire.NewReader(hdr)
+	if err := readSegmentHeader(&hr, &s.h, true); err != nil {
+		return nil, err
+	}
+	s.codec = NewColumns(s.h.Columns, -1)
+	return s, nil
+}
+
+// readN appends exactly n more bytes from the stream to b.
+func (s *SegmentStreamReader) readN(b []byte, n int) ([]byte, error) {
+	start := len(b)
+	b = append(b, make([]byte, n)...)
+	if _, err := io.ReadFull(s.r, b[start:]); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil, wire.Errorf("rows segment truncated")
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// Header returns the segment header.
+func (s *SegmentStreamReader) Header() *SegmentHeader { return &s.h }
+
+// NextBlock reads and decodes the next block; io.EOF after the end marker
+// (and a check that nothing follows it).
+func (s *SegmentStreamReader) NextBlock() ([]Row, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	if s.done {
+		return nil, io.EOF
+	}
+	var hdr [8]byte
+	if _, err := io.ReadFull(s.r, hdr[:4]); err != nil {
+		return nil, s.fail(wire.Errorf("rows segment truncated: missing end marker"))
+	}
+	count := binary.LittleEndian.Uint32(hdr[:4])
+	if count == 0 {
+		var one [1]byte
+		if m, _ := io.ReadFull(s.r, one[:]); m != 0 {
+			return nil, s.fail(wire.Errorf("trailing bytes after rows segment end marker"))
+		}
+		s.done = true
+		return nil, io.EOF
+	}
+	if _, err := io.ReadFull(s.r, hdr[4:]); err != nil {
+		return nil, s.fail(wire.Errorf("rows segment truncated in a block header"))
+	}
+	blen := binary.LittleEndian.Uint32(hdr[4:])
+	if uint64(blen) > uint64(s.maxBlock) {
+		return nil, s.fail(wire.Errorf("block of %d bytes exceeds the %d byte limit", blen, s.maxBlock))
+	}
+	data := s.data[:0]
+	if !s.Reuse {
+		data = nil
+	}
+	var err error
+	if data, err = s.readN(data, int(blen)); err != nil {
+		return nil, s.fail(err)
+	}
+	var rows []Row
+	var vals []Value
+	if s.Reuse {
+		rows, vals = s.rows, s.vals
+	}
+	rows, vals, err = decodeBlockBody(count, data, s.codec, rows, vals, true)
+	if err != nil {
+		return nil, s.fail(err)
+	}
+	if s.Reuse {
+		s.data, s.rows, s.vals = data, rows[:0], vals[:0]
+	}
+	return rows, nil
+}
+
+func (s *SegmentStreamReader) fail(err error) error {
+	s.err = err
+	return err
+}

@@ -145,3 +145,77 @@ func TestSegmentDecodeRejectsStructuralViolations(t *testing.T) {
 		})
 	}
 }
+
+type oneByte struct{ r io.Reader }
+
+func (o oneByte) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	return o.r.Read(p[:1])
+}
+
+func readAllBlocks(r *rowcodec.SegmentStreamReader) (int, error) {
+	n := 0
+	for {
+		rows, err := r.NextBlock()
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		n += len(rows)
+	}
+}
+
+// TestSegmentStreamReaderAgreesWithDecodeSegment: the io.Reader decoder
+// accepts and rejects exactly what the in-memory decoder does.
+func TestSegmentStreamReaderAgreesWithDecodeSegment(t *testing.T) {
+	var buf bytes.Buffer
+	w, _ := rowcodec.NewSegmentWriter(&buf, notesHeader())
+	w.BlockRows = 7
+	for i := range 20 {
+		_ = w.WriteRow(int64(i+1), []rowcodec.Value{rowcodec.String(fmt.Sprint(i)), rowcodec.Null(), rowcodec.Int(int64(i))})
+	}
+	_ = w.Close()
+	good := buf.Bytes()
+	inputs := map[string][]byte{"generated": good, "trailing": append(append([]byte(nil), good...), 1), "truncated": good[:len(good)-3]}
+	for i := 0; i < len(good); i += 5 {
+		inputs[fmt.Sprintf("cut-%d", i)] = good[:i]
+	}
+	for name, in := range inputs {
+		t.Run(name, func(t *testing.T) {
+			seg, derr := rowcodec.DecodeSegment(in)
+			sr, err := rowcodec.NewSegmentStreamReader(oneByte{bytes.NewReader(in)}, 0)
+			n := 0
+			if err == nil {
+				sr.Reuse = true
+				n, err = readAllBlocks(sr)
+			}
+			if (err == nil) != (derr == nil) {
+				t.Fatalf("stream %v, memory %v", err, derr)
+			}
+			if err != nil {
+				if syncerr.CodeOf(err) != syncerr.InvalidRequest {
+					t.Fatalf("code: %v", err)
+				}
+				return
+			}
+			total := 0
+			for _, b := range seg.Blocks {
+				total += len(b)
+			}
+			if n != total {
+				t.Fatalf("%d rows, want %d", n, total)
+			}
+		})
+	}
+	sr, err := rowcodec.NewSegmentStreamReader(bytes.NewReader(good), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readAllBlocks(sr); syncerr.CodeOf(err) != syncerr.InvalidRequest {
+		t.Fatalf("block limit not enforced: %v", err)
+	}
+}
