@@ -177,3 +177,19 @@ func Split(m *ssp2.Message) Resp {
 	}
 	return r
 }
+
+// MaxMerger is a test CRDT merger for crdtType "test-max": the merged state
+// is the larger of the two byte strings (commutative, associative and
+// idempotent, like a real merger must be).
+type MaxMerger struct{}
+
+// Type is the crdtType it merges.
+func (MaxMerger) Type() string { return "test-max" }
+
+// Merge returns the larger state.
+func (MaxMerger) Merge(stored, incoming []byte) ([]byte, error) {
+	if string(stored) > string(incoming) {
+		return append([]byte(nil), stored...), nil
+	}
+	return append([]byte(nil), incoming...), nil
+}

@@ -1,0 +1,96 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+	"go.uber.org/fx"
+
+	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/ssp2/vectortest"
+	"github.com/syncd-dev/syncd/test/ssptest"
+)
+
+// TestPushPayloadVectors pushes the golden sparse-row payloads (a table
+// with every column type, including a crdt column merged by a host merger)
+// and the invalid ones, which reject their commit only.
+func TestPushPayloadVectors(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := start(t, e, serverOpts{extra: []fx.Option{app.ProvideCRDTMerger(func() ssptest.MaxMerger { return ssptest.MaxMerger{} })}})
+		m, ok := vectortest.Load(t, vectortest.Dir(t, "v3"), "push")
+		if !ok {
+			t.Skip("no push vectors")
+		}
+		c := call{}
+		ep := s.epoch(c)
+		req := ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: ep, Commits: []*ssp2.PushCommit{
+			ssptest.Commit("full", ssptest.Upsert("notes", "n-2", m.Read(t, "sparse-row-full.bin"), -1)),
+			ssptest.Commit("partial", ssptest.Upsert("notes", "n-1", m.Read(t, "sparse-row.bin"), -1)),
+		}}
+		for i, inv := range m.Invalid {
+			req.Commits = append(req.Commits, ssptest.Commit(inv.Name, ssptest.Upsert("notes", "n-"+string(rune('a'+i)), m.Read(t, inv.Bin), -1)))
+		}
+		resp, _ := s.sync(c, req)
+		if r := resp.Results[0]; r.Status != ssp2.PushApplied {
+			t.Fatalf("full row vector %+v", r)
+		}
+		rejected(t, resp.Results[1], 0, "sync.row_missing")
+		for i, inv := range m.Invalid {
+			rejected(t, resp.Results[2+i], 0, inv.Error)
+		}
+		row, err := s.store.GetRow(t.Context(), "default", "notes", "n-2")
+		if err != nil || row == nil {
+			t.Fatalf("row %v %v", row, err)
+		}
+		got := ssptest.DecodeRow(t, s.sch.Table("notes"), row.Payload)
+		if !bytes.Equal(got["doc"].Raw(), []byte{0x01, 0x02, 0xfe}) || got["meta"].Text() != `{"k":true}` {
+			t.Fatalf("stored row %v", got)
+		}
+		// The sparse vector as an update of the full row: present-NULL title, new meta.
+		resp, _ = s.sync(c, ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: ep, Commits: []*ssp2.PushCommit{
+			ssptest.Commit("n1", ssptest.Upsert("notes", "n-1", m.Read(t, "sparse-row.bin"), 0))}})
+		rejected(t, resp.Results[0], 0, "sync.row_missing") // an explicit insert still needs every column
+	})
+}
+
+func TestZstdRequestAndResponse(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := start(t, e, serverOpts{})
+		c := call{}
+		ep := s.epoch(c)
+		var ops []ssp2.PushOperation
+		for i := range 250 {
+			id := fmt.Sprintf("p-%03d", i)
+			ops = append(ops, ssptest.Upsert("projects", id, project(t, s.sch, id, "alice", "a project with a long enough name"), -1))
+		}
+		body := ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: ep, Commits: []*ssp2.PushCommit{ssptest.Commit("k1", ops...)}}.Encode(t)
+		enc, _ := zstd.NewWriter(nil)
+		compressed := enc.EncodeAll(body, nil)
+		req, _ := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(compressed))
+		req.Header.Set("Content-Type", "application/vnd.syncular.sync.v2")
+		req.Header.Set("Content-Encoding", "zstd")
+		req.Header.Set("Accept-Encoding", "zstd")
+		req.Header.Set("X-Syncd-Actor", "alice")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		dec, _ := zstd.NewReader(resp.Body)
+		defer dec.Close()
+		var out bytes.Buffer
+		if _, err := out.ReadFrom(dec); err != nil {
+			t.Fatalf("zstd response (%q): %v", resp.Header.Get("Content-Encoding"), err)
+		}
+		if r := ssptest.DecodeResponse(t, out.Bytes()).Results[0]; r.Status != ssp2.PushApplied || len(r.Results) != 250 {
+			t.Fatalf("%+v", r)
+		}
+	})
+}
