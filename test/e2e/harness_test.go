@@ -93,6 +93,7 @@ type server struct {
 type serverOpts struct {
 	minWire int
 	extra   []fx.Option
+	config  func(*config.Config)
 }
 
 func start(t *testing.T, e engine, so serverOpts) *server {
@@ -111,6 +112,9 @@ func start(t *testing.T, e engine, so serverOpts) *server {
 	cfg.Database = filepath.Join(dir, "unused.db")
 	if so.minWire != 0 {
 		cfg.Sync.MinWireVersion = so.minWire
+	}
+	if so.config != nil {
+		so.config(&cfg)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -152,6 +156,7 @@ type call struct {
 	contentType      string // "" → the sync content type
 	encoding         string // request Content-Encoding: "", "gzip"
 	acceptEncoding   string
+	bearer           string // Authorization: Bearer token
 }
 
 type reply struct {
@@ -178,6 +183,9 @@ func (s *server) post(c call, body []byte) reply {
 		ct = httpapi.ContentTypeSync
 	}
 	req.Header.Set("Content-Type", ct)
+	if c.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+c.bearer)
+	}
 	if c.actor == "" {
 		c.actor = "alice"
 	}
