@@ -152,6 +152,15 @@ type BlobChecker interface {
 	BlobExists(ctx context.Context, partition, blobID string) (bool, error)
 }
 
+// CommitListener hears of every commit a push applied, after its
+// transaction committed and before the response is sent (realtime fanout,
+// operational events). It receives the durable commit entry itself and
+// must not block; it cannot fail the push. Commits without changes (a
+// delete of an absent row) are not announced.
+type CommitListener interface {
+	CommitApplied(ctx context.Context, partition string, c commit.Commit)
+}
+
 // ValidationRejection is a deliberate host rejection of a write (SPEC §6.7,
 // §6.8). Build it with NewValidationRejection, which refuses reserved codes
 // and malformed details at construction.
