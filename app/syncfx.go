@@ -19,8 +19,9 @@ import (
 
 // Value groups of host hooks. Provide into them with the helpers below.
 const (
-	GroupRowValidators = "syncd.row_validators"
-	GroupCRDTMergers   = "syncd.crdt_mergers"
+	GroupRowValidators   = "syncd.row_validators"
+	GroupCRDTMergers     = "syncd.crdt_mergers"
+	GroupCommitListeners = "syncd.commit_listeners"
 )
 
 // SyncModule serves POST <mount>/sync: the sync use case over the
@@ -51,6 +52,11 @@ func ProvideRowValidator(ctor any) fx.Option {
 // ProvideCRDTMerger registers a CRDT merger constructor (SPEC §5.10).
 func ProvideCRDTMerger(ctor any) fx.Option {
 	return fx.Provide(fx.Annotate(ctor, fx.As(new(ports.CRDTMerger)), fx.ResultTags(`group:"`+GroupCRDTMergers+`"`)))
+}
+
+// ProvideCommitListener registers a listener of applied commits.
+func ProvideCommitListener(ctor any) fx.Option {
+	return fx.Provide(fx.Annotate(ctor, fx.As(new(ports.CommitListener)), fx.ResultTags(`group:"`+GroupCommitListeners+`"`)))
 }
 
 // ProvideCommitValidator registers the whole-commit validator (SPEC §6.8).
@@ -85,6 +91,7 @@ type SyncServiceParams struct {
 	CommitValidator ports.CommitValidator    `optional:"true"`
 	ReactionPlanner ports.ReactionPlanner    `optional:"true"`
 	Blobs           ports.BlobChecker        `optional:"true"`
+	Listeners       []ports.CommitListener   `group:"syncd.commit_listeners"`
 }
 
 // NewSyncService builds the sync use case; nil without storage.
@@ -109,6 +116,7 @@ func NewSyncService(p SyncServiceParams) (*syncsvc.Service, error) {
 		ReactionPlanner: p.ReactionPlanner,
 		Mergers:         p.Mergers,
 		Blobs:           p.Blobs,
+		Listeners:       p.Listeners,
 		MinWireVersion:  uint16(p.Config.Sync.MinWireVersion),
 		MaxOperations:   p.Config.Sync.MaxOperations,
 		Log:             p.Log.Named("sync"),

@@ -60,6 +60,7 @@ func (s *Service) pushCommit(ctx context.Context, rq *request, pc *ssp2.PushComm
 		return replay(b, ccid).forWire(rq.wire), nil
 	}
 	var out outcome
+	var applied *commit.Commit
 	err := s.o.Store.Push(ctx, part, ports.PushOptions{WriterVersion: rq.sch.Version}, func(tx ports.PushTx) error {
 		// 2–3. The store took the partition lock. 4. Serve gate on the
 		// transaction's own connection (0.24): a refusal rolls back.
@@ -80,11 +81,18 @@ func (s *Service) pushCommit(ctx context.Context, rq *request, pc *ssp2.PushComm
 		a := &applier{s: s, rq: rq, tx: tx, pc: pc}
 		a.reader = &txReader{tx: tx, rq: rq}
 		o, err := a.run(ctx)
-		out = o
+		out, applied = o, a.applied
 		return err
 	})
 	if err != nil {
 		return outcome{}, err
+	}
+	if applied != nil && len(applied.Changes) > 0 {
+		for _, l := range s.o.Listeners {
+			if l != nil {
+				l.CommitApplied(ctx, part, *applied)
+			}
+		}
 	}
 	return out.forWire(rq.wire), nil
 }
@@ -101,6 +109,8 @@ type applier struct {
 	// origins maps appended (synthetic) operation indexes, counted from
 	// len(pc.Operations), to the client operation they came from.
 	origins []int
+	// applied is the appended commit once its result is stored as ours.
+	applied *commit.Commit
 }
 
 // run applies the operations and finishes the commit: appended and
@@ -133,7 +143,7 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 	if term != nil {
 		return a.reject(ctx, term)
 	}
-	createdAt := a.rq.now.UnixMilli()
+	createdAt := a.s.o.Now().UnixMilli()
 	seq, err := a.tx.AppendCommit(ctx, ports.NewCommit{
 		CreatedAtMs: createdAt, ActorID: a.rq.id.ActorID,
 		ClientID: a.rq.hdr.ClientID, ClientCommitID: a.pc.ClientCommitID,
@@ -158,7 +168,12 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 	for i := range res.Results {
 		res.Results[i] = ssp2.OpResult{OpIndex: int32(i), Status: ssp2.OpApplied}
 	}
-	return a.finish(ctx, outcome{result: res})
+	o, err := a.finish(ctx, outcome{result: res})
+	if err == nil && o.result.Status == ssp2.PushApplied {
+		a.applied = &commit.Commit{Seq: seq, CreatedAtMs: createdAt, ActorID: a.rq.id.ActorID,
+			ClientID: a.rq.hdr.ClientID, ClientCommitID: a.pc.ClientCommitID, Changes: a.changes}
+	}
+	return o, err
 }
 
 // reject discards the staged writes under the still-held lock and

@@ -61,6 +61,8 @@ type Options struct {
 	Mergers         []ports.CRDTMerger
 	// Blobs answers the blob existence check; nil refuses every blob_ref.
 	Blobs ports.BlobChecker
+	// Listeners hear of applied commits once they are durable.
+	Listeners []ports.CommitListener
 
 	// MinWireVersion is the oldest admitted wire version (2 or 3; 0 → 3).
 	MinWireVersion uint16

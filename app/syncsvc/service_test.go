@@ -553,4 +553,28 @@ func TestConcurrentDeliveries(t *testing.T) {
 	}
 }
 
-var _ = commit.OpUpsert
+type recorder struct {
+	mu      sync.Mutex
+	commits []commit.Commit
+}
+
+func (r *recorder) CommitApplied(_ context.Context, partition string, c commit.Commit) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if partition == "p1" {
+		r.commits = append(r.commits, c)
+	}
+}
+
+func TestCommitListeners(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, func(o *syncsvc.Options) { o.Listeners = []ports.CommitListener{rec} })
+	c := ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))
+	e.must(e.req(c, c))
+	e.must(e.req(ssptest.Commit("k2", ssptest.Delete("projects", "absent"))))
+	e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "Two"), 0))))
+	if len(rec.commits) != 1 || rec.commits[0].Seq != 1 || rec.commits[0].ActorID != "alice" ||
+		len(rec.commits[0].Changes) != 1 || rec.commits[0].Changes[0].RowVersion != 1 {
+		t.Fatalf("announced %+v", rec.commits)
+	}
+}
