@@ -51,17 +51,8 @@ func (r *frameReader) optI32() (Optional[int32], error) {
 	return Optional[int32]{Value: v, Present: true}, err
 }
 
-// count reads a u32 element count and checks that count elements of at
-// least minSize bytes each can fit in what remains.
 func (r *frameReader) count(minSize int, what string) (int, error) {
-	n, err := r.U32()
-	if err != nil {
-		return 0, err
-	}
-	if uint64(n)*uint64(minSize) > uint64(r.Remaining()) {
-		return 0, wire.Errorf("%s count %d cannot fit in the %d remaining bytes", what, n, r.Remaining())
-	}
-	return int(n), nil
+	return r.Count(minSize, what)
 }
 
 func (r *frameReader) scopeLists() (ScopeLists, error) {

@@ -198,6 +198,20 @@ func (r *Reader) Str() (string, error) {
 	return string(b), nil
 }
 
+// Count reads a u32 list or map element count and checks that count
+// elements of at least minSize bytes each fit in what remains, so a caller
+// may allocate count elements safely.
+func (r *Reader) Count(minSize int, what string) (int, error) {
+	n, err := r.U32()
+	if err != nil {
+		return 0, err
+	}
+	if uint64(n)*uint64(max(minSize, 1)) > uint64(r.Remaining()) {
+		return 0, Errorf("%s count %d cannot fit in the %d remaining bytes", what, n, r.Remaining())
+	}
+	return int(n), nil
+}
+
 // Done reports an error unless every byte was consumed.
 func (r *Reader) Done(what string) error {
 	if r.off != len(r.buf) {

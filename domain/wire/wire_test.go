@@ -126,3 +126,14 @@ func TestReaderStrDoesNotAllocateWithBackingString(t *testing.T) {
 		t.Fatalf("Str allocated %.1f times per run", allocs)
 	}
 }
+
+func TestCountRefusesCountsThatCannotFit(t *testing.T) {
+	r := NewReader([]byte{3, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8})
+	if _, err := r.Count(2, "list"); err != nil {
+		t.Fatalf("3 elements of 2 bytes fit in 8: %v", err)
+	}
+	r = NewReader([]byte{0xff, 0xff, 0xff, 0xff, 1})
+	if _, err := r.Count(1, "list"); syncerr.CodeOf(err) != syncerr.InvalidRequest {
+		t.Fatalf("huge count accepted: %v", err)
+	}
+}
