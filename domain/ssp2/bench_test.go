@@ -114,8 +114,9 @@ func BenchmarkStreamEncodeCommitResponse1000(b *testing.B) {
 	enc, _ := ssp2.Encode(m)
 	b.SetBytes(int64(len(enc)))
 	b.ReportAllocs()
+	e := ssp2.NewEncoder(io.Discard, m.Kind, m.WireVersion)
 	for b.Loop() {
-		e := ssp2.NewEncoder(io.Discard, m.Kind, m.WireVersion)
+		e.Reset(io.Discard, m.Kind, m.WireVersion)
 		for _, f := range m.Frames {
 			if err := e.WriteFrame(f); err != nil {
 				b.Fatal(err)

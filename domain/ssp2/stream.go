@@ -28,6 +28,12 @@ func NewEncoder(w io.Writer, kind Kind, version uint16) *Encoder {
 	return &Encoder{w: w, version: version, kind: kind, g: newGrammar(kind)}
 }
 
+// Reset makes e encode a new message to w, keeping its frame buffer so a
+// reused Encoder does not allocate again for frames of a similar size.
+func (e *Encoder) Reset(w io.Writer, kind Kind, version uint16) {
+	*e = Encoder{w: w, version: version, kind: kind, g: newGrammar(kind), buf: e.buf[:0]}
+}
+
 // WriteFrame encodes and writes one frame. A frame that violates its
 // layout or the grammar is refused and nothing is written for it.
 func (e *Encoder) WriteFrame(f Frame) error {
