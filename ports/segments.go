@@ -69,8 +69,10 @@ type SegmentPublisher interface {
 	// Put stores b under p.SegmentID unless already stored (the id must be
 	// the content address of b, else ErrSegmentIDMismatch; different
 	// stored bytes are ErrSegmentCollision) and records p: a publication
-	// with the same SegmentKey is replaced by p, keeping the later expiry;
-	// a new key is appended. Other publications are never touched.
+	// of the same segment with the same SegmentKey merges into its own
+	// lifetime (p's descriptor, the earlier creation time, the later
+	// expiry); a new key is appended. Other publications are never
+	// touched. ByteLength is set from b.
 	// Concurrent Puts of one id never lose a publication. It returns the
 	// stored publication.
 	Put(ctx context.Context, b []byte, p SegmentPublication) (SegmentPublication, error)
