@@ -42,6 +42,7 @@ var SyncModule = fx.Module("syncd.sync",
 		NewSyncService,
 		fx.Annotate(newSyncRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
 	),
+	ReactionsModule,
 )
 
 // ProvideRowValidator registers a row validator constructor (SPEC §6.7).
