@@ -94,3 +94,28 @@ func TestZstdRequestAndResponse(t *testing.T) {
 		}
 	})
 }
+
+// TestResponseVectorsAsRequests: every response envelope (valid or not)
+// sent as a request body is a 400 sync.invalid_request, never a 500.
+func TestResponseVectorsAsRequests(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := start(t, e, serverOpts{})
+		m, ok := vectortest.Load(t, vectortest.Dir(t, "v3"), "response")
+		if !ok {
+			t.Skip("no response vectors")
+		}
+		var bins []string
+		for _, c := range m.Cases {
+			bins = append(bins, c.Bin)
+		}
+		for _, inv := range m.Invalid {
+			bins = append(bins, inv.Bin)
+		}
+		for _, b := range bins {
+			rep := s.post(call{}, m.Read(t, b))
+			if rep.status != http.StatusBadRequest {
+				t.Fatalf("%s: %d %s", b, rep.status, rep.body)
+			}
+		}
+	})
+}
