@@ -578,3 +578,29 @@ func TestCommitListeners(t *testing.T) {
 		t.Fatalf("announced %+v", rec.commits)
 	}
 }
+
+func TestWireTwoRejectionDetailsAndCacheMiss(t *testing.T) {
+	e := newEnv(t, func(o *syncsvc.Options) {
+		o.MinWireVersion = 2
+		o.RowValidators = []ports.RowValidator{titleValidator{}}
+	})
+	full := ssptest.Full(t, e.table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"), "project_id": rowcodec.String("nope"),
+		"title": rowcodec.String("x"), "done": rowcodec.Bool(false), "estimate": rowcodec.Null(), "attachment": rowcodec.Null()})
+	r := e.req(ssptest.Commit("k1", ssptest.Upsert("tasks", "t-1", full, -1)))
+	r.Wire = 2
+	resp, _ := e.must(r)
+	wantRejected(t, resp.Results[0], 0, "app.project_locked")
+	// An unreadable stored result answers the retryable cache miss, unpersisted.
+	err := e.store.Push(context.Background(), "p1", ports.PushOptions{WriterVersion: 2}, func(tx ports.PushTx) error {
+		_, err := tx.PutPushResult(context.Background(), "c1", "k9", []byte(`"garbage"`))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, _ = e.must(e.req(ssptest.Commit("k9", ssptest.Delete("tasks", "x"))))
+	m := resp.Results[0]
+	if m.Status != ssp2.PushRejected || m.Results[0].Code != "sync.idempotency_cache_miss" || !m.Results[0].Retryable {
+		t.Fatalf("cache miss %+v", m)
+	}
+}
