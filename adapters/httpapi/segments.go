@@ -1,0 +1,161 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// Segment download headers and parameters (SPEC §5.4, §5.5).
+const (
+	HeaderScopes     = "X-Syncular-Scopes"
+	ParamSignedToken = "st"
+	// ContentTypeSegment is the content type of segment bytes.
+	ContentTypeSegment = "application/octet-stream"
+	segmentCacheCtl    = "private, max-age=0"
+	segmentVary        = "Authorization, X-Syncular-Scopes, Accept-Encoding"
+)
+
+// SegmentService decides and serves segment downloads (the app's segment
+// use case implements it).
+type SegmentService interface {
+	// AuthorizeDirect re-authorizes an authenticated actor for segmentID
+	// with its X-Syncular-Scopes header value.
+	AuthorizeDirect(ctx context.Context, id ports.Identity, segmentID string, scopesJSON []byte) (ports.SegmentPublication, error)
+	// AuthorizeSigned checks a signed-URL token for segmentID.
+	AuthorizeSigned(ctx context.Context, segmentID, token string) (ports.SegmentPublication, error)
+	// Open returns the bytes of an authorized publication's segment.
+	Open(ctx context.Context, p ports.SegmentPublication) (io.ReadCloser, int64, error)
+}
+
+// SegmentEndpoint serves GET <mount>/segments/{segmentId} (SPEC §5.5):
+//
+//   - with a signed-URL token (?st=), the token is the whole grant: no host
+//     authentication runs and the bytes go out uncompressed (§5.4, §5.8);
+//   - otherwise the request is authenticated and re-authorized against
+//     its X-Syncular-Scopes header, and the bytes are compressed per
+//     Accept-Encoding (zstd, gzip, identity).
+//
+// Both answer ETag "<segmentId>", 304 on a matching If-None-Match, and
+// refusals as §10.1 JSON with their catalog status.
+func (t *Transport) SegmentEndpoint(auth ports.Authenticator, svc SegmentService, log *zap.Logger) http.Handler {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue(PathSegmentID)
+		var (
+			pub    ports.SegmentPublication
+			err    error
+			signed bool
+		)
+		if q := r.URL.Query(); q.Has(ParamSignedToken) {
+			signed = true
+			pub, err = svc.AuthorizeSigned(r.Context(), id, q.Get(ParamSignedToken))
+		} else {
+			var ident ports.Identity
+			r, ident, err = Authenticate(r, auth)
+			if err == nil {
+				pub, err = svc.AuthorizeDirect(r.Context(), ident, id, []byte(strings.Join(r.Header.Values(HeaderScopes), ",")))
+			}
+		}
+		if err != nil {
+			logSegmentRefusal(log, err)
+			WriteError(w, err)
+			return
+		}
+		h := w.Header()
+		etag := `"` + pub.SegmentID + `"`
+		h.Set("ETag", etag)
+		h.Set("Cache-Control", segmentCacheCtl)
+		if etagMatches(r.Header.Values("If-None-Match"), pub.SegmentID) {
+			h.Set("Vary", segmentVary)
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		rc, size, err := svc.Open(r.Context(), pub)
+		if err != nil {
+			logSegmentRefusal(log, err)
+			h.Del("ETag")
+			h.Del("Cache-Control")
+			WriteError(w, err)
+			return
+		}
+		defer rc.Close()
+		if signed {
+			h.Set("Vary", segmentVary)
+			h.Set("Content-Type", ContentTypeSegment)
+			h.Set("Content-Length", strconv.FormatInt(size, 10))
+			w.WriteHeader(http.StatusOK)
+			if _, err := io.Copy(w, rc); err != nil {
+				log.Debug("segment download interrupted", zap.String("segment", pub.SegmentID), zap.Error(err))
+			}
+			return
+		}
+		vw := &varyWriter{ResponseWriter: w}
+		out := t.Respond(vw, r, http.StatusOK, ContentTypeSegment)
+		if _, err := io.Copy(out, rc); err != nil {
+			if out.Discard() {
+				h.Del("ETag")
+				h.Del("Cache-Control")
+				log.Error("segment read failed", zap.String("segment", pub.SegmentID), zap.Error(err))
+				WriteError(w, syncerr.Wrap(syncerr.InternalError, err))
+				return
+			}
+			log.Debug("segment download interrupted", zap.String("segment", pub.SegmentID), zap.Error(err))
+		}
+		if err := out.Close(); err != nil {
+			log.Debug("segment download interrupted", zap.String("segment", pub.SegmentID), zap.Error(err))
+		}
+	})
+}
+
+func logSegmentRefusal(log *zap.Logger, err error) {
+	var se *syncerr.Error
+	if errors.As(err, &se) && syncerr.Lookup(se.Code).Code == se.Code && se.Code != syncerr.InternalError {
+		log.Debug("segment download refused", zap.String("code", string(se.Code)), zap.String("reason", se.Reason))
+		return
+	}
+	log.Error("segment download failed", zap.Error(err))
+}
+
+// etagMatches applies If-None-Match (RFC 9110 §13.1.2, weak comparison).
+func etagMatches(values []string, id string) bool {
+	for _, v := range values {
+		for _, tag := range strings.Split(v, ",") {
+			tag = strings.TrimSpace(tag)
+			if tag == "*" {
+				return true
+			}
+			tag = strings.TrimPrefix(tag, "W/")
+			if tag == `"`+id+`"` {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// varyWriter sends the segment Vary list as one header line: the encoded
+// response adds Accept-Encoding itself when it commits.
+type varyWriter struct {
+	http.ResponseWriter
+}
+
+func (v *varyWriter) WriteHeader(status int) {
+	v.Header().Set("Vary", segmentVary)
+	v.ResponseWriter.WriteHeader(status)
+}
+
+func (v *varyWriter) Write(p []byte) (int, error) { return v.ResponseWriter.Write(p) }
+
+// Unwrap exposes the underlying writer to http.ResponseController.
+func (v *varyWriter) Unwrap() http.ResponseWriter { return v.ResponseWriter }
