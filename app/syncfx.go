@@ -10,6 +10,7 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -42,6 +43,7 @@ var SyncModule = fx.Module("syncd.sync",
 		NewSyncService,
 		fx.Annotate(newSyncRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
 	),
+	PullModule,
 	ReactionsModule,
 )
 
@@ -93,6 +95,7 @@ type SyncServiceParams struct {
 	ReactionPlanner ports.ReactionPlanner    `optional:"true"`
 	Blobs           ports.BlobChecker        `optional:"true"`
 	Listeners       []ports.CommitListener   `group:"syncd.commit_listeners"`
+	Pull            *pull.Service            `optional:"true"`
 }
 
 // NewSyncService builds the sync use case; nil without storage.
@@ -118,6 +121,7 @@ func NewSyncService(p SyncServiceParams) (*syncsvc.Service, error) {
 		Mergers:         p.Mergers,
 		Blobs:           p.Blobs,
 		Listeners:       p.Listeners,
+		Pull:            p.Pull,
 		MinWireVersion:  uint16(p.Config.Sync.MinWireVersion),
 		MaxOperations:   p.Config.Sync.MaxOperations,
 		Log:             p.Log.Named("sync"),
@@ -158,12 +162,16 @@ func (h *syncHandler) serve(w http.ResponseWriter, r *http.Request, id ports.Ide
 		httpapi.WriteTransportError(w, err)
 		return
 	}
+	defer resp.Release()
 	out := h.t.Respond(w, r, http.StatusOK, httpapi.ContentTypeSync)
 	enc := ssp2.NewEncoder(out, ssp2.KindResponse, resp.WireVersion)
 	for _, f := range resp.Frames {
 		if err = enc.WriteFrame(f); err != nil {
 			break
 		}
+	}
+	if err == nil && resp.Sections != nil {
+		_, err = resp.Sections.WriteTo(out) // pull sections, already encoded
 	}
 	if err == nil {
 		err = enc.Close()

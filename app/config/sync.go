@@ -3,6 +3,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"time"
 )
 
 // Sync are the per-request limits and the wire window of POST /sync.
@@ -16,11 +17,33 @@ type Sync struct {
 	// its Content-Encoding is undone.
 	MaxBodyBytes        int64
 	MaxDecodedBodyBytes int64
+
+	// PullSpoolMemoryBytes is how much of one sync response is buffered in
+	// memory for the read-verify before the rest spills to a temporary file.
+	PullSpoolMemoryBytes int
+	// PullResponseBudgetBytes is the soft cap on one pull response: past
+	// it no further bootstrap page or commit (beyond a section's first) is
+	// added; the client continues on its next pull. Negative: no cap.
+	PullResponseBudgetBytes int64
+
+	// PruneInterval is how often the server prunes the commit log (0: never;
+	// "syncd prune" runs a pass on demand).
+	PruneInterval time.Duration
+	// RetentionActiveWindow, RetentionForceAge and RetentionKeepCommits are
+	// the §4.6 floors (never below 14 days, 30 days and 1000 commits).
+	RetentionActiveWindow time.Duration
+	RetentionForceAge     time.Duration
+	RetentionKeepCommits  int64
 }
 
 // DefaultSync returns the reference limits.
 func DefaultSync() Sync {
-	return Sync{MinWireVersion: 3, MaxOperations: 500, MaxBodyBytes: 16 << 20, MaxDecodedBodyBytes: 64 << 20}
+	return Sync{
+		MinWireVersion: 3, MaxOperations: 500, MaxBodyBytes: 16 << 20, MaxDecodedBodyBytes: 64 << 20,
+		PullSpoolMemoryBytes: 4 << 20, PullResponseBudgetBytes: 64 << 20,
+		PruneInterval: time.Hour, RetentionActiveWindow: 14 * 24 * time.Hour,
+		RetentionForceAge: 30 * 24 * time.Hour, RetentionKeepCommits: 1000,
+	}
 }
 
 func (s *Sync) flags(fs *flag.FlagSet) {
@@ -28,6 +51,12 @@ func (s *Sync) flags(fs *flag.FlagSet) {
 	fs.IntVar(&s.MaxOperations, "max-operations", s.MaxOperations, "most push operations one /sync request may carry (all commits together)")
 	fs.Int64Var(&s.MaxBodyBytes, "max-body-bytes", s.MaxBodyBytes, "largest /sync request body as sent (413 above)")
 	fs.Int64Var(&s.MaxDecodedBodyBytes, "max-decoded-body-bytes", s.MaxDecodedBodyBytes, "largest /sync request body after gzip or zstd decoding (413 above)")
+	fs.IntVar(&s.PullSpoolMemoryBytes, "pull-spool-memory-bytes", s.PullSpoolMemoryBytes, "bytes of one /sync response kept in memory until the serve gate is re-read; the rest spills to a temporary file")
+	fs.Int64Var(&s.PullResponseBudgetBytes, "pull-response-budget-bytes", s.PullResponseBudgetBytes, "soft cap on one pull response: past it no further bootstrap page or commit is added (negative: none)")
+	fs.DurationVar(&s.PruneInterval, "prune-interval", s.PruneInterval, "how often the server prunes the commit log (0: never; see syncd prune)")
+	fs.DurationVar(&s.RetentionActiveWindow, "retention-active-window", s.RetentionActiveWindow, "clients seen within this window hold the pruning horizon at their cursor (at least 336h)")
+	fs.DurationVar(&s.RetentionForceAge, "retention-force-age", s.RetentionForceAge, "commits older than this are pruned regardless of laggard cursors (at least 720h)")
+	fs.Int64Var(&s.RetentionKeepCommits, "retention-keep-commits", s.RetentionKeepCommits, "newest commits always kept (at least 1000)")
 }
 
 func (s Sync) validate() []error {
@@ -40,6 +69,15 @@ func (s Sync) validate() []error {
 	}
 	if s.MaxBodyBytes < 1 || s.MaxDecodedBodyBytes < 1 {
 		errs = append(errs, fmt.Errorf("--max-body-bytes and --max-decoded-body-bytes must be positive"))
+	}
+	if s.PullSpoolMemoryBytes < 1 {
+		errs = append(errs, fmt.Errorf("--pull-spool-memory-bytes %d: must be positive", s.PullSpoolMemoryBytes))
+	}
+	if s.PruneInterval < 0 {
+		errs = append(errs, fmt.Errorf("--prune-interval %s: must not be negative", s.PruneInterval))
+	}
+	if s.RetentionActiveWindow < 14*24*time.Hour || s.RetentionForceAge < 30*24*time.Hour || s.RetentionKeepCommits < 1000 {
+		errs = append(errs, fmt.Errorf("retention below the protocol floors: --retention-active-window ≥ 336h, --retention-force-age ≥ 720h, --retention-keep-commits ≥ 1000"))
 	}
 	if s.MaxDecodedBodyBytes < s.MaxBodyBytes {
 		errs = append(errs, fmt.Errorf("--max-decoded-body-bytes must be at least --max-body-bytes"))

@@ -4,9 +4,10 @@
 // push pipeline of SPEC §6 against ports.PushStore, answering the response
 // frames the transport encodes.
 //
-// Pull (PULL_HEADER and subscriptions) is not served yet: a request that
-// carries one is refused as a whole with sync.not_implemented before any
-// push is applied, so a client never mistakes it for a caught-up pull.
+// Pull (PULL_HEADER and subscriptions) runs after the pushes, in the same
+// response, through app/pull; without a pull service a request that carries
+// one is refused as a whole with sync.not_implemented before any push is
+// applied, so a client never mistakes it for a caught-up pull.
 package syncsvc
 
 import (
@@ -17,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 
+	pullsvc "github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
@@ -63,6 +65,9 @@ type Options struct {
 	Blobs ports.BlobChecker
 	// Listeners hear of applied commits once they are durable.
 	Listeners []ports.CommitListener
+	// Pull serves PULL_HEADER and its subscriptions; nil refuses pulls
+	// with sync.not_implemented.
+	Pull *pullsvc.Service
 
 	// MinWireVersion is the oldest admitted wire version (2 or 3; 0 → 3).
 	MinWireVersion uint16
@@ -139,6 +144,18 @@ func (s *Service) Versions() []uint16 { return append([]uint16(nil), s.versions.
 type Response struct {
 	WireVersion uint16
 	Frames      []ssp2.Frame
+	// Sections are the encoded pull sections (SUB_START … SUB_END frames),
+	// written after Frames and before END; nil without a pull. Release
+	// frees them.
+	Sections *pullsvc.Spool
+}
+
+// Release frees the buffered pull sections (memory or temporary file).
+func (r *Response) Release() {
+	if r != nil && r.Sections != nil {
+		_ = r.Sections.Close()
+		r.Sections = nil
+	}
 }
 
 // Handle serves one request body for an authenticated identity. A non-nil
@@ -170,7 +187,11 @@ func (s *Service) Handle(ctx context.Context, id ports.Identity, body []byte) (*
 			rq.hdr = f
 		case *ssp2.PushCommit:
 			rq.commits = append(rq.commits, f)
-		case *ssp2.PullHeader, *ssp2.Subscription:
+		case *ssp2.PullHeader:
+			rq.pullHdr = f
+			pull = true
+		case *ssp2.Subscription:
+			rq.subs = append(rq.subs, f)
 			pull = true
 		}
 	}
@@ -188,6 +209,8 @@ type request struct {
 	now     time.Time
 	hdr     *ssp2.ReqHeader
 	commits []*ssp2.PushCommit
+	pullHdr *ssp2.PullHeader
+	subs    []*ssp2.Subscription
 	epoch   string
 	res     scopes.Resolution
 	codecs  map[string]*rowcodec.Codec
@@ -236,9 +259,13 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		resp.Frames = []ssp2.Frame{&ssp2.RespHeader{LogEpoch: epoch, ResetRequired: true}}
 		return resp, nil
 	}
-	if pull {
+	if pull && s.o.Pull == nil {
 		return nil, syncerr.New(syncerr.NotImplemented).
 			WithMessage("pull is not implemented by this server yet")
+	}
+	// §1.7 and §4.1–§4.3: pull validation is request-level, before any push.
+	if err := pullsvc.Validate(rq.sch, rq.pullHdr, rq.subs); err != nil {
+		return nil, err
 	}
 	// §1.5 client id binding and §6.1 operation cap: request-level.
 	rec, err := s.o.Store.GetClient(ctx, part, rq.hdr.ClientID)
@@ -259,7 +286,7 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	if err := push.CheckOperationCap(perCommit, s.o.MaxOperations); err != nil {
 		return nil, err
 	}
-	if len(rq.commits) > 0 {
+	if len(rq.commits) > 0 || rq.pullHdr != nil {
 		if err := s.resolve(ctx, rq); err != nil {
 			return nil, err
 		}
@@ -275,15 +302,32 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 			resp.Frames = append(resp.Frames, out.details)
 		}
 	}
+	// Pull sections after the pushes, built completely into a bounded
+	// buffer (memory, then a temporary file) before the gate re-read.
+	if rq.pullHdr != nil {
+		resp.Sections = s.o.Pull.NewSpool()
+		err := s.o.Pull.Pull(ctx, pullsvc.Request{
+			Partition: part, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID,
+			WireVersion: rq.wire, LogEpoch: epoch, Schema: rq.sch,
+			Header: rq.pullHdr, Subscriptions: rq.subs, Scopes: rq.res, Previous: rec,
+		}, resp.Sections)
+		if err != nil {
+			resp.Release()
+			return nil, err
+		}
+	}
 	// Buffered read-verify (0.24): re-read the gate before the first byte.
 	after, err := s.o.Store.ReadServeGate(ctx, part, running)
 	if err != nil {
+		resp.Release()
 		return nil, fmt.Errorf("read serve gate: %w", err)
 	}
 	if r := checkpoint.GateRefusal(after, running, s.o.Declarations); r != nil {
+		resp.Release()
 		return nil, r.Err()
 	}
 	if r := checkpoint.TokenChanged(gate, after); r != nil {
+		resp.Release()
 		return nil, r.Err()
 	}
 	return resp, nil

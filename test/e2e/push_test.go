@@ -337,9 +337,9 @@ func TestMalformedBodies(t *testing.T) {
 		}
 		s.jsonError(s.post(call{contentType: "application/json"}, []byte("{}")), http.StatusUnsupportedMediaType, syncerr.InvalidRequest)
 		s.jsonError(s.post(c, make([]byte, 17<<20)), http.StatusRequestEntityTooLarge, syncerr.InvalidRequest)
-		// A pull is refused honestly until it is implemented.
+		// A subscription on an unknown table fails the whole request (§4.3).
 		ep := s.epoch(c)
-		s.jsonError(s.post(c, ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: ep, Pull: true, SubTable: "projects"}.Encode(t)),
-			http.StatusNotImplemented, syncerr.NotImplemented)
+		s.jsonError(s.post(c, ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: ep, Pull: true, SubTable: "nope"}.Encode(t)),
+			http.StatusBadRequest, syncerr.UnknownTable)
 	})
 }

@@ -1,0 +1,312 @@
+package pull
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/syncd-dev/syncd/domain/contentaddr"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// blockRows is the SSG2 block size bootstrap pages are cut into (§5.2).
+const blockRows = 1000
+
+// resumeToken is the §4.7 bootstrap resume token.
+type resumeToken struct {
+	AsOfCommitSeq int64    `json:"asOfCommitSeq"`
+	Tables        []string `json:"tables"`
+	TableIndex    int      `json:"tableIndex"`
+	RowCursor     *string  `json:"rowCursor"`
+}
+
+// parseToken reads a resume token strictly: exactly the four fields, a
+// non-negative integer pin, the one-table list naming table, table index
+// 0 and a non-empty row cursor or null. Anything else is unusable.
+func parseToken(raw, table string) (pin int64, rowCursor string, ok bool) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &fields); err != nil || len(fields) != 4 {
+		return 0, "", false
+	}
+	for _, k := range []string{"asOfCommitSeq", "tables", "tableIndex", "rowCursor"} {
+		if _, present := fields[k]; !present {
+			return 0, "", false
+		}
+	}
+	var t resumeToken
+	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&t); err != nil {
+		return 0, "", false
+	}
+	if t.AsOfCommitSeq < 0 || len(t.Tables) != 1 || t.Tables[0] != table || t.TableIndex != 0 {
+		return 0, "", false
+	}
+	if t.RowCursor != nil {
+		if *t.RowCursor == "" {
+			return 0, "", false
+		}
+		rowCursor = *t.RowCursor
+	}
+	return t.AsOfCommitSeq, rowCursor, true
+}
+
+func encodeToken(pin int64, table, rowCursor string) string {
+	rc := rowCursor
+	b, _ := json.Marshal(resumeToken{AsOfCommitSeq: pin, Tables: []string{table}, TableIndex: 0, RowCursor: &rc})
+	return string(b)
+}
+
+// bootstrap writes a §4.7 bootstrap section: pinned at maxSeq (or the
+// usable resume token's pin), up to SnapshotPages pages of SnapshotRows
+// rows keyset by row id, nextCursor = pin, and a resume token while rows
+// remain.
+func (s *Service) bootstrap(ctx context.Context, e *emitter, r Request, p *plan, lim Limits, b ports.LogBounds) error {
+	pin, rowCursor := b.MaxSeq, ""
+	if p.sub.BootstrapState.Present {
+		tp, tc, ok := parseToken(p.sub.BootstrapState.Value, p.sub.Table)
+		switch {
+		case ok && tp >= b.HorizonSeq && tp <= b.MaxSeq:
+			pin, rowCursor = tp, tc
+		default:
+			s.o.Metrics.restart()
+		}
+	}
+	if err := e.frame(&ssp2.SubStart{ID: p.sub.ID, Status: ssp2.SubActive, EffectiveScopes: ssp2.ScopeListsFromMap(p.effective), Bootstrap: true}); err != nil {
+		return err
+	}
+	pg := pageSpec{
+		key: ports.SegmentKey{
+			Partition:     r.Partition,
+			LogEpoch:      r.LogEpoch,
+			Table:         p.table.Name,
+			SchemaVersion: r.Schema.Version,
+			MediaType:     ports.SegmentRows,
+			ScopeDigest:   p.effective.Digest(),
+			AsOfCommitSeq: pin,
+			PageSize:      lim.SnapshotRows,
+		},
+		filter: p.effective,
+		header: rowcodec.SegmentHeader{Table: p.table.Name, SchemaVersion: r.Schema.Version, Columns: p.table.Columns},
+		accept: lim.Accept,
+	}
+	complete := false
+	for page := 0; page < lim.SnapshotPages; page++ {
+		if page > 0 && s.overBudget(e) {
+			break
+		}
+		pg.key.RowCursor = rowCursor
+		next, err := s.page(ctx, e, r, &pg)
+		if err != nil {
+			return err
+		}
+		if next == "" {
+			complete = true
+			break
+		}
+		rowCursor = next
+	}
+	p.nextCursor = pin
+	end := &ssp2.SubEnd{NextCursor: pin}
+	if !complete {
+		end.BootstrapState = ssp2.Some(encodeToken(pin, p.sub.Table, rowCursor))
+	}
+	return e.frame(end)
+}
+
+type pageSpec struct {
+	key    ports.SegmentKey
+	filter map[string][]string
+	header rowcodec.SegmentHeader
+	accept uint8
+}
+
+// page delivers one snapshot page and returns the row cursor after it ("" on
+// the last page). A page stored under its publication key is reused; a
+// page is built at most once per key at a time in this process.
+func (s *Service) page(ctx context.Context, e *emitter, r Request, pg *pageSpec) (string, error) {
+	canInline := pg.accept&ssp2.AcceptInlineRows != 0
+	canRef := pg.accept&ssp2.AcceptExternalRows != 0 && s.o.Segments != nil
+	if !canInline && !canRef {
+		return "", syncerr.Newf(syncerr.InternalError, "no segment store to deliver an external rows segment")
+	}
+	if !canRef {
+		return s.buildPage(ctx, e, r, pg, canInline, canRef)
+	}
+	pub, ok, err := s.o.Segments.Find(ctx, pg.key, s.o.Now().UnixMilli())
+	if err != nil {
+		return "", fmt.Errorf("find segment: %w", err)
+	}
+	if !ok {
+		// Build once: a second request for the same key waits for the
+		// first build and then finds its publication.
+		done, leader := s.flight.join(pg.key)
+		if leader {
+			next, err := s.buildPage(ctx, e, r, pg, canInline, canRef)
+			s.flight.leave(pg.key)
+			return next, err
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		// The leader may have inlined its page (not stored): then build.
+		if pub, ok, err = s.o.Segments.Find(ctx, pg.key, s.o.Now().UnixMilli()); err != nil {
+			return "", fmt.Errorf("find segment: %w", err)
+		}
+		if !ok {
+			return s.buildPage(ctx, e, r, pg, canInline, canRef)
+		}
+	}
+	s.o.Metrics.reused()
+	return s.deliverStored(ctx, e, r, pg, pub)
+}
+
+// deliverStored emits a stored publication: inline when the client takes
+// inline rows and the bytes are small (or it takes nothing else), else as
+// a SEGMENT_REF.
+func (s *Service) deliverStored(ctx context.Context, e *emitter, r Request, pg *pageSpec, pub ports.SegmentPublication) (string, error) {
+	canInline := pg.accept&ssp2.AcceptInlineRows != 0
+	if canInline && pub.ByteLength <= int64(s.o.InlineMaxBytes) {
+		rc, size, err := s.o.Segments.Open(ctx, pub.SegmentID)
+		if err != nil {
+			return "", fmt.Errorf("open segment: %w", err)
+		}
+		e.seg.Reset()
+		e.seg.Grow(int(size))
+		_, err = io.Copy(&e.seg, rc)
+		_ = rc.Close()
+		if err != nil {
+			return "", fmt.Errorf("read segment: %w", err)
+		}
+		if err := e.raw(ssp2.TypeSegmentInline, e.seg.Bytes()); err != nil {
+			return "", err
+		}
+		return pub.NextRowCursor, nil
+	}
+	if err := s.ref(ctx, e, r, pg, pub); err != nil {
+		return "", err
+	}
+	return pub.NextRowCursor, nil
+}
+
+// buildPage scans limit+1 rows after the page's row cursor, encodes the
+// page as an SSG2 rows segment and delivers it inline or stored.
+func (s *Service) buildPage(ctx context.Context, e *emitter, r Request, pg *pageSpec, canInline, canRef bool) (string, error) {
+	limit := pg.key.PageSize
+	rows, err := s.o.Store.ScanRows(ctx, r.Partition, ports.RowScan{
+		Table:       pg.key.Table,
+		ScopeFilter: pg.filter,
+		AfterRowID:  pg.key.RowCursor,
+		Limit:       limit + 1,
+	})
+	if err != nil {
+		return "", fmt.Errorf("scan rows: %w", err)
+	}
+	next := ""
+	if len(rows) > limit {
+		rows = rows[:limit]
+		next = rows[limit-1].RowID
+	}
+	e.seg.Reset()
+	w, err := rowcodec.NewSegmentWriter(&e.seg, pg.header)
+	if err != nil {
+		return "", fmt.Errorf("segment header: %w", err)
+	}
+	w.BlockRows = blockRows
+	for i := range rows {
+		if err := w.WriteEncodedRow(rows[i].Version, rows[i].Payload); err != nil {
+			return "", syncerr.Wrap(syncerr.InternalError, fmt.Errorf("stored row %s/%s: %w", pg.key.Table, rows[i].RowID, err))
+		}
+	}
+	if err := w.Close(); err != nil {
+		return "", fmt.Errorf("segment: %w", err)
+	}
+	s.o.Metrics.built()
+	b := e.seg.Bytes()
+	if canInline && (len(b) <= s.o.InlineMaxBytes || !canRef) {
+		return next, e.raw(ssp2.TypeSegmentInline, b)
+	}
+	// The store may keep the slice: hand it over and start a new buffer.
+	e.seg = bytes.Buffer{}
+	now := s.o.Now()
+	pub, err := s.o.Segments.Put(ctx, b, ports.SegmentPublication{
+		SegmentKey:    pg.key,
+		SegmentID:     contentaddr.Of(b),
+		NextRowCursor: next,
+		RowCount:      int64(len(rows)),
+		ByteLength:    int64(len(b)),
+		CreatedAtMs:   now.UnixMilli(),
+		ExpiresAtMs:   now.Add(s.o.SegmentTTL).UnixMilli(),
+	})
+	if err != nil {
+		return "", fmt.Errorf("store segment: %w", err)
+	}
+	return next, s.ref(ctx, e, r, pg, pub)
+}
+
+// ref writes a SEGMENT_REF for pub, with a signed URL when the client set
+// accept bit 3 and a signer is configured (§5.4).
+func (s *Service) ref(ctx context.Context, e *emitter, r Request, pg *pageSpec, pub ports.SegmentPublication) error {
+	f := &ssp2.SegmentRef{
+		SegmentID:     pub.SegmentID,
+		MediaType:     ssp2.MediaRows,
+		Table:         pg.key.Table,
+		ByteLength:    pub.ByteLength,
+		RowCount:      pub.RowCount,
+		AsOfCommitSeq: pg.key.AsOfCommitSeq,
+		ScopeDigest:   pg.key.ScopeDigest,
+	}
+	if pg.key.RowCursor != "" {
+		f.RowCursor = ssp2.Some(pg.key.RowCursor)
+	}
+	if pub.NextRowCursor != "" {
+		f.NextRowCursor = ssp2.Some(pub.NextRowCursor)
+	}
+	if pg.accept&ssp2.AcceptSignedURLs != 0 && s.o.Signer != nil {
+		url, exp, err := s.o.Signer.SignSegmentURL(ctx, SignRequest{SegmentID: pub.SegmentID, ScopeDigest: pg.key.ScopeDigest, Partition: r.Partition, NowMs: s.o.Now().UnixMilli()})
+		if err != nil {
+			return fmt.Errorf("sign segment url: %w", err)
+		}
+		if url != "" {
+			f.URL, f.URLExpiresAtMs = ssp2.Some(url), ssp2.Some(exp)
+		}
+	}
+	return e.frame(f)
+}
+
+// flight lets one request build a page while others with the same key wait.
+type flight struct {
+	mu    sync.Mutex
+	calls map[ports.SegmentKey]*flightCall
+}
+
+type flightCall struct{ done chan struct{} }
+
+func (f *flight) join(k ports.SegmentKey) (<-chan struct{}, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.calls[k]; ok {
+		return c.done, false
+	}
+	c := &flightCall{done: make(chan struct{})}
+	f.calls[k] = c
+	return c.done, true
+}
+
+func (f *flight) leave(k ports.SegmentKey) {
+	f.mu.Lock()
+	c := f.calls[k]
+	delete(f.calls, k)
+	f.mu.Unlock()
+	if c != nil {
+		close(c.done)
+	}
+}

@@ -1,0 +1,508 @@
+// Package pull is the pull half of POST /sync (SPEC §4, §5.1–§5.2, §5.4,
+// §5.7, §A.3): subscription validation, effective scopes, revoked and reset
+// sections, the scope-filtered incremental commit window with its cursor
+// rules and horizon re-check, paged and resumable bootstrap through SSG2
+// rows segments (inline or stored and referenced, built once per
+// publication key and reused), and the client record written after all
+// sections.
+//
+// A pull writes its encoded sections into a Spool; the caller sends the
+// spool only after the serve gate was read again (SPEC §C.7).
+package pull
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/scopes"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// Store is the storage a pull reads and the client record it writes.
+type Store interface {
+	LogBounds(ctx context.Context, partition string) (ports.LogBounds, error)
+	ReadCommitWindow(ctx context.Context, partition string, w ports.CommitWindow) ([]commit.Commit, error)
+	ScanRows(ctx context.Context, partition string, q ports.RowScan) ([]commit.Row, error)
+	PutClient(ctx context.Context, r ports.ClientRecord) error
+}
+
+// Segments is the part of the segment store bootstrap uses: publish and
+// find by publication key, and read stored bytes back to inline a reused
+// small page.
+type Segments interface {
+	ports.SegmentPublisher
+	Open(ctx context.Context, id string) (rc io.ReadCloser, size int64, err error)
+}
+
+// SignRequest asks for a native signed segment URL (SPEC §5.4).
+type SignRequest struct {
+	SegmentID   string
+	ScopeDigest string
+	Partition   string
+	NowMs       int64
+}
+
+// URLSigner issues signed segment URLs for clients that set accept bit 3.
+type URLSigner interface {
+	SignSegmentURL(ctx context.Context, r SignRequest) (url string, expiresAtMs int64, err error)
+}
+
+// Defaults of Options.
+const (
+	DefaultInlineMaxBytes      = 256 << 10
+	DefaultSegmentTTL          = 24 * time.Hour
+	DefaultResponseBudgetBytes = 64 << 20
+)
+
+// Options configure a Service.
+type Options struct {
+	Store Store
+	// Segments stores pages delivered as SEGMENT_REF; nil serves inline
+	// pages only (a client without accept bit 0 then gets
+	// sync.internal_error for a bootstrap).
+	Segments Segments
+	// Signer issues signed URLs (accept bit 3); nil issues none.
+	Signer URLSigner
+	// InlineMaxBytes is the §5.7 inline threshold (0 → 256 KiB).
+	InlineMaxBytes int
+	// SegmentTTL is a publication's lifetime (0 → 24 h).
+	SegmentTTL time.Duration
+	// ResponseBudgetBytes is a soft cap on one response: once the
+	// sections written so far exceed it, a bootstrap emits no further page
+	// and an incremental section no further commit beyond its first (the
+	// client continues on its next pull). 0 → 64 MiB; negative → none.
+	ResponseBudgetBytes int64
+	// SpoolMemoryBytes is how much of one response NewSpool keeps in
+	// memory before spilling to a file in SpoolDir (0 → 4 MiB; "" → the
+	// system temporary directory).
+	SpoolMemoryBytes int
+	SpoolDir         string
+	Metrics          *Metrics
+	Now              func() time.Time
+	Log              *zap.Logger
+}
+
+// Service serves the pull part of sync requests.
+type Service struct {
+	o      Options
+	flight flight
+}
+
+// New validates opts and builds the Service.
+func New(o Options) (*Service, error) {
+	if o.Store == nil {
+		return nil, errors.New("pull: Store is required")
+	}
+	if o.InlineMaxBytes <= 0 {
+		o.InlineMaxBytes = DefaultInlineMaxBytes
+	}
+	if o.SegmentTTL <= 0 {
+		o.SegmentTTL = DefaultSegmentTTL
+	}
+	if o.ResponseBudgetBytes == 0 {
+		o.ResponseBudgetBytes = DefaultResponseBudgetBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	return &Service{o: o, flight: flight{calls: map[ports.SegmentKey]*flightCall{}}}, nil
+}
+
+// NewSpool returns an empty response buffer with the configured bound.
+func (s *Service) NewSpool() *Spool { return NewSpool(s.o.SpoolMemoryBytes, s.o.SpoolDir) }
+
+// Limits are the clamped PULL_HEADER limits (SPEC §4.2).
+type Limits struct {
+	Commits       int
+	SnapshotRows  int
+	SnapshotPages int
+	Accept        uint8
+}
+
+func clamp(v int32, lo, hi, def int) int {
+	switch {
+	case v == 0:
+		return def
+	case int(v) < lo:
+		return lo
+	case int(v) > hi:
+		return hi
+	}
+	return int(v)
+}
+
+// Clamp applies the silent clamps and defaults of §4.2.
+func Clamp(h *ssp2.PullHeader) Limits {
+	return Limits{
+		Commits:       clamp(h.LimitCommits, 1, 1000, 1000),
+		SnapshotRows:  clamp(h.LimitSnapshotRows, 1, 50000, 1000),
+		SnapshotPages: clamp(h.MaxSnapshotPages, 1, 50, 4),
+		Accept:        h.Accept,
+	}
+}
+
+// Validate is the request-level validation of a pull (SPEC §1.7, §4.1–§4.3):
+// rows acceptance, unique subscription ids, known tables, declared requested
+// keys and no wildcard. Any failure fails the whole request.
+func Validate(sch *schema.Schema, h *ssp2.PullHeader, subs []*ssp2.Subscription) error {
+	if h == nil {
+		if len(subs) > 0 {
+			return syncerr.Newf(syncerr.InvalidRequest, "SUBSCRIPTION without PULL_HEADER")
+		}
+		return nil
+	}
+	if h.Accept&(ssp2.AcceptInlineRows|ssp2.AcceptExternalRows) == 0 {
+		return syncerr.Newf(syncerr.InvalidRequest, "PULL_HEADER accept has neither inline nor external rows segments")
+	}
+	seen := make(map[string]struct{}, len(subs))
+	for _, sub := range subs {
+		if _, dup := seen[sub.ID]; dup {
+			return syncerr.Newf(syncerr.InvalidSubscription, "duplicate subscription id %q", sub.ID)
+		}
+		seen[sub.ID] = struct{}{}
+		t := sch.Table(sub.Table)
+		if t == nil {
+			return syncerr.Newf(syncerr.UnknownTable, "subscription %q: unknown table %q", sub.ID, sub.Table)
+		}
+		if err := scopes.ValidateRequested(t, requestedMap(sub.Scopes)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func requestedMap(l ssp2.ScopeLists) scopes.Map {
+	m := make(scopes.Map, len(l))
+	for _, e := range l {
+		m[e.Key] = e.Values
+	}
+	return m
+}
+
+// Request is one validated pull.
+type Request struct {
+	Partition   string
+	ActorID     string
+	ClientID    string
+	WireVersion uint16
+	LogEpoch    string
+	Schema      *schema.Schema
+	Header      *ssp2.PullHeader
+	// Subscriptions in request order (validated by Validate).
+	Subscriptions []*ssp2.Subscription
+	// Scopes is the request's one memoized scope resolution.
+	Scopes scopes.Resolution
+	// Previous is the client's record before this request (nil if none).
+	Previous *ports.ClientRecord
+}
+
+type sectionKind uint8
+
+const (
+	kindRevoked sectionKind = iota + 1
+	kindReset
+	kindBootstrap
+	kindIncremental
+)
+
+func (k sectionKind) String() string {
+	switch k {
+	case kindRevoked:
+		return "revoked"
+	case kindReset:
+		return "reset"
+	case kindBootstrap:
+		return "bootstrap"
+	}
+	return "incremental"
+}
+
+type plan struct {
+	sub       *ssp2.Subscription
+	table     *schema.Table
+	kind      sectionKind
+	effective scopes.Map
+	commits   []commit.Commit
+	read      bool
+	// nextCursor is the SUB_END cursor once the section is written.
+	nextCursor int64
+}
+
+// Result summarizes a pull for its caller.
+type Result struct {
+	// Sections counts sections by kind name.
+	Sections map[string]int
+}
+
+// Pull writes the SUB_START … SUB_END section of every subscription, in
+// request order, to out (encoded frames of wire version r.WireVersion) and
+// then writes the client record (SPEC §4.5). A returned error is a
+// request-level failure; out is then to be discarded.
+func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
+	lim := Clamp(r.Header)
+	bounds, err := s.o.Store.LogBounds(ctx, r.Partition)
+	if err != nil {
+		return fmt.Errorf("read log bounds: %w", err)
+	}
+	plans := make([]plan, len(r.Subscriptions))
+	windows := false
+	for i, sub := range r.Subscriptions {
+		p := &plans[i]
+		p.sub = sub
+		p.table = r.Schema.Table(sub.Table)
+		if p.table == nil {
+			return syncerr.Newf(syncerr.UnknownTable, "subscription %q: unknown table %q", sub.ID, sub.Table)
+		}
+		oc := scopes.Effective(requestedMap(sub.Scopes), r.Scopes)
+		if oc.Revoked() {
+			p.kind = kindRevoked
+			continue
+		}
+		p.effective = oc.Effective
+		hasToken := sub.BootstrapState.Present
+		switch {
+		case !hasToken && sub.Cursor >= 0 && sub.Cursor < bounds.HorizonSeq:
+			p.kind = kindReset
+		case hasToken || sub.Cursor < 0 || sub.Cursor > bounds.MaxSeq:
+			p.kind = kindBootstrap
+		default:
+			p.kind = kindIncremental
+			if sub.Cursor == bounds.MaxSeq {
+				continue // an empty window needs no read
+			}
+			p.commits, err = s.o.Store.ReadCommitWindow(ctx, r.Partition, ports.CommitWindow{
+				Table:        sub.Table,
+				ScopeFilter:  p.effective,
+				AfterSeq:     sub.Cursor,
+				ThroughSeq:   bounds.MaxSeq,
+				LimitChanges: lim.Commits + 1,
+			})
+			if err != nil {
+				return fmt.Errorf("read commit window: %w", err)
+			}
+			p.read = true
+			windows = true
+		}
+	}
+	// §4.6: recheck the horizon after the window reads, before any
+	// SUB_START: a prune that passed a cursor during the read turns its
+	// section into a reset instead of an incomplete active one.
+	if windows {
+		again, err := s.o.Store.LogBounds(ctx, r.Partition)
+		if err != nil {
+			return fmt.Errorf("read log bounds: %w", err)
+		}
+		for i := range plans {
+			p := &plans[i]
+			if p.read && p.sub.Cursor < again.HorizonSeq {
+				p.kind, p.commits = kindReset, nil
+				s.o.Metrics.horizonResets()
+			}
+		}
+		if again.HorizonSeq > bounds.HorizonSeq {
+			bounds.HorizonSeq = again.HorizonSeq
+		}
+	}
+	e := &emitter{out: out, wire: r.WireVersion}
+	for i := range plans {
+		p := &plans[i]
+		switch p.kind {
+		case kindRevoked:
+			err = s.closedSection(e, p, syncerr.ScopeRevoked, ssp2.SubRevoked)
+		case kindReset:
+			err = s.closedSection(e, p, syncerr.CursorExpired, ssp2.SubReset)
+		case kindIncremental:
+			err = s.incremental(e, p, lim, bounds)
+		case kindBootstrap:
+			err = s.bootstrap(ctx, e, r, p, lim, bounds)
+		}
+		if err != nil {
+			return err
+		}
+		s.o.Metrics.section(p.kind)
+	}
+	if out.Spilled() {
+		s.o.Metrics.spilled()
+	}
+	return s.writeClient(ctx, r, plans)
+}
+
+func (s *Service) overBudget(e *emitter) bool {
+	return s.o.ResponseBudgetBytes > 0 && e.out.Len() > s.o.ResponseBudgetBytes
+}
+
+// closedSection is a revoked (§3.3) or reset (§4.6) section: no data, an
+// empty effective map, the request cursor echoed.
+func (s *Service) closedSection(e *emitter, p *plan, reason syncerr.Code, st ssp2.SubStatus) error {
+	p.nextCursor = p.sub.Cursor
+	if err := e.frame(&ssp2.SubStart{ID: p.sub.ID, Status: st, ReasonCode: string(reason), EffectiveScopes: ssp2.ScopeLists{}}); err != nil {
+		return err
+	}
+	return e.frame(&ssp2.SubEnd{NextCursor: p.sub.Cursor})
+}
+
+// incremental writes the §4.5 window: whole commits, oldest first, until
+// the change budget; nextCursor = max(cursor, maxSeq) when the window is
+// provably exhausted (the lookahead came back within the budget and every
+// returned commit was delivered), else the last delivered commit.
+func (s *Service) incremental(e *emitter, p *plan, lim Limits, b ports.LogBounds) error {
+	if err := e.frame(&ssp2.SubStart{ID: p.sub.ID, Status: ssp2.SubActive, EffectiveScopes: ssp2.ScopeListsFromMap(p.effective)}); err != nil {
+		return err
+	}
+	delivered, n, total := 0, 0, 0
+	last := p.sub.Cursor
+	for i := range p.commits {
+		total += len(p.commits[i].Changes)
+	}
+	for i := range p.commits {
+		c := &p.commits[i]
+		if delivered > 0 && (delivered+len(c.Changes) > lim.Commits || s.overBudget(e)) {
+			break
+		}
+		if err := e.commit(c); err != nil {
+			return err
+		}
+		delivered += len(c.Changes)
+		n++
+		last = c.Seq
+		if delivered >= lim.Commits {
+			break
+		}
+	}
+	s.o.Metrics.commits(n)
+	if total <= lim.Commits && n == len(p.commits) {
+		p.nextCursor = max(p.sub.Cursor, b.MaxSeq)
+	} else {
+		p.nextCursor = max(p.sub.Cursor, last)
+	}
+	return e.frame(&ssp2.SubEnd{NextCursor: p.nextCursor})
+}
+
+// clientSub is one entry of the persisted subscription list.
+type clientSub struct {
+	ID         string              `json:"id"`
+	Table      string              `json:"table"`
+	Scopes     map[string][]string `json:"scopes"`
+	Params     json.RawMessage     `json:"params,omitempty"`
+	Status     string              `json:"status"`
+	NextCursor int64               `json:"nextCursor"`
+}
+
+// writeClient persists the client record after all sections (§4.5): the
+// minimum nextCursor across the active sections (the previous cursor when
+// none is active), the time, the request's subscription list replacing the
+// stored one, and the wire version.
+func (s *Service) writeClient(ctx context.Context, r Request, plans []plan) error {
+	cursor, have := int64(-1), false
+	if r.Previous != nil {
+		cursor = r.Previous.Cursor
+	}
+	list := make([]clientSub, 0, len(plans))
+	for i := range plans {
+		p := &plans[i]
+		status := "active"
+		switch p.kind {
+		case kindRevoked:
+			status = "revoked"
+		case kindReset:
+			status = "reset"
+		default:
+			if !have || p.nextCursor < cursor {
+				cursor, have = p.nextCursor, true
+			}
+		}
+		cs := clientSub{ID: p.sub.ID, Table: p.sub.Table, Scopes: requestedMap(p.sub.Scopes), Status: status, NextCursor: p.nextCursor}
+		if p.sub.Params.Present {
+			cs.Params = json.RawMessage(p.sub.Params.Value)
+		}
+		list = append(list, cs)
+	}
+	subs, err := json.Marshal(list)
+	if err != nil {
+		return fmt.Errorf("encode subscriptions: %w", err)
+	}
+	err = s.o.Store.PutClient(ctx, ports.ClientRecord{
+		Partition:     r.Partition,
+		ClientID:      r.ClientID,
+		ActorID:       r.ActorID,
+		WireVersion:   int(r.WireVersion),
+		Cursor:        cursor,
+		Subscriptions: subs,
+		UpdatedAtMs:   s.o.Now().UnixMilli(),
+	})
+	if err != nil {
+		return fmt.Errorf("write client record: %w", err)
+	}
+	return nil
+}
+
+// emitter encodes response frames into the spool, reusing its buffers.
+type emitter struct {
+	out     *Spool
+	wire    uint16
+	buf     []byte
+	changes []ssp2.Change
+	tables  []string
+	seg     bytes.Buffer
+}
+
+func (e *emitter) frame(f ssp2.Frame) error {
+	var err error
+	e.buf, err = ssp2.AppendFrame(e.buf[:0], ssp2.KindResponse, e.wire, f)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", f.FrameType(), err)
+	}
+	_, err = e.out.Write(e.buf)
+	return err
+}
+
+// raw writes a frame whose payload is already encoded.
+func (e *emitter) raw(t ssp2.FrameType, payload []byte) error {
+	n := len(payload)
+	hdr := [5]byte{byte(t), byte(n), byte(n >> 8), byte(n >> 16), byte(n >> 24)}
+	if _, err := e.out.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := e.out.Write(payload)
+	return err
+}
+
+// commit writes one COMMIT frame with a frame-local table dictionary.
+func (e *emitter) commit(c *commit.Commit) error {
+	e.tables = e.tables[:0]
+	e.changes = e.changes[:0]
+	for i := range c.Changes {
+		ch := &c.Changes[i]
+		ti := -1
+		for j, t := range e.tables {
+			if t == ch.Table {
+				ti = j
+				break
+			}
+		}
+		if ti < 0 {
+			ti = len(e.tables)
+			e.tables = append(e.tables, ch.Table)
+		}
+		out := ssp2.Change{TableIndex: uint16(ti), RowID: ch.RowID, Op: ssp2.Op(ch.Op), Scopes: ssp2.StoredScopesFromMap(ch.Scopes)}
+		if ch.Op == commit.OpUpsert {
+			out.RowVersion, out.Row = ch.RowVersion, ch.Row
+		}
+		e.changes = append(e.changes, out)
+	}
+	return e.frame(&ssp2.Commit{CommitSeq: c.Seq, CreatedAtMs: c.CreatedAtMs, ActorID: c.ActorID, Tables: e.tables, Changes: e.changes})
+}

@@ -1,0 +1,95 @@
+package app
+
+import (
+	"context"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/pull"
+	"github.com/syncd-dev/syncd/app/retention"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// PullModule provides the pull half of POST /sync (app/pull) and runs the
+// commit-log retention scheduler (app/retention) while the server runs.
+var PullModule = fx.Module("syncd.pull",
+	fx.Provide(NewPullMetrics, NewPullService, NewRetentionScheduler),
+	fx.Invoke(startRetention),
+)
+
+// NewPullMetrics registers the pull counters on the server registry.
+func NewPullMetrics(m *Metrics) (*pull.Metrics, error) {
+	return pull.NewMetrics(m.Registry)
+}
+
+// PullServiceParams are the inputs of the pull service.
+type PullServiceParams struct {
+	fx.In
+	Config   config.Config
+	Log      *zap.Logger
+	Metrics  *pull.Metrics
+	Store    ports.Storage      `optional:"true"`
+	Segments ports.SegmentStore `optional:"true"`
+	Signer   pull.URLSigner     `optional:"true"`
+}
+
+// NewPullService builds the pull use case; nil without storage.
+func NewPullService(p PullServiceParams) (*pull.Service, error) {
+	if p.Store == nil {
+		return nil, nil
+	}
+	o := pull.Options{
+		Store:               p.Store,
+		Signer:              p.Signer,
+		SpoolMemoryBytes:    p.Config.Sync.PullSpoolMemoryBytes,
+		ResponseBudgetBytes: p.Config.Sync.PullResponseBudgetBytes,
+		Metrics:             p.Metrics,
+		Log:                 p.Log.Named("pull"),
+	}
+	if p.Segments != nil {
+		o.Segments = p.Segments
+	}
+	return pull.New(o)
+}
+
+// RetentionParams are the inputs of the retention scheduler.
+type RetentionParams struct {
+	fx.In
+	Config config.Config
+	Log    *zap.Logger
+	Store  ports.Storage `optional:"true"`
+}
+
+// NewRetentionScheduler builds the prune scheduler; nil without storage or
+// with --prune-interval 0.
+func NewRetentionScheduler(p RetentionParams) (*retention.Scheduler, error) {
+	if p.Store == nil || p.Config.Sync.PruneInterval <= 0 {
+		return nil, nil
+	}
+	pr, err := retention.New(retention.Options{Store: p.Store, Policy: RetentionPolicy(p.Config), Log: p.Log.Named("retention")})
+	if err != nil {
+		return nil, err
+	}
+	return retention.NewScheduler(pr, p.Config.Sync.PruneInterval, p.Log.Named("retention"), nil), nil
+}
+
+// RetentionPolicy is the configured §4.6 policy.
+func RetentionPolicy(cfg config.Config) retention.Policy {
+	return retention.Policy{
+		ActiveWindow: cfg.Sync.RetentionActiveWindow,
+		ForceAge:     cfg.Sync.RetentionForceAge,
+		KeepCommits:  cfg.Sync.RetentionKeepCommits,
+	}
+}
+
+func startRetention(lc fx.Lifecycle, s *retention.Scheduler) {
+	if s == nil {
+		return
+	}
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error { s.Start(); return nil },
+		OnStop:  s.Stop,
+	})
+}

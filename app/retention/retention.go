@@ -1,0 +1,270 @@
+// Package retention prunes the commit log under the normative floors of
+// SPEC §4.6: the horizon never passes the minimum cursor of clients active
+// within the active window, except over commits older than the age force
+// limit, and the newest commits are always kept. Each pass captures the
+// partition's log epoch before reading any retention input and prunes
+// through ports.Pruner, which verifies that epoch and raises the horizon
+// atomically with the deletions.
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// Store is the storage a prune pass needs.
+type Store interface {
+	ports.Pruner
+	LogBounds(ctx context.Context, partition string) (ports.LogBounds, error)
+	LogEpoch(ctx context.Context, partition string) (epoch string, ok bool, err error)
+	ListPartitions(ctx context.Context) ([]ports.PartitionInfo, error)
+}
+
+// Policy are the §4.6 retention defaults (hosts may raise them).
+type Policy struct {
+	// ActiveWindow: clients whose record was updated within it hold the
+	// horizon at their cursor (default 14 days).
+	ActiveWindow time.Duration
+	// ForceAge: commits older than this may be pruned regardless of
+	// laggard cursors (default 30 days).
+	ForceAge time.Duration
+	// KeepCommits: the newest commits always kept (default and minimum 1000).
+	KeepCommits int64
+}
+
+// Defaults of Policy.
+const (
+	DefaultActiveWindow = 14 * 24 * time.Hour
+	DefaultForceAge     = 30 * 24 * time.Hour
+	MinKeepCommits      = 1000
+)
+
+// DefaultPolicy returns the normative defaults.
+func DefaultPolicy() Policy {
+	return Policy{ActiveWindow: DefaultActiveWindow, ForceAge: DefaultForceAge, KeepCommits: MinKeepCommits}
+}
+
+// Normalize fills zero fields with the defaults and raises values below the
+// normative floors to them (a host may only be more conservative).
+func (p Policy) Normalize() Policy {
+	if p.ActiveWindow < DefaultActiveWindow {
+		p.ActiveWindow = DefaultActiveWindow
+	}
+	if p.ForceAge < DefaultForceAge {
+		p.ForceAge = DefaultForceAge
+	}
+	if p.KeepCommits < MinKeepCommits {
+		p.KeepCommits = MinKeepCommits
+	}
+	return p
+}
+
+// Target computes the seq a pass may prune through from its inputs: at most
+// maxSeq − keep; no further than the active cursor floor (when there is an
+// active client); but at least through the commits older than the force
+// age, still under the keep cap. Never negative.
+func Target(maxSeq, keep int64, floor int64, hasFloor bool, forceSeq int64) int64 {
+	limit := maxSeq - keep
+	t := limit
+	if hasFloor && floor < t {
+		t = floor
+	}
+	if f := min(forceSeq, limit); f > t {
+		t = f
+	}
+	return max(t, 0)
+}
+
+// Pruner runs prune passes.
+type Pruner struct {
+	store  Store
+	policy Policy
+	now    func() time.Time
+	log    *zap.Logger
+}
+
+// Options configure a Pruner.
+type Options struct {
+	Store  Store
+	Policy Policy
+	Now    func() time.Time
+	Log    *zap.Logger
+}
+
+// New builds a Pruner (the policy is normalized).
+func New(o Options) (*Pruner, error) {
+	if o.Store == nil {
+		return nil, errors.New("retention: Store is required")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	return &Pruner{store: o.Store, policy: o.Policy.Normalize(), now: o.Now, log: o.Log}, nil
+}
+
+// PartitionResult is one partition's pass.
+type PartitionResult struct {
+	Partition string
+	// Skipped is set for an unregistered partition.
+	Skipped bool
+	ports.PruneResult
+}
+
+// PrunePartition runs one pass on a partition. The epoch is captured first;
+// the storage refuses the prune if a restore rotated it meanwhile
+// (sync.storage.prune_epoch_mismatch: recompute on the next pass). The
+// prune is issued even when the horizon would not move, so an earlier
+// incomplete cleanup can finish.
+func (p *Pruner) PrunePartition(ctx context.Context, partition string) (PartitionResult, error) {
+	res := PartitionResult{Partition: partition}
+	epoch, ok, err := p.store.LogEpoch(ctx, partition)
+	if err != nil {
+		return res, fmt.Errorf("read log epoch: %w", err)
+	}
+	if !ok {
+		res.Skipped = true
+		return res, nil
+	}
+	now := p.now()
+	bounds, err := p.store.LogBounds(ctx, partition)
+	if err != nil {
+		return res, fmt.Errorf("read log bounds: %w", err)
+	}
+	floor, hasFloor, err := p.store.ActiveClientCursorFloor(ctx, partition, now.Add(-p.policy.ActiveWindow).UnixMilli())
+	if err != nil {
+		return res, fmt.Errorf("read active client floor: %w", err)
+	}
+	// A client recorded without any active subscription (cursor -1) needs
+	// no log; it must not pin the horizon at zero.
+	if hasFloor && floor < 0 {
+		hasFloor = false
+	}
+	forceSeq, err := p.store.CommitSeqBefore(ctx, partition, now.Add(-p.policy.ForceAge).UnixMilli())
+	if err != nil {
+		return res, fmt.Errorf("read force-age seq: %w", err)
+	}
+	through := Target(bounds.MaxSeq, p.policy.KeepCommits, floor, hasFloor, forceSeq)
+	pr, err := p.store.PruneCommitsThrough(ctx, partition, ports.PruneRequest{LogEpoch: epoch, ThroughSeq: through})
+	if err != nil {
+		return res, fmt.Errorf("prune %q through %d: %w", partition, through, err)
+	}
+	res.PruneResult = pr
+	return res, nil
+}
+
+// PruneAll runs one pass on every registered partition. An epoch mismatch
+// on one partition is logged and skipped; other errors are joined.
+func (p *Pruner) PruneAll(ctx context.Context) ([]PartitionResult, error) {
+	parts, err := p.store.ListPartitions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	var out []PartitionResult
+	var errs []error
+	for _, info := range parts {
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		r, err := p.PrunePartition(ctx, info.Partition)
+		if err != nil {
+			if syncerr.CodeOf(err) == syncerr.StoragePruneEpochMismatch {
+				p.log.Info("prune skipped: log epoch rotated during the pass", zap.String("partition", info.Partition))
+				continue
+			}
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, errors.Join(errs...)
+}
+
+// Scheduler runs PruneAll every interval in a goroutine.
+type Scheduler struct {
+	p        *Pruner
+	interval time.Duration
+	log      *zap.Logger
+	onPass   func([]PartitionResult, error)
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewScheduler returns a stopped scheduler; onPass (optional) observes
+// every pass.
+func NewScheduler(p *Pruner, interval time.Duration, log *zap.Logger, onPass func([]PartitionResult, error)) *Scheduler {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Scheduler{p: p, interval: interval, log: log, onPass: onPass}
+}
+
+// Start launches the loop (first pass after one interval) and returns at
+// once. Starting twice is a no-op.
+func (s *Scheduler) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil || s.interval <= 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done = cancel, make(chan struct{})
+	go s.loop(ctx, s.done)
+}
+
+// Stop ends the loop and waits for a running pass to return (or ctx).
+func (s *Scheduler) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.cancel, s.done = nil, nil
+	s.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Scheduler) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := s.p.PruneAll(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("prune pass failed", zap.Error(err))
+		}
+		var removed int64
+		for _, r := range res {
+			removed += r.RemovedCommits
+		}
+		if removed > 0 {
+			s.log.Info("pruned commit log", zap.Int("partitions", len(res)), zap.Int64("removed_commits", removed))
+		}
+		if s.onPass != nil {
+			s.onPass(res, err)
+		}
+	}
+}
