@@ -34,7 +34,7 @@ var allowAll = resolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Al
 })
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	sch   *schema.Schema
 	store *memory.Store
 	svc   *syncsvc.Service
@@ -42,7 +42,7 @@ type env struct {
 	epoch string
 }
 
-func newEnv(t *testing.T, mut func(*syncsvc.Options)) *env {
+func newEnv(t testing.TB, mut func(*syncsvc.Options)) *env {
 	t.Helper()
 	sch := ssptest.Schema(t)
 	st := memory.New()
