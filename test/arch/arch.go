@@ -5,7 +5,10 @@
 //   - ports/ imports only the standard library, domain/ and ports/;
 //   - adapters/ and app/ import ports/ and domain/ (and libraries), never
 //     cmd/; adapters/ never import app/;
-//   - only app/ and cmd/ import fx (go.uber.org/fx, go.uber.org/dig);
+//   - only app/ and cmd/ import fx (go.uber.org/fx, go.uber.org/dig), and
+//     the other composition roots: programs (main packages) under
+//     examples/ that embed the server, and test files under test/ that
+//     assemble the whole server graph;
 //   - nothing imports cmd/.
 //
 // Test files of domain/ and ports/ may also import the test/ helpers.
@@ -25,6 +28,7 @@ import (
 // Package is one node of the import graph, as `go list -json` prints it.
 type Package struct {
 	ImportPath   string
+	Name         string   `json:",omitempty"`
 	Imports      []string `json:",omitempty"`
 	TestImports  []string `json:",omitempty"`
 	XTestImports []string `json:",omitempty"`
@@ -44,7 +48,7 @@ const (
 	RuleDomain      = "domain/ imports only the standard library and domain/"
 	RulePorts       = "ports/ imports only the standard library, domain/ and ports/"
 	RuleAdaptersApp = "adapters/ never import app/"
-	RuleFx          = "only app/ and cmd/ import fx"
+	RuleFx          = "only app/, cmd/ and composition roots import fx"
 	RuleCmd         = "nothing imports cmd/"
 )
 
@@ -58,7 +62,7 @@ func Check(module string, pkgs []Package) []Violation {
 			continue // not a package of this module
 		}
 		check := func(imp string, test bool) {
-			if r := rule(module, layer, imp, test); r != "" {
+			if r := rule(module, layer, p.Name == "main", imp, test); r != "" {
 				out = append(out, Violation{Package: p.ImportPath, Import: imp, Rule: r})
 			}
 		}
@@ -120,12 +124,26 @@ func isFx(path string) bool {
 	return false
 }
 
-func rule(module, layer, imp string, test bool) string {
+// fxAllowed reports whether a package may import fx: the composition
+// roots app/ and cmd/, programs under examples/, and test files under test/.
+func fxAllowed(layer string, isMain, test bool) bool {
+	switch layer {
+	case "app", "cmd":
+		return true
+	case "examples":
+		return isMain
+	case "test":
+		return test
+	}
+	return false
+}
+
+func rule(module, layer string, isMain bool, imp string, test bool) string {
 	target := layerOf(module, imp)
 	switch {
 	case target == "cmd":
 		return RuleCmd
-	case isFx(imp) && layer != "app" && layer != "cmd":
+	case isFx(imp) && !fxAllowed(layer, isMain, test):
 		return RuleFx
 	}
 	allowed := func(layers ...string) bool {
@@ -164,7 +182,7 @@ func Load(goCmd, dir string) (module string, pkgs []Package, err error) {
 		return "", nil, err
 	}
 	module = strings.TrimSpace(string(modOut))
-	out, err := run(goCmd, dir, "list", "-e", "-json=ImportPath,Imports,TestImports,XTestImports", "./...")
+	out, err := run(goCmd, dir, "list", "-e", "-json=ImportPath,Name,Imports,TestImports,XTestImports", "./...")
 	if err != nil {
 		return "", nil, err
 	}

@@ -32,8 +32,10 @@ func TestFixtureGraphFails(t *testing.T) {
 		{"example.com/m/domain/a", "github.com/stretchr/testify/require", arch.RuleDomain},
 		{"example.com/m/domain/a", "github.com/uptrace/bun", arch.RuleDomain},
 		{"example.com/m/domain/b", "go.uber.org/zap", arch.RuleDomain},
+		{"example.com/m/examples/lib", "go.uber.org/fx", arch.RuleFx},
 		{"example.com/m/ports", "example.com/m/adapters/storage", arch.RulePorts},
 		{"example.com/m/test/contract", "go.uber.org/fx", arch.RuleFx},
+		{"example.com/m/test/harness", "go.uber.org/dig", arch.RuleFx},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("violations:")
@@ -65,6 +67,11 @@ func TestRulesOneByOne(t *testing.T) {
 		{"cmd imports fx", arch.Package{ImportPath: "m/cmd/syncd", Imports: []string{"go.uber.org/fx/fxevent"}}, false},
 		{"test imports cmd", arch.Package{ImportPath: "m/test/e2e", XTestImports: []string{"m/cmd/syncd"}}, true},
 		{"fx-like name", arch.Package{ImportPath: "m/domain/x", Imports: []string{"go.uber.org/fxx"}}, true},
+		{"example program imports fx", arch.Package{ImportPath: "m/examples/embed", Name: "main", Imports: []string{"go.uber.org/fx"}}, false},
+		{"example library imports fx", arch.Package{ImportPath: "m/examples/todos", Name: "todos", Imports: []string{"go.uber.org/fx"}}, true},
+		{"e2e test files import fx", arch.Package{ImportPath: "m/test/e2e", Name: "e2e", XTestImports: []string{"go.uber.org/fx/fxtest"}}, false},
+		{"test helper imports fx", arch.Package{ImportPath: "m/test/pgtest", Name: "pgtest", Imports: []string{"go.uber.org/fx"}}, true},
+		{"adapter test files import fxtest", arch.Package{ImportPath: "m/adapters/a", Name: "a", TestImports: []string{"go.uber.org/fx/fxtest"}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
