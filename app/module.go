@@ -239,6 +239,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		AdminModule,
 		SyncAPIModule,
 		SyncModule,
+		SegmentsModule,
 		fx.Options(extra...),
 		fx.Invoke(registerBanner),
 	)

@@ -66,6 +66,8 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Sync holds the per-request limits of POST /sync.
 	Sync Sync
+	// Segments holds the segment store and download settings.
+	Segments Segments
 	// ConfigFile is the YAML file the values came from, if any.
 	ConfigFile string
 }
@@ -104,6 +106,7 @@ func Default() Config {
 		LogLevel:        "info",
 		ShutdownTimeout: 15 * time.Second,
 		Sync:            DefaultSync(),
+		Segments:        DefaultSegments(),
 	}
 }
 
@@ -185,6 +188,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
 	}
 	errs = append(errs, c.Sync.validate()...)
+	errs = append(errs, c.Segments.validate()...)
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
@@ -234,6 +238,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long graceful shutdown may take")
 	c.Sync.flags(fs)
+	c.Segments.flags(fs)
 	if configFile != nil {
 		fs.StringVar(configFile, "config", *configFile, "optional YAML file with the same keys as the flags")
 	}
