@@ -95,6 +95,7 @@ type SyncServiceParams struct {
 	ReactionPlanner ports.ReactionPlanner    `optional:"true"`
 	Blobs           ports.BlobChecker        `optional:"true"`
 	Listeners       []ports.CommitListener   `group:"syncd.commit_listeners"`
+	Metrics         *Metrics                 `optional:"true"`
 	Pull            *pull.Service            `optional:"true"`
 }
 
@@ -110,7 +111,12 @@ func NewSyncService(p SyncServiceParams) (*syncsvc.Service, error) {
 		p.Log.Warn("admitting wire-2 clients: their pushes are applied under the wire-3 column rules",
 			zap.Int("min_wire_version", p.Config.Sync.MinWireVersion))
 	}
+	pm, err := newPushMetrics(p.Metrics)
+	if err != nil {
+		return nil, err
+	}
 	return syncsvc.New(syncsvc.Options{
+		Observe:         pm.observe,
 		Schema:          p.Readiness.Schema,
 		Store:           p.Store,
 		Resolver:        p.Resolver,

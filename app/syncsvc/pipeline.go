@@ -52,6 +52,46 @@ func codeTerm(opIndex int, code syncerr.Code, message string) *termination {
 // pushCommit runs the SPEC §A.2 pipeline for one commit and returns its
 // result as the client sees it. An error fails the whole request.
 func (s *Service) pushCommit(ctx context.Context, rq *request, pc *ssp2.PushCommit) (outcome, error) {
+	o, err := s.pushCommitOnce(ctx, rq, pc)
+	if err == nil && s.o.Observe != nil {
+		s.o.Observe(observation(o, len(pc.Operations)))
+	}
+	return o, err
+}
+
+// CommitObservation summarizes one commit's answer for metrics.
+type CommitObservation struct {
+	// Outcome is applied, cached, conflict, rejected or cache_miss.
+	Outcome    string
+	Operations int
+	// Code is the terminating record's code of a conflict or rejection.
+	Code string
+}
+
+func observation(o outcome, ops int) CommitObservation {
+	c := CommitObservation{Operations: ops}
+	switch o.result.Status {
+	case ssp2.PushApplied:
+		c.Outcome = "applied"
+	case ssp2.PushCached:
+		c.Outcome = "cached"
+	default:
+		c.Outcome = "rejected"
+		if len(o.result.Results) > 0 {
+			r := o.result.Results[0]
+			c.Code = r.Code
+			switch {
+			case r.Status == ssp2.OpConflict:
+				c.Outcome = "conflict"
+			case r.Code == string(syncerr.IdempotencyCacheMiss):
+				c.Outcome = "cache_miss"
+			}
+		}
+	}
+	return c
+}
+
+func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.PushCommit) (outcome, error) {
 	part, clientID, ccid := rq.id.Partition, rq.hdr.ClientID, pc.ClientCommitID
 	// 1. Optimistic idempotency lookup outside any transaction.
 	if b, ok, err := s.o.Store.GetPushResult(ctx, part, clientID, ccid); err != nil {

@@ -65,6 +65,8 @@ type Options struct {
 	Blobs ports.BlobChecker
 	// Listeners hear of applied commits once they are durable.
 	Listeners []ports.CommitListener
+	// Observe, when set, is called with every commit's answer (metrics).
+	Observe func(CommitObservation)
 	// Pull serves PULL_HEADER and its subscriptions; nil refuses pulls
 	// with sync.not_implemented.
 	Pull *pullsvc.Service

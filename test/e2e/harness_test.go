@@ -86,6 +86,7 @@ func (g *gatedStore) Push(ctx context.Context, partition string, o ports.PushOpt
 type server struct {
 	t     *testing.T
 	url   string
+	admin string
 	store *gatedStore
 	sch   *schema.Schema
 }
@@ -146,7 +147,8 @@ func start(t *testing.T, e engine, so serverOpts) *server {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return &server{t: t, url: "http://" + listeners.Addr(app.ServerSync).String() + "/sync", store: gs, sch: sch}
+	return &server{t: t, url: "http://" + listeners.Addr(app.ServerSync).String() + "/sync",
+		admin: "http://" + listeners.Addr(app.ServerAdmin).String(), store: gs, sch: sch}
 }
 
 // call is one HTTP exchange.

@@ -1,0 +1,41 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/test/ssptest"
+)
+
+func TestPushMetrics(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := start(t, e, serverOpts{})
+		c := call{}
+		ep := s.epoch(c)
+		req := ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: ep, Commits: []*ssp2.PushCommit{
+			ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", project(t, s.sch, "p-1", "alice", "One"), -1)),
+			ssptest.Commit("k2", ssptest.Upsert("nope", "x", []byte{1}, -1)),
+		}}
+		s.sync(c, req)
+		s.sync(c, req)
+		resp, err := http.Get(s.admin + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, want := range []string{
+			`syncd_push_commits_total{outcome="applied"} 1`,
+			`syncd_push_commits_total{outcome="cached"} 1`,
+			`syncd_push_commits_total{outcome="rejected"} 2`,
+			`syncd_push_operations_applied_total 1`,
+		} {
+			if !strings.Contains(string(b), want) {
+				t.Fatalf("metrics lack %q", want)
+			}
+		}
+	})
+}
