@@ -90,7 +90,7 @@ type dialect struct {
 }
 
 var pgTypes = sqlstore.Types{
-	Seq: "BIGINT", Int: "INTEGER", SmallOp: "SMALLINT", JSON: "JSONB", Blob: "BYTEA",
+	Seq: "BIGINT", Int: "INTEGER", SmallOp: "SMALLINT", JSON: "JSONB", Doc: "JSON", Blob: "BYTEA",
 	Bool: "BOOLEAN", False: "FALSE", Key: `TEXT COLLATE "C"`,
 	Column: func(t schema.ColumnType) string {
 		switch t {
@@ -111,6 +111,7 @@ var pgTypes = sqlstore.Types{
 
 func (*dialect) Name() string              { return "postgres" }
 func (*dialect) Types() sqlstore.Types     { return pgTypes }
+func (*dialect) CombinedWrites() bool      { return true }
 func (*dialect) ByteOrder(e string) string { return e + ` COLLATE "C"` }
 
 // Rebind numbers '?' placeholders ($1, $2, …). Engine statements never
@@ -284,4 +285,13 @@ func (*dialect) FenceRejected(err error) bool {
 func (*dialect) Retryable(err error) bool {
 	e, ok := pgCode(err)
 	return ok && (e.Code == "40001" || e.Code == "40P01")
+}
+
+// AnalyzeStatements implements sqlstore.Analyzer.
+func (*dialect) AnalyzeStatements(appTables []string) []string {
+	out := []string{"ANALYZE sync_row_scopes, sync_changes, sync_change_scopes, sync_commits, sync_tombstones"}
+	for _, t := range appTables {
+		out = append(out, "ANALYZE "+quote(t))
+	}
+	return out
 }

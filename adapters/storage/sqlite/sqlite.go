@@ -131,7 +131,7 @@ type dialect struct {
 }
 
 var sqliteTypes = sqlstore.Types{
-	Seq: "INTEGER", Int: "INTEGER", SmallOp: "INTEGER", JSON: "TEXT", Blob: "BLOB",
+	Seq: "INTEGER", Int: "INTEGER", SmallOp: "INTEGER", JSON: "TEXT", Doc: "TEXT", Blob: "BLOB",
 	Bool: "INTEGER", False: "0", Key: "TEXT",
 	Column: func(t schema.ColumnType) string {
 		switch t {
@@ -149,6 +149,7 @@ var sqliteTypes = sqlstore.Types{
 func (*dialect) Name() string              { return "sqlite" }
 func (*dialect) Types() sqlstore.Types     { return sqliteTypes }
 func (*dialect) Rebind(q string) string    { return q }
+func (*dialect) CombinedWrites() bool      { return false }
 func (*dialect) ByteOrder(e string) string { return e }
 
 // fenceMessage is the trigger's abort message and the error it maps to.

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
@@ -118,30 +119,29 @@ func (s *Store) ActivateCheckpoint(ctx context.Context, a ports.CheckpointActiva
 		if err != nil {
 			return err
 		}
-		if !found {
-			return syncerr.Newf(syncerr.StorageCheckpointNotDeclared, "checkpoint %q of partition %q is not declared", a.Name, a.Partition).
-				WithDetails(map[string]string{"partition": a.Partition, "name": a.Name})
-		}
 		var fence int64
-		ok, err := scanOne(tx.QueryRowContext(ctx, s.q("SELECT required_writer_version FROM sync_writer_fence WHERE partition=?"), a.Partition), &fence)
+		hasFence, err := scanOne(tx.QueryRowContext(ctx, s.q("SELECT required_writer_version FROM sync_writer_fence WHERE partition=?"), a.Partition), &fence)
 		if err != nil {
 			return err
 		}
-		if !ok || fence < int64(c.SchemaVersion) {
-			return syncerr.Newf(syncerr.StorageCheckpointFenceMissing,
-				"checkpoint %q of partition %q needs a writer fence at version %d", a.Name, a.Partition, c.SchemaVersion).
-				WithDetails(map[string]string{"partition": a.Partition, "name": a.Name})
+		in := checkpoint.ActivationInput{FenceVersion: int32(fence), HasFence: hasFence, OwnerEpoch: a.OwnerEpoch}
+		if found {
+			in.Checkpoint = &c
 		}
-		state, err := s.sourceState(ctx, tx, a.Partition, a.Sources, a.Watermark)
+		if in.Checkpoint != nil && hasFence && in.FenceVersion >= c.SchemaVersion {
+			if in.Sources, err = s.sourceState(ctx, tx, a.Partition, a.Sources, a.Watermark); err != nil {
+				return err
+			}
+		}
+		decision, err := checkpoint.Decide(in)
 		if err != nil {
+			var se *syncerr.Error
+			if errors.As(err, &se) {
+				return se.WithDetails(map[string]string{"partition": a.Partition, "name": a.Name})
+			}
 			return err
 		}
-		switch state {
-		case checkpoint.SourceChanged:
-			out = checkpoint.Stale
-			return nil
-		case checkpoint.SourceUnverifiable:
-			out = checkpoint.Unverifiable
+		if out = decision; decision != checkpoint.Activated {
 			return nil
 		}
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE sync_backfill_checkpoints SET state='activated', watermark=?, updated_at_ms=?
@@ -152,9 +152,7 @@ WHERE partition=? AND name=? AND owner_epoch=? AND state<>'activated'`),
 		}
 		if n, err := res.RowsAffected(); err != nil {
 			return err
-		} else if n == 1 {
-			out = checkpoint.Activated
-		} else {
+		} else if n != 1 {
 			out = checkpoint.Stale
 		}
 		return nil
@@ -209,28 +207,19 @@ func (s *Store) HasSourceChangesAbove(ctx context.Context, partition string, tab
 
 // sourceState reads the horizon and the source changes in one statement.
 func (s *Store) sourceState(ctx context.Context, q Querier, partition string, tables []string, seq int64) (checkpoint.SourceState, error) {
+	if len(tables) == 0 {
+		return checkpoint.SourceClean, nil
+	}
 	var horizon int64
 	changed := 0
-	if len(tables) == 0 {
-		if _, err := scanOne(q.QueryRowContext(ctx, s.q("SELECT horizon_seq FROM sync_partitions WHERE partition=?"), partition), &horizon); err != nil {
-			return "", err
-		}
-	} else {
-		args := append([]any{partition, partition, seq}, anyStrings(tables)...)
-		err := q.QueryRowContext(ctx, s.q(`SELECT COALESCE((SELECT horizon_seq FROM sync_partitions WHERE partition=?), 0),
+	args := append([]any{partition, partition, seq}, anyStrings(tables)...)
+	err := q.QueryRowContext(ctx, s.q(`SELECT COALESCE((SELECT horizon_seq FROM sync_partitions WHERE partition=?), 0),
 CASE WHEN EXISTS (SELECT 1 FROM sync_changes WHERE partition=? AND commit_seq>? AND tbl IN (`+placeholders(len(tables))+`)) THEN 1 ELSE 0 END`),
-			args...).Scan(&horizon, &changed)
-		if err != nil {
-			return "", err
-		}
+		args...).Scan(&horizon, &changed)
+	if err != nil {
+		return "", err
 	}
-	switch {
-	case changed == 1:
-		return checkpoint.SourceChanged, nil
-	case horizon > seq:
-		return checkpoint.SourceUnverifiable, nil
-	}
-	return checkpoint.SourceClean, nil
+	return checkpoint.ClassifySources(changed == 1, horizon, seq), nil
 }
 
 // ReadServeGate implements ports.CheckpointStore.

@@ -49,18 +49,18 @@ CREATE TABLE IF NOT EXISTS sync_change_scopes(
 );
 CREATE TABLE IF NOT EXISTS sync_push_results(
   partition TEXT NOT NULL, client_id TEXT NOT NULL,
-  client_commit_id TEXT NOT NULL, result {JSON} NOT NULL,
+  client_commit_id TEXT NOT NULL, result {DOC} NOT NULL,
   PRIMARY KEY(partition, client_id, client_commit_id)
 );
 CREATE TABLE IF NOT EXISTS sync_reactions(
   partition TEXT NOT NULL, idempotency_key TEXT NOT NULL,
-  type TEXT NOT NULL, version {INT} NOT NULL, payload {JSON} NOT NULL,
+  type TEXT NOT NULL, version {INT} NOT NULL, payload {DOC} NOT NULL,
   source_client_id TEXT NOT NULL, source_client_commit_id TEXT NOT NULL,
   source_commit_seq {SEQ} NOT NULL, created_at_ms {SEQ} NOT NULL,
   available_at_ms {SEQ} NOT NULL, status TEXT NOT NULL,
   attempts {INT} NOT NULL, max_attempts {INT} NOT NULL,
   lease_owner TEXT, lease_expires_at_ms {SEQ}, completed_at_ms {SEQ},
-  last_failure {JSON},
+  last_failure {DOC},
   PRIMARY KEY(partition, idempotency_key),
   CHECK(status IN ('pending', 'leased', 'completed', 'dead-letter'))
 );
@@ -75,7 +75,7 @@ CREATE INDEX IF NOT EXISTS sync_reactions_dead_letter
 CREATE TABLE IF NOT EXISTS sync_clients(
   partition TEXT NOT NULL, client_id TEXT NOT NULL, actor_id TEXT NOT NULL,
   wire_version {INT} NOT NULL DEFAULT 1,
-  cursor {SEQ} NOT NULL, subscriptions {JSON} NOT NULL,
+  cursor {SEQ} NOT NULL, subscriptions {DOC} NOT NULL,
   updated_at_ms {SEQ} NOT NULL,
   PRIMARY KEY(partition, client_id)
 );
@@ -122,7 +122,7 @@ var addedCoreColumns = []struct{ table, column, decl string }{
 func expandTypes(ddl string, t Types) string {
 	return strings.NewReplacer(
 		"{SEQ}", t.Seq, "{INT}", t.Int, "{OP}", t.SmallOp, "{JSON}", t.JSON,
-		"{BLOB}", t.Blob, "{BOOL}", t.Bool, "{FALSE}", t.False, "{KEY}", t.Key,
+		"{DOC}", t.Doc, "{BLOB}", t.Blob, "{BOOL}", t.Bool, "{FALSE}", t.False, "{KEY}", t.Key,
 	).Replace(ddl)
 }
 

@@ -43,7 +43,8 @@ type Types struct {
 	Seq     string // commit seqs, timestamps, counters
 	Int     string // small integers (versions, attempts)
 	SmallOp string // change op
-	JSON    string // JSON documents
+	JSON    string // JSON the engine may normalize (stored scopes)
+	Doc     string // JSON documents returned byte for byte (results, payloads)
 	Blob    string // byte strings
 	Bool    string
 	False   string // the Bool type's false literal
@@ -81,6 +82,10 @@ type Dialect interface {
 	// TableIndexes lists the free-standing (not constraint-owned) indexes of a table.
 	TableIndexes(ctx context.Context, q Querier, table string) ([]string, error)
 
+	// CombinedWrites reports that one statement may carry several writes
+	// in data-modifying CTEs (PostgreSQL), saving round trips.
+	CombinedWrites() bool
+
 	// BindValue converts a decoded cell for binding into a column of type t.
 	BindValue(t schema.ColumnType, v any) any
 
@@ -92,4 +97,13 @@ type Dialect interface {
 	// Retryable reports a transient conflict (serialization failure,
 	// deadlock) after which the whole transaction may be retried.
 	Retryable(err error) bool
+}
+
+// Analyzer is implemented by dialects whose planner needs fresh statistics
+// after bulk growth (PostgreSQL, whose autovacuum may lag a fast load by a
+// minute: until then a freshly created table is planned as nearly empty).
+type Analyzer interface {
+	// AnalyzeStatements returns the statements refreshing the statistics
+	// of the core tables and the given app tables.
+	AnalyzeStatements(appTables []string) []string
 }

@@ -147,19 +147,13 @@ func (s *Store) PruneCommitsThrough(ctx context.Context, partition string, r por
 		if err != nil {
 			return err
 		}
-		if !ok {
-			return syncerr.Newf(syncerr.StoragePartitionUnregistered, "partition %q is not registered", partition)
+		if !ok || r.LogEpoch == "" || epoch != r.LogEpoch {
+			return syncerr.Newf(syncerr.StoragePruneEpochMismatch, "partition %q: prune bound to a stale or unknown log epoch", partition)
 		}
-		if epoch != r.LogEpoch {
-			return syncerr.Newf(syncerr.StoragePruneEpochMismatch, "partition %q epoch changed", partition)
-		}
-		var maxSeq, prev int64
-		if err := tx.QueryRowContext(ctx, s.q("SELECT max_commit_seq, horizon_seq FROM sync_partitions WHERE partition=?"), partition).
-			Scan(&maxSeq, &prev); err != nil {
+		var prev int64
+		if err := tx.QueryRowContext(ctx, s.q("SELECT horizon_seq FROM sync_partitions WHERE partition=?"), partition).
+			Scan(&prev); err != nil {
 			return err
-		}
-		if r.ThroughSeq > maxSeq {
-			return syncerr.Newf(syncerr.StorageInvalidPruneCursor, "prune through %d beyond max commit seq %d", r.ThroughSeq, maxSeq)
 		}
 		h := max(prev, r.ThroughSeq)
 		res.PreviousHorizonSeq, res.HorizonSeq = prev, h

@@ -1,9 +1,7 @@
 package sqlstore
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -95,7 +93,7 @@ func (s *Store) GetClient(ctx context.Context, partition, clientID string) (*por
 	if err != nil || !ok {
 		return nil, internal("get client", err)
 	}
-	r.Subscriptions = compactJSON(subs)
+	r.Subscriptions = []byte(subs)
 	return &r, nil
 }
 
@@ -118,10 +116,11 @@ wire_version=excluded.wire_version, cursor=excluded.cursor, subscriptions=exclud
 func (s *Store) AdvanceClientCursor(ctx context.Context, a ports.CursorAdvance) (bool, error) {
 	var changed bool
 	err := s.writeTx(ctx, "advance client cursor", "", func(tx WriteTx) error {
-		res, err := tx.ExecContext(ctx, s.q(`UPDATE sync_clients SET cursor=?, updated_at_ms=?
-WHERE partition=? AND client_id=? AND actor_id=? AND cursor<?
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE sync_clients SET cursor=CASE WHEN cursor<? THEN ? ELSE cursor END,
+  updated_at_ms=CASE WHEN updated_at_ms<? THEN ? ELSE updated_at_ms END
+WHERE partition=? AND client_id=? AND actor_id=?
   AND EXISTS (SELECT 1 FROM sync_partition_registry WHERE partition=? AND log_epoch=?)`),
-			a.Cursor, a.NowMs, a.Partition, a.ClientID, a.ActorID, a.Cursor, a.Partition, a.LogEpoch)
+			a.Cursor, a.Cursor, a.NowMs, a.NowMs, a.Partition, a.ClientID, a.ActorID, a.Partition, a.LogEpoch)
 		if err != nil {
 			return err
 		}
@@ -130,15 +129,4 @@ WHERE partition=? AND client_id=? AND actor_id=? AND cursor<?
 		return err
 	})
 	return changed, err
-}
-
-// compactJSON returns stored JSON text as bytes, compacted (PostgreSQL's
-// jsonb output adds spaces); text that is not JSON is returned as is.
-func compactJSON(s string) []byte {
-	var buf bytes.Buffer
-	buf.Grow(len(s))
-	if err := json.Compact(&buf, []byte(s)); err != nil {
-		return []byte(s)
-	}
-	return buf.Bytes()
 }

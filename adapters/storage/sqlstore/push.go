@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
@@ -25,17 +26,22 @@ func (s *Store) getPushResult(ctx context.Context, q Querier, partition, clientI
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	return compactJSON(raw), true, nil
+	return []byte(raw), true, nil
 }
 
 // Push implements ports.PushStore. fn's own error comes back unchanged;
 // transient engine conflicts are retried with a fresh transaction.
 func (s *Store) Push(ctx context.Context, partition string, opts ports.PushOptions, fn func(tx ports.PushTx) error) error {
 	var fnErr error
+	var ptx *pushTx
 	err := s.writeTx(ctx, "push", partition, func(tx WriteTx) error {
-		fnErr = fn(&pushTx{s: s, tx: tx, partition: partition, writerVersion: opts.WriterVersion})
+		ptx = &pushTx{s: s, tx: tx, partition: partition, writerVersion: opts.WriterVersion}
+		fnErr = fn(ptx)
 		return fnErr
 	})
+	if err == nil {
+		s.noteWrites(ptx.written)
+	}
 	if err != nil && fnErr != nil && !s.d.Retryable(fnErr) {
 		return fnErr
 	}
@@ -49,6 +55,7 @@ type pushTx struct {
 	partition     string
 	writerVersion int32
 	savepoint     bool
+	written       int // rows staged, for statistics refresh
 }
 
 const savepointName = "sync_push_apply"
@@ -138,6 +145,12 @@ func (t *pushTx) UpsertRow(ctx context.Context, table string, w ports.RowWrite) 
 		payload = []byte{}
 	}
 	args = append(args, w.Version, encodeScopes(w.Scopes), payload, nilIfEmpty(w.ColumnVersions))
+	if t.s.d.CombinedWrites() {
+		if _, err := t.tx.ExecContext(ctx, t.s.combinedUpsert(ts, len(w.Scopes)), t.s.combinedUpsertArgs(args, t.partition, ts, w.RowID, w.Scopes)...); err != nil {
+			return t.constraint("upsert row", err, table, w.OpIndex)
+		}
+		return nil
+	}
 	if _, err := t.tx.ExecContext(ctx, ts.upsert, args...); err != nil {
 		return t.constraint("upsert row", err, table, w.OpIndex)
 	}
@@ -148,6 +161,47 @@ func (t *pushTx) UpsertRow(ctx context.Context, table string, w ports.RowWrite) 
 		return internal("clear tombstone", err)
 	}
 	return nil
+}
+
+// combinedUpsert is UpsertRow as one statement: the row upsert, the
+// row-scope index refresh (dropping only pairs that changed, so no row is
+// touched twice) and the tombstone clear, as data-modifying CTEs.
+func (s *Store) combinedUpsert(ts *tableSQL, nscopes int) string {
+	key := "partition=? AND tbl=? AND row_id=?"
+	var b strings.Builder
+	b.WriteString("WITH up AS (")
+	b.WriteString(ts.upsertRaw)
+	b.WriteString("), ds AS (DELETE FROM sync_row_scopes WHERE ")
+	b.WriteString(key)
+	if nscopes > 0 {
+		b.WriteString(" AND (var, value) NOT IN (VALUES ")
+		b.WriteString(valuesList(nscopes, 2))
+		b.WriteString(")), ins AS (INSERT INTO sync_row_scopes(partition, tbl, var, value, row_id) VALUES ")
+		b.WriteString(valuesList(nscopes, 5))
+		b.WriteString(" ON CONFLICT DO NOTHING")
+	}
+	b.WriteString("), dt AS (DELETE FROM sync_tombstones WHERE ")
+	b.WriteString(key)
+	b.WriteString(") SELECT 1")
+	return s.q(b.String())
+}
+
+func (s *Store) combinedUpsertArgs(upsert []any, partition string, ts *tableSQL, rowID string, scopes map[string]string) []any {
+	args := append(upsert, partition, ts.name, rowID)
+	if len(scopes) > 0 {
+		vars := make([]string, 0, len(scopes))
+		for v := range scopes {
+			vars = append(vars, v)
+		}
+		sort.Strings(vars)
+		for _, v := range vars {
+			args = append(args, v, scopes[v])
+		}
+		for _, v := range vars {
+			args = append(args, partition, ts.name, v, scopes[v], rowID)
+		}
+	}
+	return append(args, partition, ts.name, rowID)
 }
 
 // writeRowScopes replaces a row's entries in the row-scope index.
@@ -188,6 +242,12 @@ func (t *pushTx) DeleteRow(ctx context.Context, table, rowID string, opIndex int
 	}
 	if err := t.beforeWrite(ctx); err != nil {
 		return err
+	}
+	if t.s.d.CombinedWrites() {
+		if _, err := t.tx.ExecContext(ctx, ts.delCombined, t.partition, rowID, t.partition, table, rowID, t.partition, table, rowID); err != nil {
+			return t.constraint("delete row", err, table, opIndex)
+		}
+		return nil
 	}
 	if _, err := t.tx.ExecContext(ctx, ts.del, t.partition, rowID); err != nil {
 		return t.constraint("delete row", err, table, opIndex)
@@ -234,6 +294,7 @@ func (t *pushTx) AppendCommit(ctx context.Context, c ports.NewCommit) (int64, er
 	if err := t.beforeWrite(ctx); err != nil {
 		return 0, err
 	}
+	t.written += len(c.Changes)
 	seq, err := t.s.appendCommit(ctx, t.tx, t.partition, t.writerVersion, c)
 	if err != nil {
 		if t.s.d.FenceRejected(err) {

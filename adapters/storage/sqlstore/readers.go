@@ -49,7 +49,7 @@ func (s *Store) ListRowsReferencingBlob(ctx context.Context, partition, blobID s
 
 // ListReferencedBlobIDs implements ports.BlobRefReader.
 func (s *Store) ListReferencedBlobIDs(ctx context.Context, partition string) ([]string, error) {
-	rows, err := s.rd.QueryContext(ctx, s.q("SELECT DISTINCT blob_id FROM sync_blob_refs WHERE partition=? ORDER BY "+
+	rows, err := s.rd.QueryContext(ctx, s.q("SELECT blob_id FROM sync_blob_refs WHERE partition=? GROUP BY blob_id ORDER BY "+
 		s.d.ByteOrder("blob_id")), partition)
 	if err != nil {
 		return nil, internal("list referenced blobs", err)
@@ -78,11 +78,11 @@ func scanReaction(row interface{ Scan(...any) error }) (ports.StoredReaction, er
 	err := row.Scan(&r.Partition, &r.IdempotencyKey, &r.Type, &r.Version, &payload, &r.Source.ClientID, &r.Source.ClientCommitID,
 		&r.Source.CommitSeq, &r.Source.CreatedAtMs, &status, &r.Attempts, &r.MaxAttempts, &r.AvailableAtMs, &owner, &leaseExp,
 		&completed, &failure)
-	r.Payload = compactJSON(payload)
+	r.Payload = []byte(payload)
 	r.Status = ports.ReactionStatus(status)
 	r.LeaseOwner, r.LeaseExpiresAt, r.CompletedAtMs = owner.String, leaseExp.Int64, completed.Int64
 	if failure.Valid {
-		r.LastFailure = compactJSON(failure.String)
+		r.LastFailure = []byte(failure.String)
 	}
 	return r, err
 }

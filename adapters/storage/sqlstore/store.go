@@ -52,6 +52,12 @@ type Store struct {
 
 	cur atomic.Pointer[schemaState]
 
+	// Statistics refresh after growth (see Analyzer).
+	written     atomic.Int64
+	nextAnalyze atomic.Int64
+	analyzing   atomic.Bool
+	bg          sync.WaitGroup
+
 	sqlMu    sync.Mutex
 	sqlCache map[string]string
 }
@@ -74,6 +80,7 @@ func New(c Config) *Store {
 	if s.retries <= 0 {
 		s.retries = 5
 	}
+	s.nextAnalyze.Store(firstAnalyze)
 	return s
 }
 
@@ -85,6 +92,7 @@ func (s *Store) DB() *bun.DB { return s.db }
 
 // Close releases the engine's handles.
 func (s *Store) Close() error {
+	s.bg.Wait()
 	if s.closeFn != nil {
 		return s.closeFn()
 	}
@@ -224,4 +232,41 @@ func validateTable(t *schema.Table) error {
 		return syncerr.Newf(syncerr.SchemaInvalid, "storage: table without a name")
 	}
 	return nil
+}
+
+// firstAnalyze is the written-row count of the first statistics refresh;
+// each later one waits for four times as many.
+const firstAnalyze = 2000
+
+// noteWrites counts rows written by committed transactions and, for an
+// Analyzer dialect, refreshes statistics in the background whenever the
+// count crosses the next threshold.
+func (s *Store) noteWrites(n int) {
+	a, ok := s.d.(Analyzer)
+	if !ok || n <= 0 {
+		return
+	}
+	total := s.written.Add(int64(n))
+	next := s.nextAnalyze.Load()
+	if total < next || !s.nextAnalyze.CompareAndSwap(next, next*4) || !s.analyzing.CompareAndSwap(false, true) {
+		return
+	}
+	var tables []string
+	if st := s.cur.Load(); st != nil {
+		for name := range st.tables {
+			tables = append(tables, name)
+		}
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		defer s.analyzing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for _, stmt := range a.AnalyzeStatements(tables) {
+			if _, err := s.db.DB.ExecContext(ctx, stmt); err != nil {
+				return // statistics are an optimization; autovacuum catches up
+			}
+		}
+	}()
 }

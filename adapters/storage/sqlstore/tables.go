@@ -35,6 +35,8 @@ type tableSQL struct {
 	types  []schema.ColumnType // app column types in order (materialized only)
 
 	upsert       string
+	upsertRaw    string // upsert before rebinding, for composed statements
+	delCombined  string
 	get          string
 	del          string
 	rowScopesDel string
@@ -62,14 +64,19 @@ func (s *Store) buildTableSQL(t *schema.Table) *tableSQL {
 	for _, c := range quoted[2:] {
 		set = append(set, c+"=excluded."+c)
 	}
-	ts.upsert = s.q(fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s, %s) DO UPDATE SET %s",
+	ts.upsertRaw = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s, %s) DO UPDATE SET %s",
 		ts.quoted, strings.Join(quoted, ", "), placeholders(len(cols)),
-		quoteIdent(colPartition), quoteIdent(colRowID), strings.Join(set, ", ")))
+		quoteIdent(colPartition), quoteIdent(colRowID), strings.Join(set, ", "))
+	ts.upsert = s.q(ts.upsertRaw)
 	ts.selectCols = fmt.Sprintf("r.%s, r.%s, r.%s, r.%s",
 		quoteIdent(colVersion), quoteIdent(colScopes), quoteIdent(colPayload), quoteIdent(colColumnVersions))
 	ts.get = s.q(fmt.Sprintf("SELECT %s FROM %s r WHERE r.%s=? AND r.%s=?",
 		ts.selectCols, ts.quoted, quoteIdent(colPartition), quoteIdent(colRowID)))
 	ts.del = s.q(fmt.Sprintf("DELETE FROM %s WHERE %s=? AND %s=?",
+		ts.quoted, quoteIdent(colPartition), quoteIdent(colRowID)))
+	ts.delCombined = s.q(fmt.Sprintf("WITH d AS (DELETE FROM %s WHERE %s=? AND %s=?), "+
+		"s AS (DELETE FROM sync_row_scopes WHERE partition=? AND tbl=? AND row_id=?), "+
+		"b AS (DELETE FROM sync_blob_refs WHERE partition=? AND tbl=? AND row_id=?) SELECT 1",
 		ts.quoted, quoteIdent(colPartition), quoteIdent(colRowID)))
 	ts.rowScopesDel = s.q("DELETE FROM sync_row_scopes WHERE partition=? AND tbl=? AND row_id=?")
 	ts.tombDel = s.q("DELETE FROM sync_tombstones WHERE partition=? AND tbl=? AND row_id=?")

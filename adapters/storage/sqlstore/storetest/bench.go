@@ -1,0 +1,115 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// Rows builds n item writes for one org.
+func Rows(n int, org string) []ports.RowWrite {
+	out := make([]ports.RowWrite, n)
+	for i := range out {
+		out[i] = Item(fmt.Sprintf("row-%07d", i), org, i)
+	}
+	return out
+}
+
+// BenchPushAppend measures one typical single-operation push: lock, read
+// the row, upsert it, append the commit and store the result.
+func BenchPushAppend(b *testing.B, e Engine) {
+	ctx := context.Background()
+	s := e.open(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		w := Item(fmt.Sprintf("r%d", i%1000), "a", 0)
+		w.Version = int64(i + 1)
+		cc := fmt.Sprint("cc", i)
+		err := s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+			if _, ok, err := tx.GetPushResult(ctx, "c", cc); err != nil || ok {
+				return fmt.Errorf("replay check: %v %v", ok, err)
+			}
+			if _, err := tx.GetRow(ctx, "items", w.RowID); err != nil {
+				return err
+			}
+			if err := tx.UpsertRow(ctx, "items", w); err != nil {
+				return err
+			}
+			if _, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: cc,
+				Changes: []commit.Change{Change(w)}}); err != nil {
+				return err
+			}
+			_, err := tx.PutPushResult(ctx, "c", cc, []byte(`{"status":"applied"}`))
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchWindowRead measures an incremental pull's window read: 100 changes
+// of one org out of a log of 2000 commits alternating two orgs.
+func BenchWindowRead(b *testing.B, e Engine) {
+	ctx := context.Background()
+	s := e.open(b)
+	seedLog(b, s, 2000)
+	w := ports.CommitWindow{Table: "items", ScopeFilter: map[string][]string{"org": {"a"}}, AfterSeq: 500, ThroughSeq: 2000, LimitChanges: 100}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cs, err := s.ReadCommitWindow(ctx, "p", w)
+		if err != nil || len(cs) != 100 {
+			b.Fatalf("window: %d commits, %v", len(cs), err)
+		}
+	}
+}
+
+// BenchScanRows measures a bootstrap page of 1000 rows of one scope.
+func BenchScanRows(b *testing.B, e Engine) {
+	ctx := context.Background()
+	s := e.open(b)
+	if _, err := s.SeedRows(ctx, "p", "items", Rows(5000, "a"), sqlstore.SeedOptions{WriterVersion: 1, ActorID: "a", ClientID: "seed"}); err != nil {
+		b.Fatal(err)
+	}
+	q := ports.RowScan{Table: "items", ScopeFilter: map[string][]string{"org": {"a"}}, AfterRowID: "row-0002000", Limit: 1000}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rows, err := s.ScanRows(ctx, "p", q)
+		if err != nil || len(rows) != 1000 {
+			b.Fatalf("scan: %d rows, %v", len(rows), err)
+		}
+	}
+}
+
+// BenchSeed measures seeding n rows of one scope through SeedRows.
+func BenchSeed(b *testing.B, e Engine, n int) {
+	ctx := context.Background()
+	rows := Rows(n, "big")
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s := e.open(b)
+		b.StartTimer()
+		if _, err := s.SeedRows(ctx, "p", "items", rows, sqlstore.SeedOptions{WriterVersion: 1, ActorID: "a", ClientID: "seed"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+func seedLog(b *testing.B, s *sqlstore.Store, n int) {
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		w := Item(fmt.Sprintf("l%d", i), []string{"a", "b"}[i%2], 0)
+		if _, err := PushItems(ctx, s, "p", []ports.RowWrite{w}, fmt.Sprint("l", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
