@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
+	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// startServer runs syncd in process on SQLite with the tasks fixture and
+// returns its sync base URL.
+func startServer(t *testing.T, minWire int) string {
+	t.Helper()
+	schemaPath := defaultSchema()
+	if !fileExists(schemaPath) {
+		t.Skipf("fixture %s not found (set SYNCD_SHARED_DIR)", schemaPath)
+	}
+	dir := t.TempDir()
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(dir, "syncd.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Schema, cfg.Auth = schemaPath, config.AuthDev
+	cfg.Database = filepath.Join(dir, "syncd.db")
+	cfg.Sync.MinWireVersion = minWire
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var ready *app.Readiness
+	var listeners *app.Listeners
+	a := fx.New(app.Options(cfg, app.BuildInfo{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		fx.Provide(func() ports.Storage { return st }, func() ports.SchemaStore { return st }),
+		fx.Populate(&ready, &listeners)))
+	if err := a.Err(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = a.Stop(ctx)
+		_ = st.Close()
+	})
+	for !ready.Ready() {
+		if ctx.Err() != nil {
+			t.Fatalf("not ready: %+v", ready.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return "http://" + listeners.Addr(app.ServerSync).String()
+}
+
+// TestScenarios runs every scenario briefly against an in-process server:
+// each must finish by its request budget and record no error.
+func TestScenarios(t *testing.T) {
+	url, url2 := startServer(t, 3), startServer(t, 2)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"push-pull", []string{"--vus", "3", "--requests", "60", "--ops", "2"}},
+		{"catch-up", []string{"--vus", "2", "--requests", "12", "--dataset", "300", "--limit-commits", "100"}},
+		{"mixed-soak", []string{"--vus", "3", "--requests", "60"}},
+		{"maintenance-churn", []string{"--vus", "2", "--requests", "40"}},
+		{"push-pull", []string{"--vus", "2", "--requests", "20", "--wire", "2", "--expect-fail"}},
+		{"push-pull", []string{"--vus", "2", "--requests", "20", "--wire", "2", "--url", url2}},
+		{"mixed-soak", []string{"--vus", "2", "--requests", "30", "--wire", "2", "--url", url2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--url", url, "--duration", "2m", "--json", "-"}, tc.args...)
+			expectFail := false
+			if args[len(args)-1] == "--expect-fail" {
+				args, expectFail = args[:len(args)-1], true
+			}
+			var out, errb bytes.Buffer
+			code := run0(context.Background(), append(args, tc.name), &out, &errb)
+			if expectFail {
+				if code != 1 {
+					t.Fatalf("exit %d, want 1 (the server admits wire 3 only)\n%s%s", code, out.String(), errb.String())
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+			}
+			js := out.String()[strings.Index(out.String(), "\n["):]
+			var res []Result
+			if err := json.Unmarshal([]byte(js), &res); err != nil {
+				t.Fatalf("json: %v\n%s", err, js)
+			}
+			if len(res) != 1 || res[0].Errors != 0 || res[0].Requests == 0 {
+				t.Fatalf("results: %+v", res)
+			}
+		})
+	}
+}
+
+func TestUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	for _, args := range [][]string{{}, {"nope"}, {"--wire", "4", "push-pull"}, {"--vus", "0", "push-pull"}, {"-H", "bad", "push-pull"}} {
+		if code := run0(context.Background(), args, &out, &errb); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv("SYNCD_SHARED_DIR") == "" {
+		_ = os.Setenv("SYNCD_SHARED_DIR", "../../../shared")
+	}
+	os.Exit(m.Run())
+}

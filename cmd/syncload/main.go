@@ -1,0 +1,291 @@
+// Command syncload is a load generator for SSP2 servers. It drives N
+// virtual sync clients against one server URL over HTTP (POST /sync and
+// GET /segments/{id}), speaking wire 2 or 3, and reports throughput,
+// latency percentiles and errors per scenario:
+//
+//	syncload [flags] SCENARIO...
+//
+// Scenarios: push-pull, bootstrap-storm, catch-up, mixed-soak,
+// maintenance-churn ("syncload -h" describes each). Any protocol error
+// fails the run: the exit status is 1 when a scenario recorded an error,
+// 2 on usage errors.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/syncd-dev/syncd/domain/ssp2"
+)
+
+// options are the command line.
+type options struct {
+	url            string
+	adminURL       string
+	serverPID      int
+	vus            int
+	duration       time.Duration
+	requests       int64
+	dataset        int
+	wire           int
+	schemaPath     string
+	table          string
+	headers        headerList
+	devHeaders     bool
+	actorPrefix    string
+	partition      string
+	projectPrefix  string
+	stormProject   string
+	ops            int
+	maxOps         int
+	rowsPerClient  int
+	limitCommits   int
+	limitRows      int
+	maxPages       int
+	accept         uint8
+	signedURLs     bool
+	external       bool
+	acceptEncoding string
+	timeout        time.Duration
+	prepareTimeout time.Duration
+	maxErrors      int
+	jsonOut        string
+	runID          string
+}
+
+// headerList is a repeatable "Name: value" flag.
+type headerList []string
+
+func (h *headerList) String() string     { return strings.Join(*h, ", ") }
+func (h *headerList) Set(v string) error { *h = append(*h, v); return nil }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run0(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// defaultSchema is the tasks fixture beside the repository.
+func defaultSchema() string {
+	for _, p := range []string{
+		os.Getenv("SYNCD_SHARED_DIR") + "/fixtures/tasks.ir.json",
+		"../shared/fixtures/tasks.ir.json",
+	} {
+		if fileExists(p) {
+			return p
+		}
+	}
+	return filepath.FromSlash("../shared/fixtures/tasks.ir.json")
+}
+
+func parse(args []string, stderr io.Writer) (*options, []string, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("syncload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.url, "url", "http://127.0.0.1:8787", "base URL of the SSP2 server (its mount included); POST {url}/sync, GET {url}/segments/{id}")
+	fs.StringVar(&o.adminURL, "admin-url", "", "admin listener of the server, to sample process_resident_memory_bytes from /metrics (e.g. http://127.0.0.1:8788)")
+	fs.IntVar(&o.serverPID, "server-pid", 0, "pid of a server on this machine, to sample VmRSS/VmHWM from /proc")
+	fs.IntVar(&o.vus, "vus", 10, "virtual clients")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each scenario runs")
+	fs.Int64Var(&o.requests, "requests", 0, "stop a scenario after this many requests (0: only --duration)")
+	fs.IntVar(&o.dataset, "dataset", 0, "bootstrap-storm: rows the storm project holds (checked when > 0); catch-up: commits to catch up on (0: 5000)")
+	fs.IntVar(&o.wire, "wire", 3, "SSP2 wire version: 3, or 2 (the server needs --min-wire-version 2)")
+	fs.StringVar(&o.schemaPath, "schema", defaultSchema(), "schema IR the server serves")
+	fs.StringVar(&o.table, "table", "tasks", "table to load; its first scope pattern gives each client its scope value")
+	fs.Var(&o.headers, "H", "extra request header \"Name: value\" (repeatable), e.g. -H 'Authorization: Bearer TOKEN'")
+	fs.BoolVar(&o.devHeaders, "dev-headers", true, "send development identity headers X-Syncd-Actor (one actor per client) and X-Syncd-Partition")
+	fs.StringVar(&o.actorPrefix, "actor-prefix", "load-", "actor of client i is PREFIX+i")
+	fs.StringVar(&o.partition, "partition", "", "X-Syncd-Partition (empty: the server's default)")
+	fs.StringVar(&o.projectPrefix, "project-prefix", "load-", "scope value of client i is PREFIX+RUNID-i")
+	fs.StringVar(&o.stormProject, "storm-project", "storm", "bootstrap-storm: the shared seeded scope value")
+	fs.IntVar(&o.ops, "ops", 1, "upserts per pushed commit")
+	fs.IntVar(&o.maxOps, "max-ops", 100, "catch-up: commits per seeding request")
+	fs.IntVar(&o.rowsPerClient, "rows-per-client", 100, "distinct rows a client cycles its upserts over")
+	fs.IntVar(&o.limitCommits, "limit-commits", 0, "PULL_HEADER limitCommits (0: server default)")
+	fs.IntVar(&o.limitRows, "limit-rows", 0, "PULL_HEADER limitSnapshotRows (0: server default)")
+	fs.IntVar(&o.maxPages, "max-pages", 0, "PULL_HEADER maxSnapshotPages (0: server default)")
+	fs.BoolVar(&o.external, "external-rows", true, "accept segment references (accept bit 1) besides inline rows")
+	fs.BoolVar(&o.signedURLs, "signed-urls", false, "accept signed segment URLs (accept bit 3)")
+	fs.StringVar(&o.acceptEncoding, "accept-encoding", "identity", "Accept-Encoding of requests (identity, gzip, zstd)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request timeout")
+	fs.DurationVar(&o.prepareTimeout, "prepare-timeout", 5*time.Minute, "bound on a scenario's preparation (catch-up's writes)")
+	fs.IntVar(&o.maxErrors, "max-errors", 100, "stop a scenario after this many errors (0: never)")
+	fs.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file (\"-\": standard output)")
+	fs.StringVar(&o.runID, "run-id", "", "names this run's clients and projects (default: random)")
+	fs.Usage = func() {
+		w := fs.Output()
+		_, _ = fmt.Fprint(w, "Usage: syncload [flags] SCENARIO...\n\nScenarios:\n")
+		for _, s := range scenarios() {
+			_, _ = fmt.Fprintf(w, "  %-18s %s\n", s.name, s.about)
+		}
+		_, _ = fmt.Fprint(w, "\nExit status: 0 when every scenario ran without error, 1 on any protocol or transport error, 2 on usage errors.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	names := fs.Args()
+	if len(names) == 0 {
+		fs.Usage()
+		return nil, nil, errors.New("name at least one scenario")
+	}
+	for _, n := range names {
+		if findScenario(n) == nil {
+			return nil, nil, fmt.Errorf("unknown scenario %q", n)
+		}
+	}
+	switch {
+	case o.wire != 2 && o.wire != 3:
+		return nil, nil, fmt.Errorf("--wire %d: want 2 or 3", o.wire)
+	case o.vus < 1:
+		return nil, nil, errors.New("--vus must be at least 1")
+	case o.duration <= 0:
+		return nil, nil, errors.New("--duration must be positive")
+	case o.ops < 1 || o.rowsPerClient < 1 || o.maxOps < 1:
+		return nil, nil, errors.New("--ops, --rows-per-client and --max-ops must be positive")
+	}
+	for _, h := range o.headers {
+		if k, _, ok := strings.Cut(h, ":"); !ok || strings.TrimSpace(k) == "" {
+			return nil, nil, fmt.Errorf("-H %q: want \"Name: value\"", h)
+		}
+	}
+	o.accept = ssp2.AcceptInlineRows
+	if o.external {
+		o.accept |= ssp2.AcceptExternalRows
+	}
+	if o.signedURLs {
+		o.accept |= ssp2.AcceptSignedURLs
+	}
+	if o.runID == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.runID = hex.EncodeToString(b[:])
+	}
+	return o, names, nil
+}
+
+// identity returns the request headers of virtual client i.
+func (e *env) identity(i int) Identity {
+	h := http.Header{}
+	if e.o.devHeaders {
+		h.Set("X-Syncd-Actor", fmt.Sprintf("%s%d", e.o.actorPrefix, i))
+		if e.o.partition != "" {
+			h.Set("X-Syncd-Partition", e.o.partition)
+		}
+	}
+	for _, kv := range e.o.headers {
+		k, v, _ := strings.Cut(kv, ":")
+		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	return Identity{Headers: h}
+}
+
+func run0(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, names, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "syncload: %v\n", err)
+		return 2
+	}
+	fx, err := loadFixture(o.schemaPath, o.table)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "syncload: %v\n", err)
+		return 2
+	}
+	t, err := newHTTPTransport(o.url, o.vus*2, o.timeout, o.acceptEncoding)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "syncload: %v\n", err)
+		return 2
+	}
+	defer t.Close()
+	var results []*Result
+	failed := false
+	for _, name := range names {
+		if ctx.Err() != nil {
+			break
+		}
+		sc := findScenario(name)
+		e := newEnv(o, fx, t, o.runID, sc.kinds)
+		r, err := run(ctx, e, sc)
+		if err != nil {
+			_, _ = fmt.Fprintf(stderr, "syncload: %v\n", err)
+			failed = true
+			continue
+		}
+		results = append(results, r)
+		writeText(stdout, r)
+		if r.Errors > 0 {
+			failed = true
+		}
+	}
+	if o.jsonOut != "" {
+		if err := writeJSON(o.jsonOut, stdout, results); err != nil {
+			_, _ = fmt.Fprintf(stderr, "syncload: %v\n", err)
+			failed = true
+		}
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }
+
+func writeText(w io.Writer, r *Result) {
+	_, _ = fmt.Fprintf(w, "scenario %s: %d clients, wire %d, %.1fs, %s\n", r.Scenario, r.VUs, r.Wire, r.Seconds, r.URL)
+	_, _ = fmt.Fprintf(w, "  %-10s %9s %10s %9s %9s %9s %9s %12s %10s\n", "op", "count", "per sec", "p50 ms", "p95 ms", "p99 ms", "max ms", "MB", "items")
+	for _, op := range r.Ops {
+		if op.Count == 0 {
+			continue
+		}
+		_, _ = fmt.Fprintf(w, "  %-10s %9d %10.1f %9.2f %9.2f %9.2f %9.2f %12.1f %10d\n", op.Kind, op.Count, op.PerSecond,
+			op.P50ms, op.P95ms, op.P99ms, op.MaxMs, float64(op.Bytes)/(1<<20), op.Items)
+	}
+	_, _ = fmt.Fprintf(w, "  requests %d (%.1f/s), errors %d\n", r.Requests, r.RequestsPerSec, r.Errors)
+	for _, k := range sortedKeys(r.ErrorCodes) {
+		_, _ = fmt.Fprintf(w, "    %-40s %d\n", k, r.ErrorCodes[k])
+	}
+	for _, s := range r.ErrorSamples {
+		_, _ = fmt.Fprintf(w, "    e.g. %s\n", s)
+	}
+	if m := r.Memory; m != nil {
+		_, _ = fmt.Fprintf(w, "  server RSS: start %s, peak %s, end %s (growth %+.1f MB)", mb(m.Start), mb(m.Peak), mb(m.End), float64(m.Growth)/(1<<20))
+		if m.HWM > 0 {
+			_, _ = fmt.Fprintf(w, ", VmHWM %s", mb(m.HWM))
+		}
+		_, _ = fmt.Fprintln(w)
+	}
+	for k, v := range r.Notes {
+		_, _ = fmt.Fprintf(w, "  %s: %v\n", k, v)
+	}
+}
+
+func writeJSON(path string, stdout io.Writer, results []*Result) error {
+	b, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = stdout.Write(b)
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
