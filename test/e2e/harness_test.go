@@ -95,16 +95,25 @@ type serverOpts struct {
 	minWire int
 	extra   []fx.Option
 	config  func(*config.Config)
+	// ir replaces the test schema.
+	ir []byte
 }
 
 func start(t *testing.T, e engine, so serverOpts) *server {
 	t.Helper()
 	st := e.open(t)
-	sch := ssptest.Schema(t)
+	ir := ssptest.IR()
+	if so.ir != nil {
+		ir = so.ir
+	}
+	sch, err := schema.Load(ir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	gs := &gatedStore{Storage: st, version: sch.Version}
 	dir := t.TempDir()
 	irPath := filepath.Join(dir, "schema.ir.json")
-	if err := os.WriteFile(irPath, ssptest.IR(), 0o600); err != nil {
+	if err := os.WriteFile(irPath, ir, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg := config.Default()
