@@ -2,6 +2,7 @@ package pull
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics are the pull counters. A nil *Metrics records nothing.
@@ -95,4 +96,34 @@ func (m *Metrics) spilled() {
 	if m != nil {
 		m.spills.Inc()
 	}
+}
+
+// Value returns the current value of the counter named name (for tests
+// and tools); 0 for an unknown name or a nil *Metrics.
+func (m *Metrics) Value(name string) float64 {
+	if m == nil {
+		return 0
+	}
+	var c prometheus.Counter
+	switch name {
+	case "syncd_pull_segment_builds_total":
+		c = m.builds
+	case "syncd_pull_segment_reuses_total":
+		c = m.reuses
+	case "syncd_pull_commits_total":
+		c = m.commitsN
+	case "syncd_pull_bootstrap_restarts_total":
+		c = m.restarts
+	case "syncd_pull_horizon_resets_total":
+		c = m.expired
+	case "syncd_pull_response_spills_total":
+		c = m.spills
+	default:
+		return 0
+	}
+	var out dto.Metric
+	if err := c.Write(&out); err != nil {
+		return 0
+	}
+	return out.GetCounter().GetValue()
 }

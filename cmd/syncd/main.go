@@ -3,6 +3,7 @@
 //	syncd serve [flags]     run the server (see syncd serve --help)
 //	syncd version           print version and build information
 //	syncd inspect ARGS...   decode and render SSP2 messages
+//	syncd prune [flags]     prune the commit log of every partition once
 package main
 
 import (
@@ -35,6 +36,8 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return 0
 	case "inspect":
 		return runInspect(args[1:], stdin, stdout, stderr)
+	case "prune":
+		return runPrune(args[1:], environ, stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		usage(stdout)
 		return 0
@@ -52,6 +55,8 @@ Usage:
   syncd serve [flags]     run the server; "syncd serve --help" lists the flags
   syncd version           print version and build information
   syncd inspect ARGS...   decode and render SSP2 messages
+  syncd prune [flags]     prune the commit log of every partition once
+                          (the serve flags; --database, --retention-*)
   syncd help              show this help
 
 With no flags, "syncd serve" runs the embedded todos demo schema on
