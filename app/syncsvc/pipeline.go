@@ -194,6 +194,12 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 		if errors.As(err, &ce) {
 			return a.reject(ctx, constraintTerm(a.origin(ce.OpIndex), len(a.pc.Operations)))
 		}
+		if syncerr.CodeOf(err) == syncerr.StorageWriterFenceRejected {
+			// A newer schema version owns this partition's writes now: this
+			// process must not write; the client retries (and reaches a
+			// process running the newer version).
+			return outcome{}, syncerr.Wrap(syncerr.SchemaNotReady, err)
+		}
 		return outcome{}, fmt.Errorf("append commit: %w", err)
 	}
 	if len(reactions) > 0 {

@@ -604,3 +604,16 @@ func TestWireTwoRejectionDetailsAndCacheMiss(t *testing.T) {
 		t.Fatalf("cache miss %+v", m)
 	}
 }
+
+func TestWriterFenceIsNotReady(t *testing.T) {
+	e := newEnv(t, nil)
+	if _, err := e.store.DeclareCheckpoint(context.Background(),
+		checkpoint.Declaration{Partition: "p1", Name: "next", SchemaVersion: e.sch.Version + 1}, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := e.do(e.req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))))
+	wantCode(t, err, syncerr.SchemaNotReady)
+	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
+		t.Fatal("write landed past the writer fence")
+	}
+}
