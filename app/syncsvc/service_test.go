@@ -617,3 +617,37 @@ func TestWriterFenceIsNotReady(t *testing.T) {
 		t.Fatal("write landed past the writer fence")
 	}
 }
+
+func TestCRDTMerge(t *testing.T) {
+	note := func(e *env, doc []byte, all bool) []byte {
+		c := ssptest.Cols{"id": rowcodec.String("n-1"), "doc": rowcodec.CRDT(doc)}
+		if all {
+			c["title"], c["body"], c["count"], c["score"] = rowcodec.Null(), rowcodec.String("b"), rowcodec.Null(), rowcodec.Float(1)
+			c["done"], c["meta"], c["blob"] = rowcodec.Bool(false), rowcodec.Null(), rowcodec.Null()
+		}
+		return ssptest.Sparse(t, e.table("notes"), c)
+	}
+	grant := func(o *syncsvc.Options) {
+		o.Resolver = resolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
+			return scopes.Allowed{"id": {"*"}}, nil
+		})
+	}
+	missing := newEnv(t, grant)
+	resp, _ := missing.must(missing.req(ssptest.Commit("k1", ssptest.Upsert("notes", "n-1", note(missing, []byte{5}, true), -1))))
+	wantRejected(t, resp.Results[0], 0, "sync.crdt_merge_failed")
+	if resp.Results[0].Results[0].Message != "CRDT merger failed" {
+		t.Fatalf("message %q", resp.Results[0].Results[0].Message)
+	}
+	e := newEnv(t, func(o *syncsvc.Options) { grant(o); o.Mergers = []ports.CRDTMerger{ssptest.MaxMerger{}} })
+	e.must(e.req(ssptest.Commit("k1", ssptest.Upsert("notes", "n-1", note(e, []byte{5}, true), -1))))
+	// A crdt-only write at a stale base never conflicts and merges.
+	e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("notes", "n-1", note(e, []byte{3}, false), -1))))
+	resp, _ = e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("notes", "n-1", note(e, []byte{9}, false), 1))))
+	if resp.Results[0].Status != ssp2.PushApplied {
+		t.Fatalf("crdt-only write at a stale base: %+v", resp.Results[0])
+	}
+	row, _ := e.store.GetRow(context.Background(), "p1", "notes", "n-1")
+	if got := ssptest.DecodeRow(t, e.table("notes"), row.Payload)["doc"].Raw(); !bytes.Equal(got, []byte{9}) || row.Version != 3 {
+		t.Fatalf("merged %x at version %d", got, row.Version)
+	}
+}
