@@ -112,6 +112,7 @@ var pgTypes = sqlstore.Types{
 func (*dialect) Name() string              { return "postgres" }
 func (*dialect) Types() sqlstore.Types     { return pgTypes }
 func (*dialect) CombinedWrites() bool      { return true }
+func (*dialect) LockRows() string          { return " FOR UPDATE SKIP LOCKED" }
 func (*dialect) ByteOrder(e string) string { return e + ` COLLATE "C"` }
 
 // Rebind numbers '?' placeholders ($1, $2, …). Engine statements never

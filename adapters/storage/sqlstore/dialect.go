@@ -82,6 +82,9 @@ type Dialect interface {
 	// TableIndexes lists the free-standing (not constraint-owned) indexes of a table.
 	TableIndexes(ctx context.Context, q Querier, table string) ([]string, error)
 
+	// LockRows is the suffix that locks selected rows for update, skipping
+	// rows other transactions hold ("" where writes serialize anyway).
+	LockRows() string
 	// CombinedWrites reports that one statement may carry several writes
 	// in data-modifying CTEs (PostgreSQL), saving round trips.
 	CombinedWrites() bool
