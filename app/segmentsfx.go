@@ -20,13 +20,15 @@ import (
 	"github.com/syncd-dev/syncd/adapters/segments/memseg"
 	"github.com/syncd-dev/syncd/adapters/segments/sqlseg"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/app/segments"
 	"github.com/syncd-dev/syncd/domain/signedurl"
 	"github.com/syncd-dev/syncd/ports"
 )
 
 // SegmentsModule provides the segment store (--segment-store), the native
-// signed-URL minter (--signed-url-key-file, --public-url), and
+// signed-URL minter (--signed-url-key-file, --public-url) as the pull's
+// URL signer, and
 // serves GET <mount>/segments/{id}; it sweeps expired segments every
 // --segment-sweep-interval. Without a ports.Storage in the graph it
 // provides nothing and the route keeps answering sync.not_implemented.
@@ -39,6 +41,7 @@ var SegmentsModule = fx.Module("syncd.segments",
 		NewSegmentStore,
 		NewSegmentSigner,
 		NewSegmentURLSigner,
+		newPullURLSigner,
 		NewSegmentService,
 		fx.Annotate(newSegmentRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
 	),
@@ -162,6 +165,22 @@ func (u *SegmentURLSigner) SignURL(segmentID, scopeDigest, partition string, now
 	}
 	tok, exp := u.signer.Mint(segmentID, scopeDigest, partition, time.UnixMilli(nowMs), u.ttl)
 	return u.base + "/segments/" + segmentID + "?" + httpapi.ParamSignedToken + "=" + tok, exp
+}
+
+// pullURLSigner adapts the minter to the pull's URLSigner port.
+type pullURLSigner struct{ u *SegmentURLSigner }
+
+// newPullURLSigner provides the pull's signer; nil when signed URLs are off.
+func newPullURLSigner(u *SegmentURLSigner) pull.URLSigner {
+	if u == nil {
+		return nil
+	}
+	return pullURLSigner{u}
+}
+
+func (p pullURLSigner) SignSegmentURL(_ context.Context, r pull.SignRequest) (string, int64, error) {
+	url, exp := p.u.SignURL(r.SegmentID, r.ScopeDigest, r.Partition, r.NowMs)
+	return url, exp, nil
 }
 
 // SegmentServiceParams are the inputs of the segment download use case.

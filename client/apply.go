@@ -1,0 +1,396 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/syncd-dev/syncd/domain/canonjson"
+	"github.com/syncd-dev/syncd/domain/contentaddr"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/scopes"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+)
+
+// section is the state of one subscription section being applied.
+type section struct {
+	sub      *Subscription
+	sec      Section
+	fresh    bool // fresh bootstrap: the first page clears first
+	cleared  bool
+	failed   error
+	staged   map[string]map[string]*Row // nil = delete, applied at SUB_END
+	effectiv map[string][]string
+}
+
+// apply applies a response to the replica.
+func (c *Client) apply(ctx context.Context, msg *ssp2.Message, sent map[string]reqSub) (*Result, error) {
+	res := &Result{Sections: map[string]Section{}, Message: msg}
+	var cur *section
+	for _, f := range msg.Frames {
+		switch f := f.(type) {
+		case *ssp2.RespHeader:
+			res.Header = *f
+			if f.ResetRequired {
+				c.resetAll()
+			}
+			if f.LogEpoch != "" {
+				c.epoch = f.LogEpoch
+			}
+		case *ssp2.PushResult:
+			res.Pushes = append(res.Pushes, f)
+			c.ack(f.ClientCommitID)
+		case *ssp2.SubStart:
+			s := c.subs[f.ID]
+			if s == nil {
+				return res, fmt.Errorf("client: SUB_START for unknown subscription %q", f.ID)
+			}
+			rq := sent[f.ID]
+			cur = &section{
+				sub:      s,
+				sec:      Section{Status: f.Status, Reason: f.ReasonCode, Bootstrap: f.Bootstrap, NextCursor: rq.cursor},
+				fresh:    f.Bootstrap && !rq.resumed,
+				staged:   map[string]map[string]*Row{},
+				effectiv: f.EffectiveScopes.Map(),
+			}
+			if f.Status == ssp2.SubRevoked {
+				// §3.3 purge: drop local rows the requested scopes matched.
+				c.purge(s.Table, s.Scopes)
+			}
+		case *ssp2.Commit:
+			if cur == nil {
+				return res, errors.New("client: COMMIT outside a subscription section")
+			}
+			cur.sec.Commits++
+			c.stats.Commits++
+			if cur.failed == nil {
+				cur.failed = c.stageCommit(cur, f)
+			}
+		case *ssp2.SegmentInline:
+			if cur == nil {
+				return res, errors.New("client: SEGMENT_INLINE outside a subscription section")
+			}
+			cur.sec.InlineSegments++
+			c.stats.InlineSegments++
+			if cur.failed == nil {
+				cur.failed = c.stageSegment(cur, f.Payload)
+			}
+		case *ssp2.SegmentRef:
+			if cur == nil {
+				return res, errors.New("client: SEGMENT_REF outside a subscription section")
+			}
+			cur.sec.SegmentRefs = append(cur.sec.SegmentRefs, f)
+			c.stats.SegmentRefs++
+			if cur.failed == nil {
+				var b []byte
+				if b, cur.failed = c.download(ctx, cur.sub, f); cur.failed == nil {
+					cur.failed = c.stageSegment(cur, b)
+				}
+			}
+		case *ssp2.SubEnd:
+			if cur == nil {
+				return res, errors.New("client: SUB_END outside a subscription section")
+			}
+			c.finish(cur, f)
+			res.Sections[cur.sub.ID] = cur.sec
+			cur = nil
+		case *ssp2.Error:
+			return res, &FrameError{Code: f.Code, Message: f.Message, Retryable: f.Retryable, Details: f.Details.Value}
+		}
+	}
+	return res, nil
+}
+
+// ack removes an acknowledged pending commit.
+func (c *Client) ack(id string) {
+	for i, p := range c.pending {
+		if p.ClientCommitID == id {
+			c.pending = append(c.pending[:i], c.pending[i+1:]...)
+			return
+		}
+	}
+}
+
+// resetAll forgets every cursor and row: the server's log epoch changed
+// (restore), so the replica re-bootstraps.
+func (c *Client) resetAll() {
+	for _, s := range c.subs {
+		s.Cursor, s.BootstrapState = -1, ""
+	}
+	c.rows = map[string]map[string]Row{}
+}
+
+// finish persists a section's SUB_END, or drops it when the section failed.
+func (c *Client) finish(cur *section, f *ssp2.SubEnd) {
+	s := cur.sub
+	s.Status, s.Reason, s.Effective = cur.sec.Status, cur.sec.Reason, cur.effectiv
+	s.Err = cur.failed
+	cur.sec.Err = cur.failed
+	if cur.failed != nil {
+		return
+	}
+	for table, rows := range cur.staged {
+		t := c.table(table)
+		for id, r := range rows {
+			if r == nil {
+				delete(t, id)
+			} else {
+				t[id] = *r
+			}
+		}
+	}
+	cur.sec.NextCursor = f.NextCursor
+	switch cur.sec.Status {
+	case ssp2.SubActive:
+		s.Cursor = f.NextCursor
+		s.BootstrapState = ""
+		if f.BootstrapState.Present {
+			s.BootstrapState = f.BootstrapState.Value
+			cur.sec.BootstrapState = f.BootstrapState.Value
+		}
+	case ssp2.SubReset:
+		s.Cursor, s.BootstrapState = -1, ""
+	case ssp2.SubRevoked:
+		s.BootstrapState = ""
+	}
+}
+
+func (c *Client) table(name string) map[string]Row {
+	t := c.rows[name]
+	if t == nil {
+		t = map[string]Row{}
+		c.rows[name] = t
+	}
+	return t
+}
+
+func (cur *section) stage(table, id string, r *Row) {
+	t := cur.staged[table]
+	if t == nil {
+		t = map[string]*Row{}
+		cur.staged[table] = t
+	}
+	t[id] = r
+}
+
+func (c *Client) stageCommit(cur *section, f *ssp2.Commit) error {
+	for _, ch := range f.Changes {
+		if int(ch.TableIndex) >= len(f.Tables) {
+			return fmt.Errorf("client: commit %d: table index %d out of range", f.CommitSeq, ch.TableIndex)
+		}
+		table := f.Tables[ch.TableIndex]
+		codec := c.codecs[table]
+		if codec == nil {
+			return fmt.Errorf("client: commit %d: unknown table %q", f.CommitSeq, table)
+		}
+		if ch.Op == ssp2.OpDelete {
+			cur.stage(table, ch.RowID, nil)
+			continue
+		}
+		if err := codec.ValidateRow(ch.Row); err != nil {
+			return fmt.Errorf("client: commit %d: %s/%s: %w", f.CommitSeq, table, ch.RowID, err)
+		}
+		cur.stage(table, ch.RowID, &Row{Version: ch.RowVersion, Payload: bytes.Clone(ch.Row)})
+	}
+	return nil
+}
+
+// stageSegment applies a rows segment: on the first page of a fresh
+// bootstrap it first clears the rows the effective scopes match (§5.6).
+func (c *Client) stageSegment(cur *section, b []byte) error {
+	sr, err := rowcodec.NewSegmentReader(b)
+	if err != nil {
+		return fmt.Errorf("client: segment: %w", err)
+	}
+	t := c.o.Schema.Table(sr.Header().Table)
+	if t == nil || t.Name != cur.sub.Table {
+		return fmt.Errorf("client: segment for table %q in a %q section", sr.Header().Table, cur.sub.Table)
+	}
+	if err := sr.Header().CheckTable(t); err != nil {
+		return fmt.Errorf("client: segment: %w", err)
+	}
+	if cur.fresh && !cur.cleared {
+		cur.cleared = true
+		for id, r := range c.rows[t.Name] {
+			if c.matches(t, r.Payload, cur.effectiv) {
+				cur.stage(t.Name, id, nil)
+			}
+		}
+	}
+	codec := c.codecs[t.Name]
+	for {
+		rows, err := sr.NextBlock()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("client: segment: %w", err)
+		}
+		for _, row := range rows {
+			id, ok := rowcodec.ScopeString(row.Values[t.PKIndex])
+			if !ok {
+				return errors.New("client: segment row without a primary key")
+			}
+			p, err := codec.AppendRow(nil, row.Values)
+			if err != nil {
+				return fmt.Errorf("client: segment row %s: %w", id, err)
+			}
+			cur.stage(t.Name, id, &Row{Version: row.ServerVersion, Payload: p})
+			c.stats.BootstrapRows++
+		}
+	}
+}
+
+// matches is the §3.3 matching rule on a local row.
+func (c *Client) matches(t *schema.Table, payload []byte, m map[string][]string) bool {
+	vals, err := c.codecs[t.Name].DecodeRow(payload, nil)
+	if err != nil {
+		return false
+	}
+	for k, allowed := range m {
+		sc, ok := t.ScopeFor(k)
+		if !ok {
+			return false
+		}
+		i := t.ColumnIndex(scopes.Column(sc))
+		if i < 0 {
+			return false
+		}
+		v, ok := rowcodec.ScopeString(vals[i])
+		if !ok {
+			return false
+		}
+		found := false
+		for _, a := range allowed {
+			if a == v {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Client) purge(table string, m map[string][]string) {
+	t := c.o.Schema.Table(table)
+	if t == nil {
+		return
+	}
+	for id, r := range c.rows[table] {
+		if c.matches(t, r.Payload, m) {
+			delete(c.rows[table], id)
+		}
+	}
+}
+
+// SegmentError is a failed segment download.
+type SegmentError struct {
+	SegmentID string
+	Signed    bool
+	Err       error
+}
+
+func (e *SegmentError) Error() string {
+	how := "direct"
+	if e.Signed {
+		how = "signed url"
+	}
+	return fmt.Sprintf("segment %s (%s): %v", e.SegmentID, how, e.Err)
+}
+
+func (e *SegmentError) Unwrap() error { return e.Err }
+
+// download fetches a referenced segment (§5.4, §5.5) and verifies its
+// content address and length.
+func (c *Client) download(ctx context.Context, s *Subscription, f *ssp2.SegmentRef) ([]byte, error) {
+	if f.MediaType != ssp2.MediaRows {
+		return nil, &SegmentError{SegmentID: f.SegmentID, Err: fmt.Errorf("media type %d is not rows", f.MediaType)}
+	}
+	signed := f.URL.Present
+	b, err := c.fetchSegment(ctx, s, f)
+	if err != nil {
+		return nil, &SegmentError{SegmentID: f.SegmentID, Signed: signed, Err: err}
+	}
+	if contentaddr.Of(b) != f.SegmentID {
+		return nil, &SegmentError{SegmentID: f.SegmentID, Signed: signed, Err: errors.New("content address mismatch")}
+	}
+	if int64(len(b)) != f.ByteLength {
+		return nil, &SegmentError{SegmentID: f.SegmentID, Signed: signed, Err: fmt.Errorf("%d bytes, descriptor says %d", len(b), f.ByteLength)}
+	}
+	c.stats.SegmentDownloads++
+	if signed {
+		c.stats.SignedDownloads++
+	}
+	c.stats.SegmentBytes += int64(len(b))
+	return b, nil
+}
+
+// DownloadSegment fetches a segment through the direct endpoint with the
+// subscription's requested scopes (tests of the endpoint). The bytes are
+// verified against the content address.
+func (c *Client) DownloadSegment(ctx context.Context, subID, segmentID string) ([]byte, error) {
+	s := c.subs[subID]
+	if s == nil {
+		return nil, fmt.Errorf("client: no subscription %q", subID)
+	}
+	b, err := c.fetchSegment(ctx, s, &ssp2.SegmentRef{SegmentID: segmentID})
+	if err != nil {
+		return nil, err
+	}
+	if contentaddr.Of(b) != segmentID {
+		return nil, errors.New("client: content address mismatch")
+	}
+	return b, nil
+}
+
+// FetchURL fetches a signed segment URL the way a descriptor's url is
+// fetched: no host authentication, no scopes header.
+func (c *Client) FetchURL(ctx context.Context, url string) ([]byte, error) {
+	return c.fetchSegment(ctx, nil, &ssp2.SegmentRef{URL: ssp2.Some(url)})
+}
+
+func (c *Client) fetchSegment(ctx context.Context, s *Subscription, f *ssp2.SegmentRef) ([]byte, error) {
+	var req *http.Request
+	var err error
+	if f.URL.Present {
+		if f.URLExpiresAtMs.Present && time.Now().UnixMilli() >= f.URLExpiresAtMs.Value {
+			return nil, &HTTPError{Status: 0, Code: "sync.segment_expired", Message: "signed url expired before fetch"}
+		}
+		// The URL is the entire grant: no host credentials (§5.4).
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, f.URL.Value, nil)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, c.o.BaseURL+"/segments/"+f.SegmentID, nil)
+		if err != nil {
+			return nil, err
+		}
+		for k, vs := range c.o.Header {
+			req.Header[k] = append([]string(nil), vs...)
+		}
+		req.Header.Set("X-Syncular-Scopes", string(canonjson.ScopeJSON(s.Scopes)))
+	}
+	req.Header.Set("Accept-Encoding", c.o.AcceptEncoding)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := readBody(resp, c.o.MaxResponseBytes)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, httpError(resp.StatusCode, b)
+	}
+	return b, nil
+}
