@@ -4,6 +4,7 @@
 //	syncd version           print version and build information
 //	syncd inspect ARGS...   decode and render SSP2 messages
 //	syncd prune [flags]     prune the commit log of every partition once
+//	syncd seed [flags]      fill a project with synthetic rows for load tests
 package main
 
 import (
@@ -38,6 +39,8 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return runInspect(args[1:], stdin, stdout, stderr)
 	case "prune":
 		return runPrune(args[1:], environ, stdout, stderr)
+	case "seed":
+		return runSeed(args[1:], environ, stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		usage(stdout)
 		return 0
@@ -57,6 +60,7 @@ Usage:
   syncd inspect ARGS...   decode and render SSP2 messages
   syncd prune [flags]     prune the commit log of every partition once
                           (the serve flags; --database, --retention-*)
+  syncd seed [flags]      fill a project with synthetic rows for load tests
   syncd help              show this help
 
 With no flags, "syncd serve" runs the embedded todos demo schema on

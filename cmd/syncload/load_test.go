@@ -15,8 +15,11 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
+	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/seed"
+	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -66,6 +69,17 @@ func startServer(t *testing.T, minWire int) string {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	sch, err := schema.LoadFile(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := seed.Run(ctx, st, seed.Options{Schema: sch, Table: "tasks", Value: "storm", Rows: 3000, Batch: 1000,
+		Bulk: func(ctx context.Context, partition, table string, rows []ports.RowWrite, b seed.Batch) (int64, error) {
+			return st.SeedRows(ctx, partition, table, rows, sqlstore.SeedOptions{WriterVersion: b.WriterVersion,
+				Batch: len(rows), CreatedAtMs: b.CreatedAtMs, ActorID: b.ActorID, ClientID: b.ClientID, ClientCommitPrefix: b.ClientCommitID})
+		}}); err != nil {
+		t.Fatal(err)
+	}
 	return "http://" + listeners.Addr(app.ServerSync).String()
 }
 
@@ -78,6 +92,8 @@ func TestScenarios(t *testing.T) {
 		args []string
 	}{
 		{"push-pull", []string{"--vus", "3", "--requests", "60", "--ops", "2"}},
+		{"bootstrap-storm", []string{"--vus", "3", "--requests", "40", "--dataset", "3000", "--limit-rows", "500", "--max-pages", "2"}},
+		{"bootstrap-storm", []string{"--vus", "2", "--requests", "10", "--dataset", "3000", "--limit-rows", "5000", "--external-rows=false"}},
 		{"catch-up", []string{"--vus", "2", "--requests", "12", "--dataset", "300", "--limit-commits", "100"}},
 		{"mixed-soak", []string{"--vus", "3", "--requests", "60"}},
 		{"maintenance-churn", []string{"--vus", "2", "--requests", "40"}},

@@ -162,6 +162,9 @@ func run(ctx context.Context, e *env, sc *scenario) (*Result, error) {
 	for i := range e.o.vus {
 		v := &vu{idx: i, rnd: rand.New(rand.NewPCG(uint64(i)+1, uint64(start.UnixNano())))}
 		v.s = &session{t: e.t, id: e.identity(i), wire: uint16(e.o.wire), clientID: fmt.Sprintf("load-%s-%d", e.runID, i), fx: e.fx}
+		if e.ops["segment"] != nil {
+			v.s.segment = func(ctx context.Context, f func() (int, int, error)) error { return e.timed(ctx, "segment", f) }
+		}
 		wg.Go(func() {
 			for runCtx.Err() == nil {
 				if !v.ready {

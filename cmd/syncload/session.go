@@ -62,6 +62,8 @@ type session struct {
 	fx       *fixture
 	epoch    string
 	buf      []byte
+	// segment, when set, times each segment download as its own request.
+	segment func(ctx context.Context, f func() (bytes, items int, err error)) error
 }
 
 func (s *session) header(epoch bool) *ssp2.ReqHeader {
@@ -279,7 +281,17 @@ func (s *session) pull(ctx context.Context, subs []*sub, o pullOptions) (pullSta
 			if f.URL.Present {
 				ref = f.URL.Value
 			}
-			b, err := s.t.Segment(ctx, s.id, ref, cur.scopeJSON)
+			var b []byte
+			download := func() (int, int, error) {
+				var err error
+				b, err = s.t.Segment(ctx, s.id, ref, cur.scopeJSON)
+				return len(b), int(f.RowCount), err
+			}
+			if s.segment != nil {
+				err = s.segment(ctx, download)
+			} else {
+				_, _, err = download()
+			}
 			if err != nil {
 				return st, err
 			}
