@@ -43,6 +43,7 @@ func NewPullService(p PullServiceParams) (*pull.Service, error) {
 	o := pull.Options{
 		Store:               p.Store,
 		Signer:              p.Signer,
+		SegmentTTL:          p.Config.Segments.TTL,
 		SpoolMemoryBytes:    p.Config.Sync.PullSpoolMemoryBytes,
 		ResponseBudgetBytes: p.Config.Sync.PullResponseBudgetBytes,
 		Metrics:             p.Metrics,

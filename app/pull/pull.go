@@ -457,6 +457,7 @@ type emitter struct {
 	buf     []byte
 	changes []ssp2.Change
 	tables  []string
+	scopes  []ssp2.ScopeValue // arena of one frame's stored scopes
 	seg     bytes.Buffer
 }
 
@@ -481,10 +482,35 @@ func (e *emitter) raw(t ssp2.FrameType, payload []byte) error {
 	return err
 }
 
+// storedScopes renders a change's scopes in key order into the frame's
+// arena (sized up front, so earlier slices stay valid).
+func (e *emitter) storedScopes(m map[string]string) ssp2.StoredScopes {
+	start := len(e.scopes)
+	for k, v := range m {
+		e.scopes = append(e.scopes, ssp2.ScopeValue{Key: k, Value: v})
+	}
+	out := ssp2.StoredScopes(e.scopes[start:len(e.scopes):len(e.scopes)])
+	if len(out) > 1 {
+		// Keys compare by UTF-16 code units on the wire; the codec's own
+		// helper owns that order.
+		sorted := ssp2.StoredScopesFromMap(m)
+		copy(out, sorted)
+	}
+	return out
+}
+
 // commit writes one COMMIT frame with a frame-local table dictionary.
 func (e *emitter) commit(c *commit.Commit) error {
 	e.tables = e.tables[:0]
 	e.changes = e.changes[:0]
+	n := 0
+	for i := range c.Changes {
+		n += len(c.Changes[i].Scopes)
+	}
+	if cap(e.scopes) < n {
+		e.scopes = make([]ssp2.ScopeValue, 0, n)
+	}
+	e.scopes = e.scopes[:0]
 	for i := range c.Changes {
 		ch := &c.Changes[i]
 		ti := -1
@@ -498,7 +524,7 @@ func (e *emitter) commit(c *commit.Commit) error {
 			ti = len(e.tables)
 			e.tables = append(e.tables, ch.Table)
 		}
-		out := ssp2.Change{TableIndex: uint16(ti), RowID: ch.RowID, Op: ssp2.Op(ch.Op), Scopes: ssp2.StoredScopesFromMap(ch.Scopes)}
+		out := ssp2.Change{TableIndex: uint16(ti), RowID: ch.RowID, Op: ssp2.Op(ch.Op), Scopes: e.storedScopes(ch.Scopes)}
 		if ch.Op == commit.OpUpsert {
 			out.RowVersion, out.Row = ch.RowVersion, ch.Row
 		}

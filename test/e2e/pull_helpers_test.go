@@ -2,13 +2,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/contentaddr"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -43,6 +47,10 @@ type replica struct {
 	hdr      ssp2.PullHeader
 	subs     []*pullSub
 	rows     map[string]map[string]replicaRow
+	// download fetches SEGMENT_REF segments over GET /segments/{id}.
+	download bool
+	// segments counts the segment ids applied from references.
+	segments map[string]int
 }
 
 func newReplica(t *testing.T, s *server, c call, clientID string) *replica {
@@ -153,8 +161,18 @@ func (r *replica) apply(resp ssptest.Resp) {
 				label, _ := rowcodec.ScopeString(vals[st.Columns[labelColumn(st)].Name])
 				tbl[ch.RowID] = replicaRow{version: ch.RowVersion, label: label}
 			}
-		case *ssp2.SegmentInline:
-			sr, err := rowcodec.NewSegmentReader(f.Payload)
+		case *ssp2.SegmentInline, *ssp2.SegmentRef:
+			var payload []byte
+			if in, ok := f.(*ssp2.SegmentInline); ok {
+				payload = in.Payload
+			} else {
+				ref := f.(*ssp2.SegmentRef)
+				if !r.download {
+					r.t.Fatalf("SEGMENT_REF to a client that accepts inline rows only: %+v", ref)
+				}
+				payload = r.fetchSegment(cur, ref)
+			}
+			sr, err := rowcodec.NewSegmentReader(payload)
 			if err != nil {
 				r.t.Fatal(err)
 			}
@@ -181,8 +199,6 @@ func (r *replica) apply(resp ssptest.Resp) {
 					tbl[id] = replicaRow{version: row.ServerVersion, label: label}
 				}
 			}
-		case *ssp2.SegmentRef:
-			r.t.Fatalf("SEGMENT_REF to a client that accepts inline rows only: %+v", f)
 		case *ssp2.SubEnd:
 			cur.cursor = f.NextCursor
 			cur.token = ""
@@ -198,6 +214,41 @@ func (r *replica) apply(resp ssptest.Resp) {
 			cur = nil
 		}
 	}
+}
+
+// fetchSegment downloads a referenced segment as the client of sub and
+// checks its content address (§5.1).
+func (r *replica) fetchSegment(sub *pullSub, ref *ssp2.SegmentRef) []byte {
+	r.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(r.s.url, "/sync")+"/segments/"+ref.SegmentID, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	sc, _ := json.Marshal(sub.scopes)
+	req.Header.Set("X-Syncular-Scopes", string(sc))
+	req.Header.Set("X-Syncd-Actor", r.c.actor)
+	req.Header.Set("X-Syncd-Partition", r.c.partition)
+	if r.c.scopes != "" {
+		req.Header.Set("X-Syncd-Scopes", r.c.scopes)
+	}
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		r.t.Fatalf("GET segment: %d %s %v", resp.StatusCode, b, err)
+	}
+	if contentaddr.Of(b) != ref.SegmentID || int64(len(b)) != ref.ByteLength {
+		r.t.Fatalf("segment bytes do not match %s", ref.SegmentID)
+	}
+	if r.segments == nil {
+		r.segments = map[string]int{}
+	}
+	r.segments[ref.SegmentID]++
+	return b
 }
 
 // seedCommits appends n commits of one project upsert each to partition

@@ -361,3 +361,50 @@ func TestPullTwoClientsConverge(t *testing.T) {
 		}
 	})
 }
+
+// §4.7, §5.1: pages too large to inline are stored once and referenced;
+// every client asking for the same page gets the same segment, and the
+// download re-authorizes against the caller's scopes.
+func TestPullSegmentRefsSharedByClients(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := start(t, e, serverOpts{})
+		seedRows(t, s.store, s.sch, "refs", "alice", "p", 600, 600)
+		var ids []string
+		for i := range 20 {
+			r := newReplica(t, s, alice("refs"), fmt.Sprintf("c%d", i))
+			r.download = true
+			r.hdr = ssp2.PullHeader{Accept: ssp2.AcceptExternalRows, LimitSnapshotRows: 500, MaxSnapshotPages: 4}
+			r.subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+			resp := r.pull()
+			var refs []*ssp2.SegmentRef
+			for _, f := range resp.Msg.Frames {
+				if ref, ok := f.(*ssp2.SegmentRef); ok {
+					refs = append(refs, ref)
+				}
+			}
+			if len(refs) != 2 || refs[0].RowCount != 500 || refs[0].NextRowCursor.Value != "p-000499" ||
+				refs[1].RowCursor.Value != "p-000499" || refs[1].NextRowCursor.Present || len(r.rows["projects"]) != 600 {
+				t.Fatalf("client %d: refs %+v rows %d", i, refs, len(r.rows["projects"]))
+			}
+			ids = append(ids, refs[0].SegmentID)
+			if ids[i] != ids[0] {
+				t.Fatalf("client %d got segment %s, client 0 %s", i, ids[i], ids[0])
+			}
+		}
+		// Scope loss: the download is refused.
+		r := newReplica(t, s, call{actor: "alice", partition: "refs", scopes: `{"owner":["bob"],"project_id":["*"]}`}, "x")
+		req, _ := http.NewRequest(http.MethodGet, s.url[:len(s.url)-len("/sync")]+"/segments/"+ids[0], nil)
+		req.Header.Set("X-Syncular-Scopes", `{"owner":["alice"]}`)
+		req.Header.Set("X-Syncd-Actor", "alice")
+		req.Header.Set("X-Syncd-Partition", "refs")
+		req.Header.Set("X-Syncd-Scopes", r.c.scopes)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("download after scope loss: %d", resp.StatusCode)
+		}
+	})
+}
