@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
@@ -58,9 +59,10 @@ func NewPullService(p PullServiceParams) (*pull.Service, error) {
 // RetentionParams are the inputs of the retention scheduler.
 type RetentionParams struct {
 	fx.In
-	Config config.Config
-	Log    *zap.Logger
-	Store  ports.Storage `optional:"true"`
+	Config  config.Config
+	Log     *zap.Logger
+	Metrics *Metrics
+	Store   ports.Storage `optional:"true"`
 }
 
 // NewRetentionScheduler builds the prune scheduler; nil without storage or
@@ -73,7 +75,30 @@ func NewRetentionScheduler(p RetentionParams) (*retention.Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return retention.NewScheduler(pr, p.Config.Sync.PruneInterval, p.Log.Named("retention"), nil), nil
+	passes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "syncd_prune_passes_total",
+		Help: "Scheduled commit-log prune passes, by result (ok, error).",
+	}, []string{"result"})
+	removed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "syncd_pruned_commits_total",
+		Help: "Commits removed by scheduled prune passes.",
+	})
+	for _, c := range []prometheus.Collector{passes, removed} {
+		if err := p.Metrics.Registry.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	onPass := func(res []retention.PartitionResult, err error) {
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		passes.WithLabelValues(result).Inc()
+		for _, r := range res {
+			removed.Add(float64(r.RemovedCommits))
+		}
+	}
+	return retention.NewScheduler(pr, p.Config.Sync.PruneInterval, p.Log.Named("retention"), onPass), nil
 }
 
 // RetentionPolicy is the configured §4.6 policy.
