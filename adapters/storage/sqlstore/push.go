@@ -308,6 +308,9 @@ func (t *pushTx) AppendCommit(ctx context.Context, c ports.NewCommit) (int64, er
 // appendCommit allocates the next dense seq (the partition row is locked)
 // and writes the commit, its changes, the scope index and tombstones.
 func (s *Store) appendCommit(ctx context.Context, q Querier, partition string, wv int32, c ports.NewCommit) (int64, error) {
+	if s.d.CombinedWrites() && len(c.Changes) <= chunkRows {
+		return s.appendCommitCombined(ctx, q, partition, wv, c)
+	}
 	var seq int64
 	if err := q.QueryRowContext(ctx, s.q("UPDATE sync_partitions SET max_commit_seq=max_commit_seq+1 WHERE partition=? RETURNING max_commit_seq"),
 		partition).Scan(&seq); err != nil {
@@ -449,3 +452,94 @@ func (t *pushTx) AdvanceCheckpoint(ctx context.Context, a ports.CheckpointAdvanc
 }
 
 var _ ports.PushTx = (*pushTx)(nil)
+
+// changeKeys collects a commit's distinct scope-index keys and deleted rows.
+func changeKeys(changes []commit.Change) (scopes [][3]string, tombs [][2]string) {
+	seenScope := map[[3]string]bool{}
+	seenTomb := map[[2]string]bool{}
+	for _, ch := range changes {
+		if ch.Op != commit.OpUpsert {
+			if k := [2]string{ch.Table, ch.RowID}; !seenTomb[k] {
+				seenTomb[k] = true
+				tombs = append(tombs, k)
+			}
+		}
+		vars := make([]string, 0, len(ch.Scopes))
+		for v := range ch.Scopes {
+			vars = append(vars, v)
+		}
+		sort.Strings(vars)
+		for _, v := range vars {
+			if k := [3]string{ch.Table, v, ch.Scopes[v]}; !seenScope[k] {
+				seenScope[k] = true
+				scopes = append(scopes, k)
+			}
+		}
+	}
+	return scopes, tombs
+}
+
+// appendCommitCombined is appendCommit as one statement of data-modifying
+// CTEs (seq allocation, commit, changes, scope index, tombstones) for
+// engines that support them; typed VALUES lists carry the rows.
+func (s *Store) appendCommitCombined(ctx context.Context, q Querier, partition string, wv int32, c ports.NewCommit) (int64, error) {
+	scopes, tombs := changeKeys(c.Changes)
+	var b strings.Builder
+	args := make([]any, 0, 8+8*len(c.Changes)+3*len(scopes)+2*len(tombs))
+	b.WriteString(`WITH seq AS (UPDATE sync_partitions SET max_commit_seq=max_commit_seq+1 WHERE partition=? RETURNING max_commit_seq AS s),
+c AS (INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
+  SELECT ?, s, ?, ?, ?, CAST(? AS BIGINT), CAST(? AS BIGINT) FROM seq)`)
+	args = append(args, partition, partition, c.ClientID, c.ClientCommitID, c.ActorID, c.CreatedAtMs, int64(wv))
+	if len(c.Changes) > 0 {
+		b.WriteString(`, ch AS (INSERT INTO sync_changes(partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
+  SELECT ?, seq.s, v.i, v.t, v.r, v.o, v.rv, v.sc, v.pl FROM seq, (VALUES `)
+		args = append(args, partition)
+		for i, ch := range c.Changes {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("(CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS SMALLINT), CAST(? AS BIGINT), CAST(? AS JSONB), CAST(? AS BYTEA))")
+			var version, payload any
+			if ch.Op == commit.OpUpsert {
+				version, payload = ch.RowVersion, ch.Row
+				if ch.Row == nil {
+					payload = []byte{}
+				}
+			}
+			args = append(args, i, ch.Table, ch.RowID, int64(ch.Op), version, encodeScopes(ch.Scopes), payload)
+		}
+		b.WriteString(") AS v(i, t, r, o, rv, sc, pl))")
+	}
+	if len(scopes) > 0 {
+		b.WriteString(`, cs AS (INSERT INTO sync_change_scopes(partition, tbl, var, value, commit_seq)
+  SELECT ?, v.t, v.k, v.x, seq.s FROM seq, (VALUES `)
+		args = append(args, partition)
+		for i, k := range scopes {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT))")
+			args = append(args, k[0], k[1], k[2])
+		}
+		b.WriteString(") AS v(t, k, x) ON CONFLICT DO NOTHING)")
+	}
+	if len(tombs) > 0 {
+		b.WriteString(`, tb AS (INSERT INTO sync_tombstones(partition, tbl, row_id, commit_seq)
+  SELECT ?, v.t, v.r, seq.s FROM seq, (VALUES `)
+		args = append(args, partition)
+		for i, k := range tombs {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("(CAST(? AS TEXT), CAST(? AS TEXT))")
+			args = append(args, k[0], k[1])
+		}
+		b.WriteString(") AS v(t, r) ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq=excluded.commit_seq)")
+	}
+	b.WriteString(" SELECT s FROM seq")
+	var seq int64
+	if err := q.QueryRowContext(ctx, s.q(b.String()), args...).Scan(&seq); err != nil {
+		return 0, err
+	}
+	return seq, nil
+}
