@@ -2,6 +2,7 @@ package contract
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
-	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -33,6 +33,8 @@ func init() {
 		testCase{"Reactions", testReactions},
 		testCase{"Lookup", testLookup},
 		testCase{"ColumnVersionsStoredVerbatim", testColumnVersions},
+		testCase{"CancelledContextCommitsNothing", testCancelCommitsNothing},
+		testCase{"WaitingPushHonoursContext", testWaitHonoursContext},
 	)
 }
 
@@ -702,4 +704,77 @@ func testColumnVersions(t *testing.T, h Harness) {
 	}
 }
 
-var _ = syncerr.InternalError
+func testCancelCommitsNothing(t *testing.T, h Harness) {
+	e := open(t, h)
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	k := task{id: "a", project: "p1", owner: "o1"}
+	err := e.s.Push(ctx, "p1", ports.PushOptions{WriterVersion: v1}, func(tx ports.PushTx) error {
+		if err := tx.UpsertRow(ctx, "tasks", k.write(0)); err != nil {
+			return err
+		}
+		if _, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "cc", Changes: []commit.Change{k.upsert()}}); err != nil {
+			return err
+		}
+		cancel()
+		return nil
+	})
+	if err == nil {
+		t.Fatal("Push committed after its context was cancelled")
+	}
+	if r, _ := e.s.GetRow(e.ctx, "p1", "tasks", "a"); r != nil {
+		t.Fatal("a cancelled push persisted its row")
+	}
+	if b := e.bounds("p1"); b.MaxSeq != 0 {
+		t.Fatalf("a cancelled push persisted its commit: %+v", b)
+	}
+}
+
+func testWaitHonoursContext(t *testing.T, h Harness) {
+	e := open(t, h)
+	holding, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- e.push("p1", func(tx ports.PushTx) error {
+			if _, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "held"}); err != nil {
+				return err
+			}
+			close(holding)
+			<-release
+			return nil
+		})
+	}()
+	select {
+	case <-holding:
+	case err := <-done:
+		t.Fatalf("holder ended early: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 200*time.Millisecond)
+	defer cancel()
+	ran := make(chan struct{}, 1)
+	waiter := make(chan error, 1)
+	go func() {
+		waiter <- e.s.Push(ctx, "p1", ports.PushOptions{WriterVersion: v1}, func(tx ports.PushTx) error {
+			ran <- struct{}{}
+			return nil
+		})
+	}()
+	select {
+	case err := <-waiter:
+		if err == nil {
+			t.Error("a push waiting for the partition lock succeeded after its deadline")
+		}
+	case <-time.After(15 * time.Second):
+		t.Error("a push waiting for the partition lock ignored its deadline")
+	}
+	select {
+	case <-ran:
+		t.Error("the waiting push ran its function while the lock was held")
+	default:
+	}
+	close(release)
+	must(t, <-done)
+	if b := e.bounds("p1"); b.MaxSeq != 1 {
+		t.Fatalf("bounds = %+v", b)
+	}
+}
