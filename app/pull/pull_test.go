@@ -122,6 +122,11 @@ func (e *env) pull(h ssp2.PullHeader, allowed scopes.Allowed, subs ...subSpec) (
 	if err := pull.Validate(e.sch, r.Header, r.Subscriptions); err != nil {
 		return result{}, err
 	}
+	prev, err := e.st.GetClient(context.Background(), part, "c1")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r.Previous = prev
 	sp := e.svc.NewSpool()
 	defer sp.Close()
 	if err := e.svc.Pull(context.Background(), r, sp); err != nil {
@@ -528,6 +533,19 @@ func TestClientRecord(t *testing.T) {
 	}
 	if !strings.Contains(string(rec.Subscriptions), `"id":"s"`) || !strings.Contains(string(rec.Subscriptions), `"id":"t"`) {
 		t.Fatalf("subscriptions %s", rec.Subscriptions)
+	}
+	// §4.1, §4.8: the list replaces the registration; an omitted
+	// subscription's cursor no longer holds the watermark.
+	e.now = e.now.Add(time.Second)
+	e.ok(h, aliceGrant, sub("t", 2))
+	rec, _ = e.st.GetClient(context.Background(), part, "c1")
+	if rec.Cursor != 2 || strings.Contains(string(rec.Subscriptions), `"id":"s"`) || rec.UpdatedAtMs != e.now.UnixMilli() {
+		t.Fatalf("replaced record %+v %s", rec, rec.Subscriptions)
+	}
+	// Only revoked sections: the previous cursor stays.
+	e.ok(h, scopes.Allowed{"owner": {"bob"}}, sub("t", 2))
+	if rec, _ = e.st.GetClient(context.Background(), part, "c1"); rec.Cursor != 2 || !strings.Contains(string(rec.Subscriptions), `"status":"revoked"`) {
+		t.Fatalf("revoked-only record %+v %s", rec, rec.Subscriptions)
 	}
 }
 
