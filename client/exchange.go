@@ -95,7 +95,41 @@ type reqSub struct {
 	resumed bool
 }
 
+// AcquireEpoch asks for the partition's log epoch (SPEC §2.1): a request
+// without one and without commits, answered by a reset header. Push, Pull
+// and Sync call it first when the client holds no epoch.
+func (c *Client) AcquireEpoch(ctx context.Context) error {
+	m := &ssp2.Message{WireVersion: c.o.WireVersion, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+		&ssp2.ReqHeader{ClientID: c.o.ClientID, SchemaVersion: c.o.Schema.Version},
+		&ssp2.PullHeader{Accept: c.o.Accept},
+	}}
+	body, err := ssp2.Encode(m)
+	if err != nil {
+		return fmt.Errorf("client: encode request: %w", err)
+	}
+	raw, err := c.post(ctx, body)
+	if err != nil {
+		return err
+	}
+	msg, err := ssp2.DecodeWith(raw, ssp2.DecodeOptions{MaxMessageBytes: c.o.MaxResponseBytes})
+	if err != nil {
+		return fmt.Errorf("client: decode response: %w", err)
+	}
+	if _, err := c.apply(ctx, msg, nil); err != nil {
+		return err
+	}
+	if c.epoch == "" {
+		return errors.New("client: the server sent no log epoch")
+	}
+	return nil
+}
+
 func (c *Client) exchange(ctx context.Context, pull bool) (*Result, error) {
+	if c.epoch == "" {
+		if err := c.AcquireEpoch(ctx); err != nil {
+			return nil, err
+		}
+	}
 	body, sent, err := c.request(pull)
 	if err != nil {
 		return nil, fmt.Errorf("client: encode request: %w", err)
