@@ -33,7 +33,7 @@ func init() {
 		testCase{"Reactions", testReactions},
 		testCase{"Lookup", testLookup},
 		testCase{"ColumnVersionsStoredVerbatim", testColumnVersions},
-		testCase{"CancelledContextCommitsNothing", testCancelCommitsNothing},
+		testCase{"CancelledContextIsAllOrNothing", testCancelAllOrNothing},
 		testCase{"WaitingPushHonoursContext", testWaitHonoursContext},
 	)
 }
@@ -704,7 +704,9 @@ func testColumnVersions(t *testing.T, h Harness) {
 	}
 }
 
-func testCancelCommitsNothing(t *testing.T, h Harness) {
+// testCancelAllOrNothing cancels the context after staging: the push may
+// commit or roll back, but never half.
+func testCancelAllOrNothing(t *testing.T, h Harness) {
 	e := open(t, h)
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
@@ -716,17 +718,22 @@ func testCancelCommitsNothing(t *testing.T, h Harness) {
 		if _, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "cc", Changes: []commit.Change{k.upsert()}}); err != nil {
 			return err
 		}
+		if _, err := tx.PutPushResult(ctx, "c", "cc", []byte(`{"status":"applied"}`)); err != nil {
+			return err
+		}
 		cancel()
 		return nil
 	})
-	if err == nil {
-		t.Fatal("Push committed after its context was cancelled")
+	r, _ := e.s.GetRow(e.ctx, "p1", "tasks", "a")
+	_, stored, _ := e.s.GetPushResult(e.ctx, "p1", "c", "cc")
+	b := e.bounds("p1")
+	committed := r != nil && stored && b.MaxSeq == 1
+	nothing := r == nil && !stored && b.MaxSeq == 0
+	if !committed && !nothing {
+		t.Fatalf("half a push persisted after cancellation (err %v): row %v, result %v, bounds %+v", err, r != nil, stored, b)
 	}
-	if r, _ := e.s.GetRow(e.ctx, "p1", "tasks", "a"); r != nil {
-		t.Fatal("a cancelled push persisted its row")
-	}
-	if b := e.bounds("p1"); b.MaxSeq != 0 {
-		t.Fatalf("a cancelled push persisted its commit: %+v", b)
+	if err == nil && !committed {
+		t.Fatal("Push reported success but persisted nothing")
 	}
 }
 
