@@ -16,7 +16,9 @@ import (
 // already at the running version (another process migrated first).
 var errSameVersion = errors.New("schema already at the running version")
 
-// EnsureSchema implements ports.SchemaStore.
+// EnsureSchema implements ports.SchemaStore. Once a store has ensured a
+// schema, a call with the same version and layouts only re-runs the
+// checkpoint coverage check.
 func (s *Store) EnsureSchema(ctx context.Context, sc *schema.Schema, decls []checkpoint.Declaration) error {
 	if sc == nil {
 		return syncerr.Newf(syncerr.SchemaInvalid, "storage: nil schema")
@@ -26,54 +28,74 @@ func (s *Store) EnsureSchema(ctx context.Context, sc *schema.Schema, decls []che
 			return err
 		}
 	}
-	if st := s.cur.Load(); st == nil || st.version != sc.Version || !sameTables(st, sc) {
-		if err := s.ensureCore(ctx); err != nil {
+	layoutsJSON, err := sc.MarshalLayouts()
+	if err != nil {
+		return syncerr.Wrap(syncerr.SchemaInvalid, err)
+	}
+	if st := s.cur.Load(); st == nil || st.version != sc.Version || !sameTables(st, sc, layoutsJSON) {
+		if err := s.ensureSchema(ctx, sc, decls); err != nil {
 			return err
 		}
-		stored, layouts, ok, err := s.readMarker(ctx, s.rd)
-		if err != nil {
-			return internal("read schema marker", err)
-		}
-		if ok && stored > sc.Version {
-			return tooNew(stored, sc.Version)
-		}
-		if !ok || stored < sc.Version {
-			err := s.migrate(ctx, sc, decls)
-			switch {
-			case errors.Is(err, errSameVersion):
-				stored, layouts, _, err = s.readMarker(ctx, s.rd)
-				if err != nil {
-					return internal("read schema marker", err)
-				}
-				if err := s.checkSameVersion(ctx, sc, layouts); err != nil {
-					return err
-				}
-			case err != nil:
-				return err
-			}
-		} else if err := s.checkSameVersion(ctx, sc, layouts); err != nil {
-			return err
-		}
-		_ = stored
-		s.install(sc)
+		s.install(sc, layoutsJSON)
 	}
 	return s.checkCoverage(ctx, sc.Version, decls)
 }
 
-func sameTables(st *schemaState, sc *schema.Schema) bool {
-	if len(st.tables) != len(sc.Tables) {
+func (s *Store) ensureSchema(ctx context.Context, sc *schema.Schema, decls []checkpoint.Declaration) error {
+	if !s.coreDone.Load() {
+		if err := s.ensureCore(ctx); err != nil {
+			return err
+		}
+		s.coreDone.Store(true)
+	}
+	stored, layouts, ok, err := s.readMarker(ctx, s.rd)
+	if err != nil {
+		return internal("read schema marker", err)
+	}
+	if ok && stored > sc.Version {
+		return tooNew(stored, sc.Version)
+	}
+	if ok && stored == sc.Version {
+		return s.checkSameVersion(ctx, sc, layouts)
+	}
+	err = s.migrate(ctx, sc, decls)
+	if !errors.Is(err, errSameVersion) {
+		return err
+	}
+	// Another process migrated first: check what it wrote.
+	if _, layouts, _, err = s.readMarker(ctx, s.rd); err != nil {
+		return internal("read schema marker", err)
+	}
+	return s.checkSameVersion(ctx, sc, layouts)
+}
+
+func sameTables(st *schemaState, sc *schema.Schema, layoutsJSON []byte) bool {
+	if len(st.tables) != len(sc.Tables) || string(st.layouts) != string(layoutsJSON) {
 		return false
 	}
 	for _, t := range sc.Tables {
-		if ts, ok := st.tables[t.Name]; !ok || ts.t != t {
+		ts, ok := st.tables[t.Name]
+		if !ok || ts.t.Materialize != t.Materialize || !sameIndexes(ts.t.Indexes, t.Indexes) {
 			return false
 		}
 	}
 	return true
 }
 
-func (s *Store) install(sc *schema.Schema) {
-	st := &schemaState{version: sc.Version, tables: make(map[string]*tableSQL, len(sc.Tables))}
+func sameIndexes(a, b []schema.Index) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Unique != b[i].Unique || strings.Join(a[i].Columns, "\x00") != strings.Join(b[i].Columns, "\x00") {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Store) install(sc *schema.Schema, layoutsJSON []byte) {
+	st := &schemaState{version: sc.Version, layouts: layoutsJSON, tables: make(map[string]*tableSQL, len(sc.Tables))}
 	for _, t := range sc.Tables {
 		st.tables[t.Name] = s.buildTableSQL(t)
 	}

@@ -50,7 +50,8 @@ type Store struct {
 	retries int
 	closeFn func() error
 
-	cur atomic.Pointer[schemaState]
+	cur      atomic.Pointer[schemaState]
+	coreDone atomic.Bool
 
 	// Statistics refresh after growth (see Analyzer).
 	written     atomic.Int64
@@ -179,6 +180,7 @@ func (s *Store) writeTxOnce(ctx context.Context, partition string, fn func(tx Wr
 // per-table prepared SQL.
 type schemaState struct {
 	version int32
+	layouts []byte
 	tables  map[string]*tableSQL
 }
 
