@@ -118,3 +118,40 @@ func TestSegmentSignerAndURLs(t *testing.T) {
 		t.Fatalf("claims %+v %v", c, err)
 	}
 }
+
+func TestSegmentSweeper(t *testing.T) {
+	m, err := NewMetrics(BuildInfo{}, NewReadiness())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memseg.New()
+	b := []byte("expires at once")
+	if _, err := store.Put(context.Background(), b, ports.SegmentPublication{SegmentKey: ports.SegmentKey{Partition: "p"},
+		SegmentID: contentaddr.Of(b), ExpiresAtMs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Segments.SweepInterval = 10 * time.Millisecond
+	lc := fxtest.NewLifecycle(t)
+	if err := startSegmentSweeper(lc, cfg, m, zap.NewNop(), store); err != nil {
+		t.Fatal(err)
+	}
+	lc.RequireStart()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pubs, _ := store.Publications(context.Background(), contentaddr.Of(b))
+		if len(pubs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("expired segment never swept")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	lc.RequireStop()
+	// Off: no sweeper, no error.
+	cfg.Segments.SweepInterval = 0
+	if err := startSegmentSweeper(fxtest.NewLifecycle(t), cfg, m, zap.NewNop(), store); err != nil {
+		t.Fatal(err)
+	}
+}

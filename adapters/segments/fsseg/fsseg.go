@@ -7,7 +7,8 @@
 //
 // Every file is written to a temporary name in its final directory and
 // renamed into place, so readers never see a partial file and a crash
-// leaves at most a stray temporary (removed at the next Open). The bytes
+// leaves at most a stray temporary or bytes without a record (both removed
+// at the next Open). The bytes
 // file is immutable once written; the publication list is a separate
 // mutable record (SPEC §5.1: a store must not keep the record inside the
 // bytes object).
@@ -71,7 +72,29 @@ func Open(o Options) (*Store, error) {
 	if err := s.load(); err != nil {
 		return nil, err
 	}
+	if err := s.dropOrphans(); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// dropOrphans removes bytes without a publication record and stray
+// temporaries: what a crash between the two writes of a Put leaves.
+func (s *Store) dropOrphans() error {
+	root := filepath.Join(s.dir, objectsDir)
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("fsseg: load: %w", err)
+		}
+		if d.IsDir() {
+			return nil
+		}
+		id := contentaddr.Prefix + d.Name()
+		if strings.HasPrefix(d.Name(), tmpPrefix) || !contentaddr.Valid(id) || s.cat.Entry(id) == nil {
+			_ = os.Remove(p)
+		}
+		return nil
+	})
 }
 
 // record is the JSON form of one publication.

@@ -57,3 +57,29 @@ func TestOpenDropsStrayTemporaries(t *testing.T) {
 		t.Fatalf("stray temporary kept: %v", err)
 	}
 }
+
+func TestOpenDropsOrphanBytes(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := []byte("recorded")
+	if _, err := s.Put(context.Background(), kept, pub(kept)); err != nil {
+		t.Fatal(err)
+	}
+	orphan, _ := s.path(objectsDir, contentaddr.Of([]byte("unrecorded")))
+	if err := writeAtomic(orphan, []byte("unrecorded")); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Fatalf("orphan bytes kept: %v", err)
+	}
+	if _, _, err := s2.Open(context.Background(), contentaddr.Of(kept)); err != nil {
+		t.Fatalf("recorded segment lost: %v", err)
+	}
+}
