@@ -24,25 +24,11 @@ func Plans(ctx context.Context, s *sqlstore.Store, partition string, w ports.Com
 	if _, err := tx.ExecContext(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, st := range stmts {
-		rows, err := tx.QueryContext(ctx, "EXPLAIN "+st.SQL, st.Args...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				_ = rows.Close()
-				return nil, err
-			}
-			out = append(out, line)
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return s.Explain(ctx, tx, "EXPLAIN ", stmts, func(scan func(...any) error) (string, error) {
+		var line string
+		err := scan(&line)
+		return line, err
+	})
 }
 
 // FullScan reports whether an EXPLAIN line is a sequential scan of a table.

@@ -200,46 +200,20 @@ func quote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`
 
 // TableColumns reads the catalog through search_path (to_regclass).
 func (*dialect) TableColumns(ctx context.Context, q sqlstore.Querier, table string) ([]sqlstore.PhysicalColumn, error) {
-	rows, err := q.QueryContext(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+	return sqlstore.ReadColumns(ctx, q, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
   COALESCE((SELECT k.ord FROM pg_index i, unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
             WHERE i.indrelid = a.attrelid AND i.indisprimary AND k.attnum = a.attnum), 0)
 FROM pg_attribute a
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum`, quote(table))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rows.Close() }()
-	var out []sqlstore.PhysicalColumn
-	for rows.Next() {
-		var c sqlstore.PhysicalColumn
-		if err := rows.Scan(&c.Name, &c.Type, &c.NotNull, &c.PrimaryKeyPosition); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // TableIndexes lists indexes not owned by a constraint (PRIMARY KEY, UNIQUE
 // constraints can only go with their constraint).
 func (*dialect) TableIndexes(ctx context.Context, q sqlstore.Querier, table string) ([]string, error) {
-	rows, err := q.QueryContext(ctx, `SELECT ic.relname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
+	return sqlstore.ReadStrings(ctx, q, `SELECT ic.relname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
 WHERE i.indrelid = to_regclass($1) AND NOT i.indisprimary
   AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)`, quote(table))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rows.Close() }()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
 }
 
 // BindValue binds JSON text that does not parse as NULL (JSONB would

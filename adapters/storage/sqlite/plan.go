@@ -15,26 +15,12 @@ func Plans(ctx context.Context, s *sqlstore.Store, partition string, w ports.Com
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, st := range stmts {
-		rows, err := s.DB().DB.QueryContext(ctx, "EXPLAIN QUERY PLAN "+st.SQL, st.Args...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				_ = rows.Close()
-				return nil, err
-			}
-			out = append(out, detail)
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return s.Explain(ctx, s.DB().DB, "EXPLAIN QUERY PLAN ", stmts, func(scan func(...any) error) (string, error) {
+		var id, parent, unused int
+		var detail string
+		err := scan(&id, &parent, &unused, &detail)
+		return detail, err
+	})
 }
 
 // fullScan matches a plan step that reads a whole table (SCAN without an

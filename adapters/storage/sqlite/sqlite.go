@@ -179,37 +179,11 @@ func (*dialect) LockSchema(context.Context, sqlstore.WriteTx) error  { return ni
 func (*dialect) LockCoreDDL(context.Context, sqlstore.WriteTx) error { return nil }
 
 func (*dialect) TableColumns(ctx context.Context, q sqlstore.Querier, table string) ([]sqlstore.PhysicalColumn, error) {
-	rows, err := q.QueryContext(ctx, `SELECT name, type, "notnull", pk FROM pragma_table_info(?)`, table)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rows.Close() }()
-	var out []sqlstore.PhysicalColumn
-	for rows.Next() {
-		var c sqlstore.PhysicalColumn
-		if err := rows.Scan(&c.Name, &c.Type, &c.NotNull, &c.PrimaryKeyPosition); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return sqlstore.ReadColumns(ctx, q, `SELECT name, type, "notnull", pk FROM pragma_table_info(?)`, table)
 }
 
 func (*dialect) TableIndexes(ctx context.Context, q sqlstore.Querier, table string) ([]string, error) {
-	rows, err := q.QueryContext(ctx, `SELECT name FROM pragma_index_list(?) WHERE origin='c'`, table)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rows.Close() }()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return sqlstore.ReadStrings(ctx, q, `SELECT name FROM pragma_index_list(?) WHERE origin='c'`, table)
 }
 
 func (*dialect) BindValue(_ schema.ColumnType, v any) any {

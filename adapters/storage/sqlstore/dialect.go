@@ -110,3 +110,63 @@ type Analyzer interface {
 	// of the core tables and the given app tables.
 	AnalyzeStatements(appTables []string) []string
 }
+
+// ReadColumns runs a catalog query returning (name, type, not null,
+// primary-key position) rows.
+func ReadColumns(ctx context.Context, q Querier, query string, args ...any) ([]PhysicalColumn, error) {
+	var out []PhysicalColumn
+	err := eachRow(ctx, q, query, args, func(scan func(...any) error) error {
+		var c PhysicalColumn
+		if err := scan(&c.Name, &c.Type, &c.NotNull, &c.PrimaryKeyPosition); err != nil {
+			return err
+		}
+		out = append(out, c)
+		return nil
+	})
+	return out, err
+}
+
+// ReadStrings runs a query returning one text column.
+func ReadStrings(ctx context.Context, q Querier, query string, args ...any) ([]string, error) {
+	var out []string
+	err := eachRow(ctx, q, query, args, func(scan func(...any) error) error {
+		var s string
+		if err := scan(&s); err != nil {
+			return err
+		}
+		out = append(out, s)
+		return nil
+	})
+	return out, err
+}
+
+func eachRow(ctx context.Context, q Querier, query string, args []any, fn func(scan func(...any) error) error) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		if err := fn(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Explain runs prefix+statement for every statement of s.PlanTargets on q
+// and collects the lines scan extracts from each plan row.
+func (s *Store) Explain(ctx context.Context, q Querier, prefix string, stmts []Statement, scan func(func(...any) error) (string, error)) ([]string, error) {
+	var out []string
+	for _, st := range stmts {
+		err := eachRow(ctx, q, prefix+st.SQL, st.Args, func(sc func(...any) error) error {
+			line, err := scan(sc)
+			out = append(out, line)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
