@@ -8,6 +8,16 @@
 //
 // A pull writes its encoded sections into a Spool; the caller sends the
 // spool only after the serve gate was read again (SPEC §C.7).
+//
+// The read-verify buffer is bounded twice. Memory: at most
+// Options.SpoolMemoryBytes (default 4 MiB, --pull-spool-memory-bytes) per
+// response; past it the spool continues in an unlinked temporary file.
+// Size: once a response passes Options.ResponseBudgetBytes (default
+// 64 MiB, --pull-response-budget-bytes) no section adds a bootstrap page
+// beyond its first or a commit beyond its first, so a response is at most
+// the budget plus, per later subscription, one page (≤ limitSnapshotRows
+// rows, inline only when the client takes nothing else or the page is
+// under 256 KiB) or one commit (a commit is never split).
 package pull
 
 import (
