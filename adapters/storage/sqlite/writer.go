@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"sync"
 )
 
 // writer is the one write connection. Every write transaction holds it
@@ -13,9 +12,8 @@ import (
 // reused across transactions.
 type writer struct {
 	db  *sql.DB
-	sem chan struct{}
+	sem chan struct{} // one slot: held for a whole transaction, it guards conn and stmts
 
-	mu    sync.Mutex // guards conn and stmts between transactions
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt
 }

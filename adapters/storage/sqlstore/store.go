@@ -40,15 +40,17 @@ type Config struct {
 
 // Store implements ports.Storage over a Dialect.
 type Store struct {
-	d       Dialect
-	db      *bun.DB
-	rdb     *bun.DB
-	rd      Querier
-	types   Types
-	epoch   func() string
-	touch   int64
-	retries int
-	closeFn func() error
+	d        Dialect
+	db       *bun.DB
+	rdb      *bun.DB
+	rd       Querier
+	types    Types
+	epoch    func() string
+	touch    int64
+	retries  int
+	closeFn  func() error
+	closed   sync.Once
+	closeErr error
 
 	cur      atomic.Pointer[schemaState]
 	coreDone atomic.Bool
@@ -91,13 +93,15 @@ func (s *Store) Dialect() Dialect { return s.d }
 // DB returns the write-path bun handle (tests and tooling).
 func (s *Store) DB() *bun.DB { return s.db }
 
-// Close releases the engine's handles.
+// Close releases the engine's handles; later calls return the first result.
 func (s *Store) Close() error {
-	s.bg.Wait()
-	if s.closeFn != nil {
-		return s.closeFn()
-	}
-	return nil
+	s.closed.Do(func() {
+		s.bg.Wait()
+		if s.closeFn != nil {
+			s.closeErr = s.closeFn()
+		}
+	})
+	return s.closeErr
 }
 
 func randomEpoch() string {
@@ -196,15 +200,7 @@ func (s *Store) table(name string) (*tableSQL, error) {
 	return t, nil
 }
 
-// runningVersion is the schema version EnsureSchema ran with (0 before).
-func (s *Store) runningVersion() int32 {
-	if st := s.cur.Load(); st != nil {
-		return st.version
-	}
-	return 0
-}
-
-// scanErr maps sql.ErrNoRows to ok=false.
+// scanOne scans one row, mapping sql.ErrNoRows to ok=false.
 func scanOne(row interface{ Scan(...any) error }, dest ...any) (bool, error) {
 	err := row.Scan(dest...)
 	if errors.Is(err, sqlErrNoRows) {
