@@ -73,6 +73,7 @@ const (
 	DefaultInlineMaxBytes      = 256 << 10
 	DefaultSegmentTTL          = 24 * time.Hour
 	DefaultResponseBudgetBytes = 64 << 20
+	DefaultClientRefresh       = 30 * time.Second
 )
 
 // Options configure a Service.
@@ -98,9 +99,15 @@ type Options struct {
 	// system temporary directory).
 	SpoolMemoryBytes int
 	SpoolDir         string
-	Metrics          *Metrics
-	Now              func() time.Time
-	Log              *zap.Logger
+	// ClientRefresh skips rewriting an unchanged client record (same
+	// actor, wire version, cursor and subscription list) younger than
+	// this: its timestamp only feeds the 14-day active window, and a
+	// steady-state poll then costs no write. 0 → 30 s; negative: always
+	// write.
+	ClientRefresh time.Duration
+	Metrics       *Metrics
+	Now           func() time.Time
+	Log           *zap.Logger
 }
 
 // Service serves the pull part of sync requests.
@@ -128,6 +135,9 @@ func New(o Options) (*Service, error) {
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
+	}
+	if o.ClientRefresh == 0 {
+		o.ClientRefresh = DefaultClientRefresh
 	}
 	return &Service{o: o, flight: flight{calls: map[ports.SegmentKey]*flightCall{}}}, nil
 }
@@ -445,6 +455,11 @@ func (s *Service) writeClient(ctx context.Context, r Request, plans []plan) erro
 	if err != nil {
 		return fmt.Errorf("encode subscriptions: %w", err)
 	}
+	now := s.o.Now().UnixMilli()
+	if p := r.Previous; p != nil && s.o.ClientRefresh > 0 && p.ActorID == r.ActorID && p.WireVersion == int(r.WireVersion) &&
+		p.Cursor == cursor && bytes.Equal(p.Subscriptions, subs) && now >= p.UpdatedAtMs && now-p.UpdatedAtMs < s.o.ClientRefresh.Milliseconds() {
+		return nil
+	}
 	err = s.o.Store.PutClient(ctx, ports.ClientRecord{
 		Partition:     r.Partition,
 		ClientID:      r.ClientID,
@@ -452,7 +467,7 @@ func (s *Service) writeClient(ctx context.Context, r Request, plans []plan) erro
 		WireVersion:   int(r.WireVersion),
 		Cursor:        cursor,
 		Subscriptions: subs,
-		UpdatedAtMs:   s.o.Now().UnixMilli(),
+		UpdatedAtMs:   now,
 	})
 	if err != nil {
 		return fmt.Errorf("write client record: %w", err)

@@ -542,6 +542,19 @@ func TestClientRecord(t *testing.T) {
 	if rec.Cursor != 2 || strings.Contains(string(rec.Subscriptions), `"id":"s"`) || rec.UpdatedAtMs != e.now.UnixMilli() {
 		t.Fatalf("replaced record %+v %s", rec, rec.Subscriptions)
 	}
+	// An unchanged record is not rewritten within the refresh interval,
+	// and is past it.
+	before := rec.UpdatedAtMs
+	e.now = e.now.Add(time.Second)
+	e.ok(h, aliceGrant, sub("t", 2))
+	if rec, _ = e.st.GetClient(context.Background(), part, "c1"); rec.UpdatedAtMs != before {
+		t.Fatalf("rewritten within the refresh interval: %d", rec.UpdatedAtMs)
+	}
+	e.now = e.now.Add(time.Minute)
+	e.ok(h, aliceGrant, sub("t", 2))
+	if rec, _ = e.st.GetClient(context.Background(), part, "c1"); rec.UpdatedAtMs != e.now.UnixMilli() {
+		t.Fatalf("not refreshed: %d", rec.UpdatedAtMs)
+	}
 	// Only revoked sections: the previous cursor stays.
 	e.ok(h, scopes.Allowed{"owner": {"bob"}}, sub("t", 2))
 	if rec, _ = e.st.GetClient(context.Background(), part, "c1"); rec.Cursor != 2 || !strings.Contains(string(rec.Subscriptions), `"status":"revoked"`) {
