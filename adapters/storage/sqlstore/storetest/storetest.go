@@ -145,6 +145,26 @@ func Run(t *testing.T, e Engine) {
 	t.Run("checkpoints", func(t *testing.T) { checkpoints(t, e) })
 	t.Run("prune", func(t *testing.T) { prune(t, e) })
 	t.Run("plans", func(t *testing.T) { plans(t, e) })
+	t.Run("concurrent_ensure", func(t *testing.T) { concurrentEnsure(t, e) })
+}
+
+// concurrentEnsure starts several processes on one fresh database at once:
+// exactly one migrates, the others see its marker, and all serve.
+func concurrentEnsure(t *testing.T, e Engine) {
+	ctx := context.Background()
+	first := e.Open(t)
+	stores := []*sqlstore.Store{first, e.Reopen(t, first), e.Reopen(t, first)}
+	errs := make(chan error, len(stores))
+	for _, s := range stores {
+		go func(s *sqlstore.Store) { errs <- s.EnsureSchema(ctx, Schema(t, IR), nil) }(s)
+	}
+	for range stores {
+		must(t, <-errs)
+	}
+	for i, s := range stores {
+		_, err := PushItems(ctx, s, "p", []ports.RowWrite{Item(fmt.Sprint("ce", i), "a", 0)}, fmt.Sprint("ce", i))
+		must(t, err)
+	}
 }
 
 func must(t testing.TB, err error) {
