@@ -315,6 +315,10 @@ func (c *Client) download(ctx context.Context, s *Subscription, f *ssp2.SegmentR
 		return nil, &SegmentError{SegmentID: f.SegmentID, Err: fmt.Errorf("media type %d is not rows", f.MediaType)}
 	}
 	signed := f.URL.Present
+	if signed && c.o.Accept&ssp2.AcceptSignedURLs == 0 {
+		// §5.4: a url the client did not ask for is a broken server.
+		return nil, &SegmentError{SegmentID: f.SegmentID, Signed: true, Err: errors.New("descriptor has a url but accept bit 3 was not sent")}
+	}
 	b, err := c.fetchSegment(ctx, s, f)
 	if err != nil {
 		return nil, &SegmentError{SegmentID: f.SegmentID, Signed: signed, Err: err}

@@ -43,6 +43,9 @@ type Options struct {
 	// authentication (Authorization, development identity headers). It is
 	// never sent to a signed URL.
 	Header http.Header
+	// BearerToken, when set, is sent as "Authorization: Bearer <token>"
+	// wherever Header is.
+	BearerToken string
 	// HTTP is the HTTP client (default: a client without transparent
 	// decompression; the Client negotiates encodings itself).
 	HTTP *http.Client
@@ -142,6 +145,13 @@ func New(o Options) (*Client, error) {
 	case "", "gzip", "zstd":
 	default:
 		return nil, fmt.Errorf("client: RequestEncoding %q: want gzip, zstd or empty", o.RequestEncoding)
+	}
+	if o.BearerToken != "" {
+		o.Header = o.Header.Clone()
+		if o.Header == nil {
+			o.Header = http.Header{}
+		}
+		o.Header.Set("Authorization", "Bearer "+o.BearerToken)
 	}
 	hc := o.HTTP
 	if hc == nil {

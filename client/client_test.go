@@ -95,7 +95,8 @@ func TestClientAgainstScriptedServer(t *testing.T) {
 	defer srv.Close()
 	hdr := http.Header{}
 	hdr.Set("X-Actor", "alice")
-	c, err := client.New(client.Options{BaseURL: srv.URL + "/api", Schema: sch, ClientID: "c1", Header: hdr})
+	c, err := client.New(client.Options{BaseURL: srv.URL + "/api", Schema: sch, ClientID: "c1", Header: hdr,
+		Accept: ssp2.AcceptInlineRows | ssp2.AcceptExternalRows | ssp2.AcceptSignedURLs})
 	if err != nil {
 		t.Fatal(err)
 	}
