@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -68,6 +69,9 @@ func openStorage(ctx context.Context, cfg config.Config) (ports.Storage, error) 
 	case config.Postgres:
 		return postgres.Open(ctx, postgres.Options{DSN: dsn, MaxConns: 2})
 	case config.SQLite:
+		if _, err := os.Stat(dsn); err != nil {
+			return nil, fmt.Errorf("database: %w", err) // never create one to prune it
+		}
 		return sqlite.Open(ctx, sqlite.Options{Path: dsn})
 	}
 	return nil, fmt.Errorf("database: unsupported engine %q", kind)

@@ -53,4 +53,8 @@ func TestPruneCommand(t *testing.T) {
 	if code := run([]string{"prune", "--database", "sqlite:"}, nil, nil, &out, &errOut); code == 0 {
 		t.Fatal("bad database accepted")
 	}
+	missing := filepath.Join(t.TempDir(), "none.db")
+	if code := run([]string{"prune", "--database", missing}, nil, nil, &out, &errOut); code == 0 {
+		t.Fatal("missing database accepted")
+	}
 }
