@@ -136,6 +136,13 @@ func (s *Service) page(ctx context.Context, e *emitter, r Request, pg *pageSpec)
 	if !canInline && !canRef {
 		return "", syncerr.Newf(syncerr.InternalError, "no segment store to deliver an external rows segment")
 	}
+	// An inline page built for the same key a moment ago.
+	if canInline {
+		if c, ok := s.cache.get(pg.key, s.o.Now().UnixMilli()); ok {
+			s.o.Metrics.reused()
+			return c.next, e.raw(ssp2.TypeSegmentInline, c.b)
+		}
+	}
 	if !canRef {
 		return s.buildPage(ctx, e, r, pg, canInline, canRef)
 	}
@@ -157,7 +164,11 @@ func (s *Service) page(ctx context.Context, e *emitter, r Request, pg *pageSpec)
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}
-		// The leader may have inlined its page (not stored): then build.
+		// The leader may have inlined its page (cached, not stored).
+		if c, ok := s.cache.get(pg.key, s.o.Now().UnixMilli()); ok && canInline {
+			s.o.Metrics.reused()
+			return c.next, e.raw(ssp2.TypeSegmentInline, c.b)
+		}
 		if pub, ok, err = s.o.Segments.Find(ctx, pg.key, s.o.Now().UnixMilli()); err != nil {
 			return "", fmt.Errorf("find segment: %w", err)
 		}
@@ -232,6 +243,9 @@ func (s *Service) buildPage(ctx context.Context, e *emitter, r Request, pg *page
 	s.o.Metrics.built()
 	b := e.seg.Bytes()
 	if canInline && (len(b) <= s.o.InlineMaxBytes || !canRef) {
+		if len(b) <= s.o.InlineMaxBytes {
+			s.cache.put(pg.key, b, next, s.o.Now().Add(s.o.SegmentTTL).UnixMilli())
+		}
 		return next, e.raw(ssp2.TypeSegmentInline, b)
 	}
 	// The store may keep the slice: hand it over and start a new buffer.

@@ -105,15 +105,19 @@ type Options struct {
 	// steady-state poll then costs no write. 0 → 30 s; negative: always
 	// write.
 	ClientRefresh time.Duration
-	Metrics       *Metrics
-	Now           func() time.Time
-	Log           *zap.Logger
+	// InlineCacheBytes bounds the in-process cache of built inline pages
+	// (0 → 32 MiB; negative: no cache).
+	InlineCacheBytes int64
+	Metrics          *Metrics
+	Now              func() time.Time
+	Log              *zap.Logger
 }
 
 // Service serves the pull part of sync requests.
 type Service struct {
 	o      Options
 	flight flight
+	cache  *pageCache
 }
 
 // New validates opts and builds the Service.
@@ -139,7 +143,10 @@ func New(o Options) (*Service, error) {
 	if o.ClientRefresh == 0 {
 		o.ClientRefresh = DefaultClientRefresh
 	}
-	return &Service{o: o, flight: flight{calls: map[ports.SegmentKey]*flightCall{}}}, nil
+	if o.InlineCacheBytes == 0 {
+		o.InlineCacheBytes = DefaultInlineCacheBytes
+	}
+	return &Service{o: o, flight: flight{calls: map[ports.SegmentKey]*flightCall{}}, cache: newPageCache(o.InlineCacheBytes)}, nil
 }
 
 // NewSpool returns an empty response buffer with the configured bound.

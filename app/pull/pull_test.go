@@ -590,3 +590,32 @@ func TestResponseBudget(t *testing.T) {
 		t.Fatalf("budget: %d pages", len(r.inline[0]))
 	}
 }
+
+// Inline pages are built once per key in a process, even for a storm.
+func TestInlinePagesBuiltOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	e.seed("alice", "a", 30)
+	h := ssp2.PullHeader{Accept: ssp2.AcceptInlineRows | ssp2.AcceptExternalRows, LimitSnapshotRows: 10, MaxSnapshotPages: 3}
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, err := e.pull(h, aliceGrant, sub("s", -1)); err != nil || len(r.inline[0]) != 3 {
+				t.Errorf("pull: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if b, r := e.m.Value("syncd_pull_segment_builds_total"), e.m.Value("syncd_pull_segment_reuses_total"); b != 3 || r != 27 {
+		t.Fatalf("%v builds, %v reuses", b, r)
+	}
+	// Without the cache every client builds.
+	e2 := newEnv(t, func(o *pull.Options) { o.InlineCacheBytes = -1 })
+	e2.seed("alice", "a", 30)
+	e2.ok(h, aliceGrant, sub("s", -1))
+	e2.ok(h, aliceGrant, sub("s", -1))
+	if b := e2.m.Value("syncd_pull_segment_builds_total"); b != 6 {
+		t.Fatalf("%v builds without the cache", b)
+	}
+}
