@@ -117,11 +117,15 @@ func testPhysicalLayout(t *testing.T, h Harness) {
 			map[string]string{"table": "notes", "column": "_sync_payload", "reason": "nullability", "expected": "not_null", "actual": "nullable"}},
 		{"primary key", notesDDL(eng.Dialect, nil, "", `"_sync_row_id"`),
 			map[string]string{"table": "notes", "reason": "primary_key"}},
+		{"missing app column", `ALTER TABLE "tasks" DROP COLUMN "done"`,
+			map[string]string{"table": "tasks", "column": "done", "reason": "missing_column"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := open(t, h)
-			must(t, eng.Exec(e.ctx, e.s, `DROP TABLE "notes"`))
+			if tt.want["table"] == "notes" {
+				must(t, eng.Exec(e.ctx, e.s, `DROP TABLE "notes"`))
+			}
 			if tt.ddl != "" {
 				must(t, eng.Exec(e.ctx, e.s, tt.ddl))
 			}

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -20,6 +22,7 @@ func init() {
 		testCase{"VersionBumpInstallsDeclarations", testEnsureBumpInstallsDecls},
 		testCase{"CheckpointIncomplete", testEnsureCheckpointIncomplete},
 		testCase{"ConcurrentBump", testEnsureConcurrentBump},
+		testCase{"VersionBumpWaitsForOpenPush", testBumpWaitsForPush},
 	)
 }
 
@@ -210,4 +213,56 @@ func testEnsureConcurrentBump(t *testing.T, h Harness) {
 	if gate.StoredSchemaVersion != 2 {
 		t.Fatalf("stored version = %d", gate.StoredSchemaVersion)
 	}
+}
+
+// testBumpWaitsForPush: a schema bump that declares a checkpoint (raising
+// the fence) never interleaves with an open push; once it commits, an old
+// writer is refused.
+func testBumpWaitsForPush(t *testing.T, h Harness) {
+	e := open(t, h)
+	holding, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- e.push("p1", func(tx ports.PushTx) error {
+			if _, err := tx.GetRow(e.ctx, "tasks", "a"); err != nil {
+				return err
+			}
+			close(holding)
+			<-release
+			k := task{id: "a", project: "p1", owner: "o1"}
+			if err := tx.UpsertRow(e.ctx, "tasks", k.write(0)); err != nil {
+				return err
+			}
+			_, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "old", Changes: []commit.Change{k.upsert()}})
+			return err
+		})
+	}()
+	select {
+	case <-holding:
+	case err := <-done:
+		t.Fatalf("push ended early: %v", err)
+	}
+	s2, v2 := h.Reopen(t, e.s), mustSchema(t, irV2)
+	bumped := make(chan error, 1)
+	go func() {
+		bumped <- s2.EnsureSchema(e.ctx, v2, []checkpoint.Declaration{{Partition: "p1", Name: "proj", SchemaVersion: 2}})
+	}()
+	select {
+	case err := <-bumped:
+		close(release)
+		<-done
+		t.Fatalf("the bump completed while a push was open (err %v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	must(t, <-done) // the open push ran entirely before the barrier
+	must(t, <-bumped)
+	if b := e.bounds("p1"); b.MaxSeq != 1 {
+		t.Fatalf("bounds = %+v", b)
+	}
+	err := e.push("p1", func(tx ports.PushTx) error {
+		_, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 2, ActorID: "a", ClientID: "c", ClientCommitID: "late"})
+		return err
+	})
+	wantCode(t, err, syncerr.StorageWriterFenceRejected)
 }
