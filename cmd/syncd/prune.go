@@ -33,6 +33,13 @@ func runPrune(args, environ []string, stdout, stderr io.Writer) int {
 	cfg := res.Config
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Never create a SQLite file just to prune it.
+	if kind, path, err := config.ParseDatabase(cfg.Database); err == nil && kind == config.SQLite {
+		if _, err := os.Stat(path); err != nil {
+			_, _ = fmt.Fprintf(stderr, "syncd prune: database: %v\n", err)
+			return 1
+		}
+	}
 	st, err := openStorage(ctx, cfg)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd prune: %v\n", err)
@@ -69,9 +76,6 @@ func openStorage(ctx context.Context, cfg config.Config) (ports.Storage, error) 
 	case config.Postgres:
 		return postgres.Open(ctx, postgres.Options{DSN: dsn, MaxConns: 2})
 	case config.SQLite:
-		if _, err := os.Stat(dsn); err != nil {
-			return nil, fmt.Errorf("database: %w", err) // never create one to prune it
-		}
 		return sqlite.Open(ctx, sqlite.Options{Path: dsn})
 	}
 	return nil, fmt.Errorf("database: unsupported engine %q", kind)
