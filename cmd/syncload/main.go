@@ -6,7 +6,8 @@
 //	syncload [flags] SCENARIO...
 //
 // Scenarios: push-pull, bootstrap-storm, catch-up, mixed-soak,
-// maintenance-churn ("syncload -h" describes each). Any protocol error
+// maintenance-churn ("syncload -h" describes each). The virtual clients are
+// the project's Go client (package client); any protocol error
 // fails the run: the exit status is 1 when a scenario recorded an error,
 // 2 on usage errors.
 package main
@@ -179,7 +180,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 }
 
 // identity returns the request headers of virtual client i.
-func (e *env) identity(i int) Identity {
+func (e *env) identity(i int) http.Header {
 	h := http.Header{}
 	if e.o.devHeaders {
 		h.Set("X-Syncd-Actor", fmt.Sprintf("%s%d", e.o.actorPrefix, i))
@@ -191,7 +192,7 @@ func (e *env) identity(i int) Identity {
 		k, v, _ := strings.Cut(kv, ":")
 		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
-	return Identity{Headers: h}
+	return h
 }
 
 func run0(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -208,7 +209,7 @@ func run0(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "syncload: %v\n", err)
 		return 2
 	}
-	t, err := newHTTPTransport(o.url, o.vus*2, o.timeout, o.acceptEncoding)
+	t, err := newHTTPTransport(o, fx)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncload: %v\n", err)
 		return 2

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/client"
 )
 
 // opStats aggregate one kind of operation (push, pull, bootstrap, …).
@@ -26,6 +27,8 @@ type env struct {
 	fx    *fixture
 	t     Transport
 	runID string
+
+	segments, segmentBytes atomic.Int64 // segment downloads
 
 	ops    map[string]*opStats // fixed before the virtual clients start
 	kinds  []string
@@ -116,14 +119,24 @@ var errBudgetSpent = errors.New("request budget spent")
 // vu is one virtual client.
 type vu struct {
 	idx   int
-	s     *session
-	subs  []*sub
+	c     SyncClient
 	n     int64
 	rnd   *rand.Rand
-	vals  []rowcodec.Value
-	pay   []byte
 	ready bool
-	state any // scenario-specific
+	last  client.Stats // counters at the previous delta
+}
+
+// delta returns what the client received since the last call.
+func (v *vu) delta() client.Stats {
+	now := v.c.Stats()
+	d := client.Stats{
+		Requests: now.Requests - v.last.Requests, Commits: now.Commits - v.last.Commits,
+		InlineSegments: now.InlineSegments - v.last.InlineSegments, SegmentRefs: now.SegmentRefs - v.last.SegmentRefs,
+		SegmentDownloads: now.SegmentDownloads - v.last.SegmentDownloads, SegmentBytes: now.SegmentBytes - v.last.SegmentBytes,
+		BootstrapRows: now.BootstrapRows - v.last.BootstrapRows, ResponseBodyBytes: now.ResponseBodyBytes - v.last.ResponseBodyBytes,
+	}
+	v.last = now
+	return d
 }
 
 // scenario is one load shape.
@@ -161,10 +174,13 @@ func run(ctx context.Context, e *env, sc *scenario) (*Result, error) {
 	var wg sync.WaitGroup
 	for i := range e.o.vus {
 		v := &vu{idx: i, rnd: rand.New(rand.NewPCG(uint64(i)+1, uint64(start.UnixNano())))}
-		v.s = &session{t: e.t, id: e.identity(i), wire: uint16(e.o.wire), clientID: fmt.Sprintf("load-%s-%d", e.runID, i), fx: e.fx}
-		if e.ops["segment"] != nil {
-			v.s.segment = func(ctx context.Context, f func() (int, int, error)) error { return e.timed(ctx, "segment", f) }
+		c, err := e.t.NewClient(fmt.Sprintf("load-%s-%d", e.runID, i), e.identity(i))
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return nil, err
 		}
+		v.c = c
 		wg.Go(func() {
 			for runCtx.Err() == nil {
 				if !v.ready {
@@ -231,7 +247,7 @@ type Result struct {
 }
 
 // requestKinds are the operations that are one HTTP request each.
-var requestKinds = map[string]bool{"push": true, "pull": true, "segment": true}
+var requestKinds = map[string]bool{"push": true, "pull": true}
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
@@ -249,6 +265,10 @@ func (e *env) result(sc *scenario, elapsed time.Duration, mem *memWatch) *Result
 		}
 	}
 	r.RequestsPerSec = float64(r.Requests) / elapsed.Seconds()
+	if n := e.segments.Load(); n > 0 {
+		e.note("segmentDownloads", n)
+		e.note("segmentMB", math.Round(float64(e.segmentBytes.Load())/(1<<20)*10)/10)
+	}
 	e.mu.Lock()
 	if len(e.errors) > 0 {
 		r.ErrorCodes = e.errors

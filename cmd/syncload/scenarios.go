@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/syncd-dev/syncd/client"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 )
 
@@ -25,45 +26,42 @@ func findScenario(name string) *scenario {
 // project is the scope value of virtual client i in this run.
 func (e *env) project(i int) string { return fmt.Sprintf("%s%s-%d", e.o.projectPrefix, e.runID, i) }
 
-// newSub returns a never-synced subscription to one scope value.
-func (e *env) newSub(id, value string) *sub {
-	sl, js := e.fx.scopes(value)
-	return &sub{id: id, table: e.fx.table.Name, scopes: sl, scopeJSON: js, cursor: -1}
-}
-
-func (e *env) pullOpts() pullOptions {
-	return pullOptions{limitCommits: int32(e.o.limitCommits), limitRows: int32(e.o.limitRows),
-		maxPages: int32(e.o.maxPages), accept: e.o.accept}
-}
-
-// pullRound is one timed pull request.
-func (e *env) pullRound(ctx context.Context, v *vu, subs []*sub, o pullOptions) (pullStats, error) {
-	var st pullStats
+// pullRound is one timed pull request; it checks the sections and
+// returns the response and the client's counters for it.
+func (e *env) pullRound(ctx context.Context, v *vu, allowReset bool) (*client.Result, client.Stats, int, error) {
+	var res *client.Result
+	var d client.Stats
+	resets := 0
 	err := e.timed(ctx, "pull", func() (int, int, error) {
 		var err error
-		st, err = v.s.pull(ctx, subs, o)
-		return st.bytes, st.changes + st.rows, err
+		res, err = v.c.Pull(ctx)
+		d = v.delta()
+		e.segments.Add(int64(d.SegmentDownloads))
+		e.segmentBytes.Add(d.SegmentBytes)
+		if err == nil {
+			resets, err = checkSections(res, allowReset)
+		}
+		return int(d.ResponseBodyBytes + d.SegmentBytes), d.Commits + int(d.BootstrapRows), err
 	})
-	return st, err
+	return res, d, resets, err
 }
 
-// bootstrap pulls subs from cursor -1 until no bootstrap is in progress,
-// timed as one "bootstrap" operation; it returns the rows received.
-func (e *env) bootstrap(ctx context.Context, v *vu, subs []*sub, o pullOptions) (int, error) {
+// bootstrap (re)subscribes id to value from cursor -1 and pulls until no
+// bootstrap is in progress, timed as one "bootstrap" operation; it returns
+// the rows received.
+func (e *env) bootstrap(ctx context.Context, v *vu, id, value string) (int, error) {
 	rows := 0
 	err := e.timed(ctx, "bootstrap", func() (int, int, error) {
 		bytes := 0
-		for _, sb := range subs {
-			sb.cursor, sb.state = -1, ssp2.Optional[string]{}
-		}
+		v.c.Subscribe(id, e.fx.table.Name, e.fx.scopes(value))
 		for range 100_000 {
-			st, err := e.pullRound(ctx, v, subs, o)
+			_, d, _, err := e.pullRound(ctx, v, false)
+			bytes += int(d.ResponseBodyBytes + d.SegmentBytes)
+			rows += int(d.BootstrapRows)
 			if err != nil {
 				return bytes, rows, err
 			}
-			bytes += st.bytes
-			rows += st.rows
-			if !st.more {
+			if v.c.Settled() {
 				return bytes, rows, nil
 			}
 		}
@@ -72,38 +70,42 @@ func (e *env) bootstrap(ctx context.Context, v *vu, subs []*sub, o pullOptions) 
 	return rows, err
 }
 
-// push sends one commit of e.o.ops upserts to the client's own project.
+// pushRound pushes one commit of e.o.ops upserts to a project, cycling
+// over rows row ids (blind writes: last writer wins).
 func (e *env) pushRound(ctx context.Context, v *vu, project string, rows int) error {
 	return e.timed(ctx, "push", func() (int, int, error) {
 		ops := make([]ssp2.PushOperation, e.o.ops)
 		for j := range ops {
 			k := (v.n*int64(e.o.ops) + int64(j)) % int64(rows)
 			id := project + "-r" + strconv.FormatInt(k, 10)
-			v.vals = e.fx.row(v.vals, id, project, v.n)
-			start := len(v.pay)
-			var err error
-			v.pay, err = e.fx.payload(v.pay, uint16(e.o.wire), v.vals)
+			op, err := v.c.Upsert(e.fx.table.Name, id, e.fx.row(id, project, v.n), -1)
 			if err != nil {
 				return 0, 0, err
 			}
-			ops[j] = ssp2.PushOperation{Table: e.fx.table.Name, RowID: id, Op: ssp2.OpUpsert, Payload: v.pay[start:]}
+			ops[j] = op
 		}
 		v.n++
-		c := &ssp2.PushCommit{ClientCommitID: v.s.clientID + "-" + strconv.FormatInt(v.n, 10), Operations: ops}
-		n, err := v.s.push(ctx, []*ssp2.PushCommit{c})
-		v.pay = v.pay[:0]
-		return n, len(ops), err
+		v.c.Queue(ops...)
+		res, err := v.c.Push(ctx)
+		d := v.delta()
+		if err == nil {
+			_, err = checkPushes(res, 1)
+		}
+		return int(d.ResponseBodyBytes), len(ops), err
 	})
 }
 
 // initOwn acquires the epoch and bootstraps the client's own project.
 func initOwn(ctx context.Context, e *env, v *vu) error {
-	if err := e.timed(ctx, "pull", func() (int, int, error) { return 0, 0, v.s.acquireEpoch(ctx) }); err != nil {
+	if err := e.timed(ctx, "pull", func() (int, int, error) { return 0, 0, v.c.AcquireEpoch(ctx) }); err != nil {
 		return err
 	}
-	v.subs = []*sub{e.newSub("own", e.project(v.idx))}
-	_, err := e.bootstrap(ctx, v, v.subs, e.pullOpts())
+	_, err := e.bootstrap(ctx, v, "own", e.project(v.idx))
 	return err
+}
+
+func initEpoch(ctx context.Context, e *env, v *vu) error {
+	return e.timed(ctx, "pull", func() (int, int, error) { return 0, 0, v.c.AcquireEpoch(ctx) })
 }
 
 func pushPull() *scenario {
@@ -116,15 +118,11 @@ func pushPull() *scenario {
 			if err := e.pushRound(ctx, v, e.project(v.idx), e.o.rowsPerClient); err != nil {
 				return err
 			}
-			var st pullStats
-			err := e.timed(ctx, "pull", func() (int, int, error) {
-				var err error
-				st, err = v.s.pull(ctx, v.subs, e.pullOpts())
-				if err == nil && st.changes < e.o.ops {
-					err = protoErr("loader.missing_changes", "pull after a push of %d upserts brought %d changes", e.o.ops, st.changes)
-				}
-				return st.bytes, st.changes, err
-			})
+			res, _, _, err := e.pullRound(ctx, v, false)
+			if err == nil && res.Sections["own"].Commits < 1 {
+				err = protoErr("loader.missing_changes", "the pull after a push brought no commit")
+				e.fail("pull", err)
+			}
 			return err
 		},
 	}
@@ -135,19 +133,15 @@ func bootstrapStorm() *scenario {
 		name: "bootstrap-storm",
 		about: "every client bootstraps the shared --storm-project (seed it first: syncd seed), over and over; " +
 			"pages, inline and downloaded segments included; --dataset checks the row count",
-		kinds: []string{"bootstrap", "pull", "segment"},
-		init: func(ctx context.Context, e *env, v *vu) error {
-			return e.timed(ctx, "pull", func() (int, int, error) { return 0, 0, v.s.acquireEpoch(ctx) })
-		},
+		kinds: []string{"bootstrap", "pull"},
+		init:  initEpoch,
 		step: func(ctx context.Context, e *env, v *vu) error {
-			subs := []*sub{e.newSub("storm", e.o.stormProject)}
-			o := e.pullOpts()
-			rows, err := e.bootstrap(ctx, v, subs, o)
+			rows, err := e.bootstrap(ctx, v, "storm", e.o.stormProject)
 			if err != nil {
 				return err
 			}
-			if e.o.dataset > 0 && rows != e.o.dataset {
-				err := protoErr("loader.row_count", "bootstrap of %s brought %d rows, want %d", e.o.stormProject, rows, e.o.dataset)
+			if n := len(v.c.Rows(e.fx.table.Name)); e.o.dataset > 0 && (rows != e.o.dataset || n != e.o.dataset) {
+				err := protoErr("loader.row_count", "bootstrap of %s brought %d rows (replica %d), want %d", e.o.stormProject, rows, n, e.o.dataset)
 				e.fail("bootstrap", err)
 				return err
 			}
@@ -174,35 +168,35 @@ func catchUp() *scenario {
 			if n <= 0 {
 				n = 5000
 			}
-			w := &vu{idx: -1}
-			w.s = &session{t: e.t, id: e.identity(0), wire: uint16(e.o.wire), clientID: "load-" + e.runID + "-writer", fx: e.fx}
-			if err := w.s.acquireEpoch(ctx); err != nil {
+			c, err := e.t.NewClient("load-"+e.runID+"-writer", e.identity(0))
+			if err != nil {
 				return err
 			}
 			cs := &catchUpState{project: e.o.projectPrefix + e.runID + "-catchup", commits: n}
 			per := max(1, min(100, e.o.maxOps))
 			for done := 0; done < n; {
 				batch := min(per, n-done)
-				commits := make([]*ssp2.PushCommit, batch)
-				for j := range commits {
+				for j := range batch {
 					i := int64(done + j)
 					id := cs.project + "-r" + strconv.FormatInt(i%1000, 10)
-					w.vals = e.fx.row(w.vals, id, cs.project, i)
-					pay, err := e.fx.payload(nil, uint16(e.o.wire), w.vals)
+					op, err := c.Upsert(e.fx.table.Name, id, e.fx.row(id, cs.project, i), -1)
 					if err != nil {
 						return err
 					}
-					commits[j] = &ssp2.PushCommit{ClientCommitID: "c" + strconv.FormatInt(i, 10),
-						Operations: []ssp2.PushOperation{{Table: e.fx.table.Name, RowID: id, Op: ssp2.OpUpsert, Payload: pay}}}
+					c.Queue(op)
 				}
-				m, err := w.s.pushSeqs(ctx, commits)
+				res, err := c.Push(ctx)
+				if err != nil {
+					return err
+				}
+				seqs, err := checkPushes(res, batch)
 				if err != nil {
 					return err
 				}
 				if cs.fromSeq == 0 {
-					cs.fromSeq = m[0] - 1
+					cs.fromSeq = seqs[0] - 1
 				}
-				cs.maxSeq = m[len(m)-1]
+				cs.maxSeq = seqs[len(seqs)-1]
 				done += batch
 			}
 			e.data["catchUpCommits"] = n
@@ -210,33 +204,32 @@ func catchUp() *scenario {
 			e.catchup = cs
 			return nil
 		},
-		init: func(ctx context.Context, e *env, v *vu) error {
-			return e.timed(ctx, "pull", func() (int, int, error) { return 0, 0, v.s.acquireEpoch(ctx) })
-		},
+		init: initEpoch,
 		step: func(ctx context.Context, e *env, v *vu) error {
 			cs := e.catchup
-			sb := e.newSub("catchup", cs.project)
-			sb.cursor = cs.fromSeq
+			sub := v.c.Subscribe("catchup", e.fx.table.Name, e.fx.scopes(cs.project))
+			sub.Cursor = cs.fromSeq
 			return e.timed(ctx, "catch-up", func() (int, int, error) {
-				bytes, changes := 0, 0
-				for sb.cursor < cs.maxSeq {
-					st, err := e.pullRound(ctx, v, []*sub{sb}, e.pullOpts())
+				bytes, commits := 0, 0
+				for sub.Cursor < cs.maxSeq {
+					res, d, _, err := e.pullRound(ctx, v, false)
+					bytes += int(d.ResponseBodyBytes)
 					if err != nil {
-						return bytes, changes, err
+						return bytes, commits, err
 					}
-					bytes += st.bytes
-					changes += st.changes
-					if st.bootstrap || st.resets > 0 {
-						return bytes, changes, protoErr("loader.unexpected_bootstrap", "catch-up answered with a bootstrap or reset")
+					sec := res.Sections["catchup"]
+					commits += sec.Commits
+					if sec.Bootstrap || sec.Status != ssp2.SubActive {
+						return bytes, commits, protoErr("loader.unexpected_bootstrap", "catch-up answered with a bootstrap or a %v section", sec.Status)
 					}
-					if st.commits == 0 && sb.cursor < cs.maxSeq {
-						return bytes, changes, protoErr("loader.catchup_stalled", "no commits at cursor %d below %d", sb.cursor, cs.maxSeq)
+					if sec.Commits == 0 && sub.Cursor < cs.maxSeq {
+						return bytes, commits, protoErr("loader.catchup_stalled", "no commits at cursor %d below %d", sub.Cursor, cs.maxSeq)
 					}
 				}
-				if changes < cs.commits {
-					return bytes, changes, protoErr("loader.missing_changes", "caught up with %d changes, want %d", changes, cs.commits)
+				if commits < cs.commits {
+					return bytes, commits, protoErr("loader.missing_changes", "caught up with %d commits, want %d", commits, cs.commits)
 				}
-				return bytes, changes, nil
+				return bytes, commits, nil
 			})
 		},
 	}
@@ -254,10 +247,10 @@ func mixedSoak() *scenario {
 			case r < 25:
 				return e.pushRound(ctx, v, e.project(v.idx), e.o.rowsPerClient)
 			case r < 95:
-				_, err := e.pullRound(ctx, v, v.subs, e.pullOpts())
+				_, _, _, err := e.pullRound(ctx, v, false)
 				return err
 			default:
-				_, err := e.bootstrap(ctx, v, v.subs, e.pullOpts())
+				_, err := e.bootstrap(ctx, v, "own", e.project(v.idx))
 				return err
 			}
 		},
@@ -267,34 +260,30 @@ func mixedSoak() *scenario {
 func maintenanceChurn() *scenario {
 	return &scenario{
 		name: "maintenance-churn",
-		about: "pruning racing pushes: even clients push and pull their own project, odd clients re-read theirs " +
-			"from cursor 0 and accept sync.cursor_expired resets (then re-bootstrap); run the server with a short " +
-			"--prune-interval (the log is pruned past the newest --retention-keep-commits)",
+		about: "pruning racing pushes: every client pushes to its own project; even clients pull incrementally, odd " +
+			"clients re-read from cursor 0 and accept sync.cursor_expired resets (then re-bootstrap); run the server " +
+			"with a short --prune-interval, or run syncd prune meanwhile",
 		kinds: []string{"push", "pull", "bootstrap", "reset"},
 		init:  initOwn,
 		step: func(ctx context.Context, e *env, v *vu) error {
-			if v.idx%2 == 0 {
-				if err := e.pushRound(ctx, v, e.project(v.idx), e.o.rowsPerClient); err != nil {
-					return err
-				}
-				_, err := e.pullRound(ctx, v, v.subs, e.pullOpts())
-				return err
-			}
-			// A laggard: push to its own project, then read it from the
-			// start of the log, which pruning may have passed.
 			if err := e.pushRound(ctx, v, e.project(v.idx), e.o.rowsPerClient); err != nil {
 				return err
 			}
-			v.subs[0].cursor, v.subs[0].state = 0, ssp2.Optional[string]{}
-			o := e.pullOpts()
-			o.allowReset = true
-			st, err := e.pullRound(ctx, v, v.subs, o)
+			if v.idx%2 == 0 {
+				_, _, _, err := e.pullRound(ctx, v, false)
+				return err
+			}
+			// A laggard: read its project from the start of the log, which
+			// pruning may have passed.
+			sub := v.c.Subscribe("own", e.fx.table.Name, e.fx.scopes(e.project(v.idx)))
+			sub.Cursor = 0
+			_, _, resets, err := e.pullRound(ctx, v, true)
 			if err != nil {
 				return err
 			}
-			if st.resets > 0 {
-				_ = e.timed(ctx, "reset", func() (int, int, error) { return 0, st.resets, nil })
-				_, err = e.bootstrap(ctx, v, v.subs, e.pullOpts())
+			if resets > 0 {
+				_ = e.timed(ctx, "reset", func() (int, int, error) { return 0, resets, nil })
+				_, err = e.bootstrap(ctx, v, "own", e.project(v.idx))
 			}
 			return err
 		},
