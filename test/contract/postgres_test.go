@@ -2,7 +2,6 @@ package contract_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
@@ -12,27 +11,12 @@ import (
 )
 
 func TestPostgres(t *testing.T) {
-	var mu sync.Mutex
-	dsns := map[ports.Storage]string{}
-	open := func(t *testing.T, dsn string) ports.Storage {
-		s, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn, MaxConns: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		mu.Lock()
-		dsns[s] = dsn
-		mu.Unlock()
-		return s
-	}
+	r := newReopener(func(ctx context.Context, dsn string) (ports.Storage, error) {
+		return postgres.Open(ctx, postgres.Options{DSN: dsn, MaxConns: 8})
+	})
 	contract.Run(t, contract.Harness{
-		New: func(t *testing.T) ports.Storage { return open(t, pgtest.DSN(t)) },
-		Reopen: func(t *testing.T, s ports.Storage) ports.Storage {
-			mu.Lock()
-			dsn := dsns[s]
-			mu.Unlock()
-			return open(t, dsn)
-		},
+		New:    func(t *testing.T) ports.Storage { return r.at(t, pgtest.DSN(t)) },
+		Reopen: r.reopen,
 		Engine: &contract.Engine{
 			Dialect: "postgres",
 			Exec: func(ctx context.Context, s ports.Storage, q string, args ...any) error {

@@ -557,3 +557,30 @@ func plans(t *testing.T, e Engine) {
 		}
 	}
 }
+
+// Opener builds Engine.Open and Engine.Reopen from a constructor and a
+// source of fresh databases (a file path or a DSN).
+func Opener(open func(ctx context.Context, where string) (*sqlstore.Store, error), fresh func(t testing.TB) string) (
+	func(t testing.TB) *sqlstore.Store, func(t testing.TB, s *sqlstore.Store) *sqlstore.Store) {
+	var mu sync.Mutex
+	where := map[*sqlstore.Store]string{}
+	at := func(t testing.TB, w string) *sqlstore.Store {
+		t.Helper()
+		s, err := open(context.Background(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		mu.Lock()
+		where[s] = w
+		mu.Unlock()
+		return s
+	}
+	reopen := func(t testing.TB, s *sqlstore.Store) *sqlstore.Store {
+		mu.Lock()
+		w := where[s]
+		mu.Unlock()
+		return at(t, w)
+	}
+	return func(t testing.TB) *sqlstore.Store { return at(t, fresh(t)) }, reopen
+}
