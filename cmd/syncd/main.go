@@ -88,7 +88,7 @@ func serve(args, environ []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	return app.Run(cfg, app.ReadBuildInfo(version), log, app.WithBanner(stderr))
+	return app.Run(cfg, app.ReadBuildInfo(version), log, app.StorageModule, app.WithBanner(stderr))
 }
 
 func printConfig(w io.Writer, cfg config.Config) int {

@@ -9,12 +9,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/syncd-dev/syncd/adapters/storage/postgres"
-	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/retention"
-	"github.com/syncd-dev/syncd/ports"
 )
 
 // runPrune implements "syncd prune": one retention pass (SPEC §4.6) over
@@ -40,7 +37,7 @@ func runPrune(args, environ []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	st, err := openStorage(ctx, cfg)
+	st, err := app.OpenStorage(ctx, cfg)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd prune: %v\n", err)
 		return 1
@@ -64,19 +61,4 @@ func runPrune(args, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// openStorage opens the storage engine --database names.
-func openStorage(ctx context.Context, cfg config.Config) (ports.Storage, error) {
-	kind, dsn, err := config.ParseDatabase(cfg.Database)
-	if err != nil {
-		return nil, err
-	}
-	switch kind {
-	case config.Postgres:
-		return postgres.Open(ctx, postgres.Options{DSN: dsn, MaxConns: 2})
-	case config.SQLite:
-		return sqlite.Open(ctx, sqlite.Options{Path: dsn})
-	}
-	return nil, fmt.Errorf("database: unsupported engine %q", kind)
 }

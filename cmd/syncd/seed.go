@@ -86,7 +86,7 @@ func runSeed(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	st, err := openStorage(ctx, cfg)
+	st, err := app.OpenStorage(ctx, cfg)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd seed: %v\n", err)
 		return 1

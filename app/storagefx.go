@@ -1,0 +1,65 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/adapters/storage/postgres"
+	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// StorageModule opens the engine --database names and provides it as
+// ports.Storage and, as its own binding, ports.SchemaStore, so the
+// readiness phases create or verify the layout before anything is served.
+// Programs that bring their own storage leave this module out and
+// provide both themselves.
+var StorageModule = fx.Module("syncd.storage",
+	fx.Provide(NewStorage),
+	fx.Provide(func(s ports.Storage) ports.SchemaStore { return s }),
+)
+
+// StorageParams are the inputs of NewStorage.
+type StorageParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+	Log       *zap.Logger
+}
+
+// NewStorage opens the configured engine and closes it when the server
+// stops. Opening only connects (and creates a missing SQLite file); the
+// layout is the readiness phases' business.
+func NewStorage(p StorageParams) (ports.Storage, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.Config.ShutdownTimeout)
+	defer cancel()
+	st, err := OpenStorage(ctx, p.Config)
+	if err != nil {
+		return nil, err
+	}
+	kind, _, _ := config.ParseDatabase(p.Config.Database)
+	p.Log.Info("storage opened", zap.String("engine", string(kind)),
+		zap.String("database", p.Config.Redacted().Database))
+	p.Lifecycle.Append(fx.StopHook(st.Close))
+	return st, nil
+}
+
+// OpenStorage opens the storage engine --database names: a SQLite file
+// (a path or sqlite:PATH) or a postgres:// URL.
+func OpenStorage(ctx context.Context, cfg config.Config) (ports.Storage, error) {
+	kind, dsn, err := config.ParseDatabase(cfg.Database)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case config.Postgres:
+		return postgres.Open(ctx, postgres.Options{DSN: dsn})
+	case config.SQLite:
+		return sqlite.Open(ctx, sqlite.Options{Path: dsn})
+	}
+	return nil, fmt.Errorf("database: unsupported engine %q", kind)
+}
