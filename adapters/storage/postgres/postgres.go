@@ -109,11 +109,12 @@ var pgTypes = sqlstore.Types{
 	},
 }
 
-func (*dialect) Name() string              { return "postgres" }
-func (*dialect) Types() sqlstore.Types     { return pgTypes }
-func (*dialect) CombinedWrites() bool      { return true }
-func (*dialect) LockRows() string          { return " FOR UPDATE SKIP LOCKED" }
-func (*dialect) ByteOrder(e string) string { return e + ` COLLATE "C"` }
+func (*dialect) Name() string                   { return "postgres" }
+func (*dialect) Types() sqlstore.Types          { return pgTypes }
+func (*dialect) CombinedWrites() bool           { return true }
+func (d *dialect) Autocommit() sqlstore.Querier { return d.pool }
+func (*dialect) LockRows() string               { return " FOR UPDATE SKIP LOCKED" }
+func (*dialect) ByteOrder(e string) string      { return e + ` COLLATE "C"` }
 
 // Rebind numbers '?' placeholders ($1, $2, …). Engine statements never
 // carry a literal '?'.

@@ -146,12 +146,13 @@ var sqliteTypes = sqlstore.Types{
 	},
 }
 
-func (*dialect) Name() string              { return "sqlite" }
-func (*dialect) Types() sqlstore.Types     { return sqliteTypes }
-func (*dialect) Rebind(q string) string    { return q }
-func (*dialect) CombinedWrites() bool      { return false }
-func (*dialect) LockRows() string          { return "" }
-func (*dialect) ByteOrder(e string) string { return e }
+func (*dialect) Name() string                 { return "sqlite" }
+func (*dialect) Types() sqlstore.Types        { return sqliteTypes }
+func (*dialect) Rebind(q string) string       { return q }
+func (*dialect) CombinedWrites() bool         { return false }
+func (*dialect) Autocommit() sqlstore.Querier { return nil }
+func (*dialect) LockRows() string             { return "" }
+func (*dialect) ByteOrder(e string) string    { return e }
 
 // fenceMessage is the trigger's abort message and the error it maps to.
 const fenceMessage = "sync.storage.writer_fence_rejected"

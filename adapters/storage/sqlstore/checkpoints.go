@@ -66,7 +66,7 @@ func (s *Store) DeclareCheckpoint(ctx context.Context, d checkpoint.Declaration,
 func (s *Store) ClaimCheckpoint(ctx context.Context, d checkpoint.Declaration, nowMs int64) (checkpoint.Checkpoint, error) {
 	var out checkpoint.Checkpoint
 	var found bool
-	err := s.writeTx(ctx, "claim checkpoint", "", func(tx WriteTx) error {
+	err := s.writeOne(ctx, "claim checkpoint", func(tx Querier) error {
 		c, err := scanCheckpoint(tx.QueryRowContext(ctx, s.q(`UPDATE sync_backfill_checkpoints
 SET owner_epoch=owner_epoch+1, state='backfilling', schema_version=?, updated_at_ms=?
 WHERE partition=? AND name=? AND state<>'activated' RETURNING `+checkpointCols),
@@ -103,7 +103,7 @@ WHERE partition=? AND name=? AND owner_epoch=? AND state<>'activated'`),
 // AdvanceCheckpoint implements ports.CheckpointStore.
 func (s *Store) AdvanceCheckpoint(ctx context.Context, a ports.CheckpointAdvance) (bool, error) {
 	var ok bool
-	err := s.writeTx(ctx, "advance checkpoint", "", func(tx WriteTx) error {
+	err := s.writeOne(ctx, "advance checkpoint", func(tx Querier) error {
 		var err error
 		ok, err = s.advanceCheckpoint(ctx, tx, a)
 		return err

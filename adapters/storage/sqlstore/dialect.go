@@ -82,6 +82,10 @@ type Dialect interface {
 	// TableIndexes lists the free-standing (not constraint-owned) indexes of a table.
 	TableIndexes(ctx context.Context, q Querier, table string) ([]string, error)
 
+	// Autocommit returns a pool on which a single write statement may run
+	// outside an explicit transaction, or nil when writes must take the
+	// write transaction path (SQLite's one writer).
+	Autocommit() Querier
 	// LockRows is the suffix that locks selected rows for update, skipping
 	// rows other transactions hold ("" where writes serialize anyway).
 	LockRows() string

@@ -22,7 +22,7 @@ func (s *Store) TouchPartition(ctx context.Context, partition string, nowMs int6
 		}
 	}
 	var epoch string
-	err := s.writeTx(ctx, "touch partition", "", func(tx WriteTx) error {
+	err := s.writeOne(ctx, "touch partition", func(tx Querier) error {
 		return tx.QueryRowContext(ctx, s.q(`INSERT INTO sync_partition_registry(partition, log_epoch, epoch_required, last_authenticated_at_ms)
 VALUES (?, ?, ?, ?) ON CONFLICT (partition) DO UPDATE SET last_authenticated_at_ms=excluded.last_authenticated_at_ms
 RETURNING log_epoch`), partition, s.epoch(), false, nowMs).Scan(&epoch)
@@ -103,7 +103,7 @@ func (s *Store) PutClient(ctx context.Context, r ports.ClientRecord) error {
 	if subs == "" {
 		subs = "[]"
 	}
-	return s.writeTx(ctx, "put client", "", func(tx WriteTx) error {
+	return s.writeOne(ctx, "put client", func(tx Querier) error {
 		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO sync_clients(partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms)
 VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (partition, client_id) DO UPDATE SET actor_id=excluded.actor_id,
 wire_version=excluded.wire_version, cursor=excluded.cursor, subscriptions=excluded.subscriptions, updated_at_ms=excluded.updated_at_ms`),
@@ -115,7 +115,7 @@ wire_version=excluded.wire_version, cursor=excluded.cursor, subscriptions=exclud
 // AdvanceClientCursor implements ports.ClientStore.
 func (s *Store) AdvanceClientCursor(ctx context.Context, a ports.CursorAdvance) (bool, error) {
 	var changed bool
-	err := s.writeTx(ctx, "advance client cursor", "", func(tx WriteTx) error {
+	err := s.writeOne(ctx, "advance client cursor", func(tx Querier) error {
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE sync_clients SET cursor=CASE WHEN cursor<? THEN ? ELSE cursor END,
   updated_at_ms=CASE WHEN updated_at_ms<? THEN ? ELSE updated_at_ms END
 WHERE partition=? AND client_id=? AND actor_id=?

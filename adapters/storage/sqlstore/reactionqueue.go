@@ -77,7 +77,7 @@ lease_owner=?, lease_expires_at_ms=?, completed_at_ms=NULL WHERE partition=? AND
 // and reports whether it matched.
 func (s *Store) reactionCAS(ctx context.Context, op, query string, args ...any) (bool, error) {
 	var ok bool
-	err := s.writeTx(ctx, op, "", func(tx WriteTx) error {
+	err := s.writeOne(ctx, op, func(tx Querier) error {
 		res, err := tx.ExecContext(ctx, s.q(query), args...)
 		if err != nil {
 			return err

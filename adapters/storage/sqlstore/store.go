@@ -159,6 +159,21 @@ func (s *Store) writeTx(ctx context.Context, op, partition string, fn func(tx Wr
 	}
 }
 
+// writeOne runs one write statement: autocommit where the dialect allows
+// (one round trip on PostgreSQL), else in a write transaction.
+func (s *Store) writeOne(ctx context.Context, op string, fn func(q Querier) error) error {
+	q := s.d.Autocommit()
+	if q == nil {
+		return s.writeTx(ctx, op, "", func(tx WriteTx) error { return fn(tx) })
+	}
+	for attempt := 0; ; attempt++ {
+		err := fn(q)
+		if err == nil || attempt+1 >= s.retries || !s.d.Retryable(err) || ctx.Err() != nil {
+			return internal(op, err)
+		}
+	}
+}
+
 func (s *Store) writeTxOnce(ctx context.Context, partition string, fn func(tx WriteTx) error) (err error) {
 	tx, err := s.d.Begin(ctx)
 	if err != nil {
