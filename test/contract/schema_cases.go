@@ -23,6 +23,8 @@ func init() {
 		testCase{"CheckpointIncomplete", testEnsureCheckpointIncomplete},
 		testCase{"ConcurrentBump", testEnsureConcurrentBump},
 		testCase{"VersionBumpWaitsForOpenPush", testBumpWaitsForPush},
+		testCase{"FreshDatabaseInstallsDeclarations", testFreshInstallsDecls},
+		testCase{"SameVersionInstallsNothing", testSameVersionInstallsNothing},
 	)
 }
 
@@ -265,4 +267,33 @@ func testBumpWaitsForPush(t *testing.T, h Harness) {
 		return err
 	})
 	wantCode(t, err, syncerr.StorageWriterFenceRejected)
+}
+
+func testFreshInstallsDecls(t *testing.T, h Harness) {
+	ctx := t.Context()
+	s := h.New(t)
+	decls := []checkpoint.Declaration{{Partition: "p1", Name: "proj", SchemaVersion: 1}}
+	must(t, s.EnsureSchema(ctx, mustSchema(t, irV1), decls))
+	cps, err := s.ReadCheckpoints(ctx, "p1")
+	must(t, err)
+	if len(cps) != 1 || cps[0].State != checkpoint.StateDeclared || cps[0].SchemaVersion != 1 {
+		t.Fatalf("checkpoints after the first ensure = %+v", cps)
+	}
+	err = s.Push(ctx, "p1", ports.PushOptions{WriterVersion: 0}, func(tx ports.PushTx) error {
+		_, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "old"})
+		return err
+	})
+	wantCode(t, err, syncerr.StorageWriterFenceRejected)
+}
+
+func testSameVersionInstallsNothing(t *testing.T, h Harness) {
+	e := open(t, h)
+	_, err := e.reopen(mustSchema(t, irV1), []checkpoint.Declaration{{Partition: "p1", Name: "late", SchemaVersion: 1}})
+	must(t, err)
+	cps, err := e.s.ReadCheckpoints(e.ctx, "p1")
+	must(t, err)
+	if len(cps) != 0 {
+		t.Fatalf("a same-version ensure installed %+v (declare late checkpoints with DeclareCheckpoint)", cps)
+	}
+	must(t, e.appendAt("p1", 1))
 }
