@@ -255,7 +255,9 @@ func (e *env) reopen(sc *schema.Schema, decls []checkpoint.Declaration) (ports.S
 
 const v1 = int32(1)
 
-// task is a tasks row.
+// task is a tasks row. An empty title renders as "title of <id>" (titles
+// are unique per partition); the title "\x00null" writes NULL, which the
+// NOT NULL column refuses. version 0 means 1.
 type task struct {
 	id, project, owner, title string
 	done                      bool
