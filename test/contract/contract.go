@@ -5,6 +5,26 @@
 // Cases that need the database itself (raw SQL for the writer-fence
 // trigger and for tampering with the physical layout, query plans) run
 // only when the harness provides Engine hooks; they skip otherwise.
+//
+// Groups (test names follow them: TestX/Group/Case):
+//
+//   - EnsureSchema: idempotence, newer database, stored layout refusals,
+//     version bump (create, add column, retire), declarations and fence at
+//     the bump, checkpoint_incomplete, concurrent bumps, the bump barrier
+//     against an open push.
+//   - Push: dense seqs (also concurrent), partition independence (skipped
+//     with SharedWriter), rollback and DiscardWrites leave nothing,
+//     read-your-writes with isolation, commit fields, first-writer-wins
+//     results (also racing), typed constraint errors, tombstones, blob
+//     refs, reactions, lookups, column versions, cancellation.
+//   - Log, Rows: scope-filtered windows (multi-variable, limits that keep
+//     commits whole), keyset scans in byte order, argument refusals.
+//   - Prune: epoch binding, atomic horizon, monotonicity, pushes racing.
+//   - Partitions, Clients: registry, rotation, cursor rules, floors.
+//   - Checkpoints, ServeGate: the state machine, fence, gate reads.
+//   - ReactionQueue: run when the storage implements ports.ReactionQueue.
+//   - Engine (hooks only): fence trigger, physical layout, query plans.
+//   - Bulk: seeding BulkRows rows for one scope within BulkBudget.
 package contract
 
 import (
