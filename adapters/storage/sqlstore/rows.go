@@ -48,17 +48,6 @@ func matches(stored map[string]string, filter map[string][]string) bool {
 	return true
 }
 
-func decodeScopes(raw []byte) (map[string]string, error) {
-	m := map[string]string{}
-	if len(raw) == 0 {
-		return m, nil
-	}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("decode stored scopes: %w", err)
-	}
-	return m, nil
-}
-
 func encodeScopes(m map[string]string) string {
 	if len(m) == 0 {
 		return "{}"
