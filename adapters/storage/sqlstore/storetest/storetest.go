@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
@@ -146,6 +147,44 @@ func Run(t *testing.T, e Engine) {
 	t.Run("prune", func(t *testing.T) { prune(t, e) })
 	t.Run("plans", func(t *testing.T) { plans(t, e) })
 	t.Run("concurrent_ensure", func(t *testing.T) { concurrentEnsure(t, e) })
+	t.Run("migration_barrier", func(t *testing.T) { migrationBarrier(t, e) })
+}
+
+// migrationBarrier: while a schema bump holds the migration lock (on
+// PostgreSQL LOCK TABLE sync_partitions IN EXCLUSIVE MODE; on SQLite the
+// write lock) and raises the fence, an unaware writer blocks at its
+// partition lock and, once the bump commits, is refused by the fence.
+func migrationBarrier(t *testing.T, e Engine) {
+	ctx := context.Background()
+	old := e.open(t)
+	_, err := PushItems(ctx, old, "p", []ports.RowWrite{Item("b0", "a", 0)}, "b0")
+	must(t, err)
+	bump, err := old.DB().DB.BeginTx(ctx, nil)
+	must(t, err)
+	defer func() { _ = bump.Rollback() }()
+	if old.Dialect().Name() == "postgres" {
+		_, err = bump.ExecContext(ctx, "LOCK TABLE sync_partitions IN EXCLUSIVE MODE")
+		must(t, err)
+	}
+	_, err = bump.ExecContext(ctx, old.Dialect().Rebind("INSERT INTO sync_writer_fence(partition, required_writer_version) VALUES (?, ?)"), "p", 2)
+	must(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := PushItems(ctx, old, "p", []ports.RowWrite{Item("b1", "a", 0)}, "b1")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the old writer was not blocked by the migration: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	must(t, bump.Commit())
+	select {
+	case err := <-done:
+		wantCode(t, err, syncerr.StorageWriterFenceRejected)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old writer stayed blocked after the migration committed")
+	}
 }
 
 // concurrentEnsure starts several processes on one fresh database at once:
