@@ -162,8 +162,10 @@ func (s *Store) PruneCommitsThrough(ctx context.Context, partition string, r por
 				return err
 			}
 		}
+		if err := s.pruneChangeScopes(ctx, tx, partition, h); err != nil {
+			return err
+		}
 		for _, stmt := range []string{
-			"DELETE FROM sync_change_scopes WHERE partition=? AND commit_seq<=?",
 			"DELETE FROM sync_changes WHERE partition=? AND commit_seq<=?",
 			"DELETE FROM sync_tombstones WHERE partition=? AND commit_seq<=?",
 		} {
@@ -228,4 +230,46 @@ func (s *Store) PlanTargets(partition string, w ports.CommitWindow, q ports.RowS
 	args = candidateArgs([]any{partition, q.Table, drive}, values, []any{q.AfterRowID}, max(64, q.Limit))
 	out = append(out, Statement{s.scanQuery(ts, len(values)), append(args, partition)})
 	return out, nil
+}
+
+// pruneChangeScopes deletes the scope-index entries at or below h. The keys
+// come from the changes being pruned (a range of the log's primary key), so
+// each delete is an index range of one (table, variable, value) instead of
+// a pass over every entry the partition retains.
+func (s *Store) pruneChangeScopes(ctx context.Context, tx WriteTx, partition string, h int64) error {
+	rows, err := tx.QueryContext(ctx, s.q("SELECT tbl, scopes FROM sync_changes WHERE partition=? AND commit_seq<=?"), partition, h)
+	if err != nil {
+		return err
+	}
+	seen := map[[3]string]bool{}
+	var keys [][3]string
+	for rows.Next() {
+		var tbl string
+		var raw []byte
+		if err := rows.Scan(&tbl, &raw); err != nil {
+			_ = rows.Close()
+			return err
+		}
+		m, err := decodeScopes(raw)
+		if err != nil {
+			_ = rows.Close()
+			return err
+		}
+		for v, val := range m {
+			if k := [3]string{tbl, v, val}; !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	del := s.q("DELETE FROM sync_change_scopes WHERE partition=? AND tbl=? AND var=? AND value=? AND commit_seq<=?")
+	for _, k := range keys {
+		if _, err := tx.ExecContext(ctx, del, partition, k[0], k[1], k[2], h); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -560,6 +560,14 @@ func prune(t *testing.T, e Engine) {
 	if res.HorizonSeq != 2 || res.RemovedCommits != 2 {
 		t.Fatalf("prune %+v", res)
 	}
+	for _, tbl := range []string{"sync_change_scopes", "sync_changes", "sync_commits"} {
+		var below, above int
+		must(t, s.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM "+tbl+" WHERE commit_seq<=2").Scan(&below))
+		must(t, s.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM "+tbl+" WHERE commit_seq>2").Scan(&above))
+		if below != 0 || above == 0 {
+			t.Fatalf("%s after prune: %d at or below the horizon, %d above", tbl, below, above)
+		}
+	}
 	cs, err := s.ReadCommitWindow(ctx, "p", ports.CommitWindow{Table: "items", ScopeFilter: map[string][]string{"org": {"a"}}, ThroughSeq: 3, LimitChanges: 10})
 	must(t, err)
 	if len(cs) != 1 || cs[0].Seq != 3 {
