@@ -2,6 +2,7 @@ package main
 
 import (
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -54,5 +55,17 @@ func TestParseRSS(t *testing.T) {
 	}
 	if _, err := parseRSS(strings.NewReader("nothing 1\n")); err == nil {
 		t.Fatal("want an error")
+	}
+}
+
+func TestProcCPU(t *testing.T) {
+	if !fileExists("/proc/self/stat") {
+		t.Skip("no /proc")
+	}
+	if _, err := procCPU(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := procStatus(os.Getpid()); err != nil {
+		t.Fatal(err)
 	}
 }

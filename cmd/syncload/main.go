@@ -272,6 +272,11 @@ func writeText(w io.Writer, r *Result) {
 			_, _ = fmt.Fprintf(w, ", VmHWM %s", mb(m.HWM))
 		}
 		_, _ = fmt.Fprintln(w)
+		if m.ServerCPUSeconds > 0 {
+			_, _ = fmt.Fprintf(w, "  CPU: server %.1fs (%.2f cores, %.0f µs per request), loader %.1fs (%.2f cores)\n",
+				m.ServerCPUSeconds, m.ServerCPUSeconds/r.Seconds, 1e6*m.ServerCPUSeconds/max(float64(r.Requests), 1),
+				m.LoaderCPUSeconds, m.LoaderCPUSeconds/r.Seconds)
+		}
 	}
 	for k, v := range r.Notes {
 		_, _ = fmt.Fprintf(w, "  %s: %v\n", k, v)

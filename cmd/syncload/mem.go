@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -27,6 +28,10 @@ type memWatch struct {
 	hwm      int64
 	n        int
 	failures int
+	cpu0     float64 // server CPU seconds at the first sample
+	cpu1     float64
+	self0    float64 // the loader's own CPU seconds at the first sample
+	self1    float64
 }
 
 // MemResult is the server memory over one run, in bytes.
@@ -39,6 +44,10 @@ type MemResult struct {
 	// HWM is VmHWM, the process's peak RSS since it started (pid only).
 	HWM     int64 `json:"vmHWMBytes,omitempty"`
 	Samples int   `json:"samples"`
+	// ServerCPUSeconds is the server's user+system CPU over the run and
+	// LoaderCPUSeconds this process's (pid only).
+	ServerCPUSeconds float64 `json:"serverCPUSeconds,omitempty"`
+	LoaderCPUSeconds float64 `json:"loaderCPUSeconds,omitempty"`
 }
 
 func newMemWatch(o *options) *memWatch {
@@ -58,8 +67,13 @@ func (m *memWatch) sample(ctx context.Context) {
 	}
 	var rss, hwm int64
 	var err error
+	var cpu, self float64
 	if m.pid != 0 {
 		rss, hwm, err = procStatus(m.pid)
+		if err == nil {
+			cpu, err = procCPU(m.pid)
+		}
+		self = selfCPU()
 	} else {
 		rss, err = m.scrape(ctx)
 	}
@@ -71,7 +85,9 @@ func (m *memWatch) sample(ctx context.Context) {
 	}
 	if m.n == 0 {
 		m.first = rss
+		m.cpu0, m.self0 = cpu, self
 	}
+	m.cpu1, m.self1 = cpu, self
 	m.n++
 	m.last = rss
 	m.peak = max(m.peak, rss)
@@ -109,7 +125,8 @@ func (m *memWatch) result() *MemResult {
 	if m.pid != 0 {
 		src = fmt.Sprintf("/proc/%d/status", m.pid)
 	}
-	return &MemResult{Source: src, Start: m.first, Peak: m.peak, End: m.last, Growth: m.last - m.first, HWM: m.hwm, Samples: m.n}
+	return &MemResult{Source: src, Start: m.first, Peak: m.peak, End: m.last, Growth: m.last - m.first, HWM: m.hwm, Samples: m.n,
+		ServerCPUSeconds: m.cpu1 - m.cpu0, LoaderCPUSeconds: m.self1 - m.self0}
 }
 
 // procStatus reads VmRSS and VmHWM (bytes) of a local process.
@@ -173,4 +190,40 @@ func parseRSS(r io.Reader) (int64, error) {
 		return 0, err
 	}
 	return 0, fmt.Errorf("no process_resident_memory_bytes in %s", "metrics")
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times on Linux.
+const clockTicks = 100
+
+// procCPU reads a local process's user+system CPU seconds.
+func procCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces: fields count from the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	// utime and stime are fields 14 and 15 of the line (11 and 12 here).
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: bad times", pid)
+	}
+	return (ut + st) / clockTicks, nil
+}
+
+// selfCPU returns this process's user+system CPU seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
