@@ -36,7 +36,13 @@ for _ in $(seq 100); do curl -sf http://127.0.0.1:8788/readyz >/dev/null && brea
 load() { # name args...
 	local n=$1; shift
 	uptime >"$out/$n.load"
+	# A CPU profile of the server over 8 s of the run (admin listener).
+	(sleep 2; curl -s -o "$out/$n.cpu" "http://127.0.0.1:8788/debug/pprof/profile?seconds=8") &
+	local prof=$!
 	"$out/syncload" --schema "$schema" --server-pid $pid --json "$out/$n.json" "$@" | tee "$out/$n.txt"
+	wait $prof
+	# Allocations since the server started (pprof -sample_index=alloc_space).
+	curl -s -o "$out/$n.allocs" "http://127.0.0.1:8788/debug/pprof/allocs"
 }
 load pp1 --vus 1 --duration "$dur" push-pull
 load pp10 --vus 10 --duration "$dur" push-pull
