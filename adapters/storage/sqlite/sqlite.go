@@ -33,7 +33,9 @@ type Options struct {
 	// BusyTimeout is how long a connection waits for another process's
 	// lock (default 5s).
 	BusyTimeout time.Duration
-	// Synchronous is the WAL durability level, "NORMAL" (default) or "FULL".
+	// Synchronous is the durability level: "FULL" (default: every commit is
+	// on disk before Push returns, as with SQLite's own default) or
+	// "NORMAL" (WAL: a power loss may drop the last commits, never corrupt).
 	Synchronous string
 	// ReadConns sizes the read pool (default: GOMAXPROCS, at least 2).
 	ReadConns int
@@ -61,8 +63,8 @@ func DSN(o Options, writer bool) string {
 		busy = 5 * time.Second
 	}
 	syncMode := strings.ToUpper(o.Synchronous)
-	if syncMode != "FULL" {
-		syncMode = "NORMAL"
+	if syncMode != "NORMAL" {
+		syncMode = "FULL"
 	}
 	fk := 1
 	if o.DisableForeignKeys {
