@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
@@ -48,6 +49,10 @@ func NewStorage(p StorageParams) (ports.Storage, error) {
 	return st, nil
 }
 
+// touchInterval bounds how stale a partition's last-seen time may be:
+// refreshing it on every request would cost a write transaction each.
+const touchInterval = time.Second
+
 // OpenStorage opens the storage engine --database names: a SQLite file
 // (a path or sqlite:PATH) or a postgres:// URL.
 func OpenStorage(ctx context.Context, cfg config.Config) (ports.Storage, error) {
@@ -57,9 +62,9 @@ func OpenStorage(ctx context.Context, cfg config.Config) (ports.Storage, error) 
 	}
 	switch kind {
 	case config.Postgres:
-		return postgres.Open(ctx, postgres.Options{DSN: dsn})
+		return postgres.Open(ctx, postgres.Options{DSN: dsn, TouchInterval: touchInterval})
 	case config.SQLite:
-		return sqlite.Open(ctx, sqlite.Options{Path: dsn})
+		return sqlite.Open(ctx, sqlite.Options{Path: dsn, TouchInterval: touchInterval})
 	}
 	return nil, fmt.Errorf("database: unsupported engine %q", kind)
 }
