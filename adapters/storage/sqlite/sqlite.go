@@ -219,8 +219,13 @@ func (d *dialect) ConstraintKind(err error) (string, bool) {
 		return "foreign_key", true
 	case sqlite3.SQLITE_CONSTRAINT_NOTNULL:
 		return "not_null", true
+	case sqlite3.SQLITE_CONSTRAINT_CHECK, sqlite3.SQLITE_CONSTRAINT_DATATYPE:
+		return "check", true
 	}
-	return "check", true
+	// Trigger aborts, commit hooks, virtual tables, functions, pinned rows
+	// and a bare SQLITE_CONSTRAINT are no relational constraint of the
+	// row: they stay internal errors.
+	return "", false
 }
 
 func (*dialect) FenceRejected(err error) bool {

@@ -140,6 +140,7 @@ func Run(t *testing.T, e Engine) {
 	t.Run("concurrent", func(t *testing.T) { concurrent(t, e) })
 	t.Run("rollback_and_discard", func(t *testing.T) { rollback(t, e) })
 	t.Run("constraint", func(t *testing.T) { constraint(t, e) })
+	t.Run("constraint_kinds", func(t *testing.T) { constraintKinds(t, e) })
 	t.Run("fence", func(t *testing.T) { fence(t, e) })
 	t.Run("layout", func(t *testing.T) { layout(t, e) })
 	t.Run("migrate", func(t *testing.T) { migrate(t, e) })
@@ -412,6 +413,54 @@ func constraint(t *testing.T, e Engine) {
 		return errors.New("no constraint error")
 	})
 	must(t, err)
+}
+
+// constraintKinds: the dialect classifies the engine's own errors for
+// every relational constraint (foreign keys are enforced on the write
+// connections) and leaves anything else unclassified.
+func constraintKinds(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s := e.open(t)
+	for _, ddl := range []string{
+		"CREATE TABLE ck_parent(id TEXT PRIMARY KEY)",
+		"CREATE TABLE ck_child(id TEXT PRIMARY KEY, parent TEXT REFERENCES ck_parent(id), v INTEGER NOT NULL CHECK (v > 0))",
+		"INSERT INTO ck_parent(id) VALUES ('p')",
+		"INSERT INTO ck_child(id, parent, v) VALUES ('c', 'p', 1)",
+	} {
+		must(t, e.Exec(ctx, s, ddl))
+	}
+	tests := []struct {
+		name, stmt, kind string
+	}{
+		{"unique", "INSERT INTO ck_child(id, parent, v) VALUES ('c', 'p', 1)", "unique"},
+		{"foreign_key", "INSERT INTO ck_child(id, parent, v) VALUES ('d', 'missing', 1)", "foreign_key"},
+		{"foreign_key_restrict", "DELETE FROM ck_parent WHERE id='p'", "foreign_key"},
+		{"not_null", "INSERT INTO ck_child(id, parent, v) VALUES ('e', 'p', NULL)", "not_null"},
+		{"check", "INSERT INTO ck_child(id, parent, v) VALUES ('f', 'p', 0)", "check"},
+		{"syntax", "INSERT INTO ck_child VALUES (", ""},
+		{"missing_table", "INSERT INTO ck_nothing(id) VALUES ('x')", ""},
+	}
+	if s.Dialect().Name() == "sqlite" {
+		must(t, e.Exec(ctx, s, "CREATE TRIGGER ck_abort BEFORE INSERT ON ck_parent WHEN NEW.id='abort' BEGIN SELECT RAISE(ABORT, 'nope'); END"))
+		tests = append(tests, struct{ name, stmt, kind string }{"trigger_abort", "INSERT INTO ck_parent(id) VALUES ('abort')", ""})
+	} else {
+		tests = append(tests, struct{ name, stmt, kind string }{"division_by_zero", "SELECT 1/0", ""})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := e.Exec(ctx, s, tt.stmt)
+			if err == nil {
+				t.Fatal("statement succeeded")
+			}
+			kind, ok := s.Dialect().ConstraintKind(err)
+			if ok != (tt.kind != "") || kind != tt.kind {
+				t.Fatalf("ConstraintKind(%v) = %q, %v; want %q", err, kind, ok, tt.kind)
+			}
+			if s.Dialect().FenceRejected(err) {
+				t.Fatalf("FenceRejected(%v) = true", err)
+			}
+		})
+	}
 }
 
 func fence(t *testing.T, e Engine) {
