@@ -12,18 +12,10 @@ var _ ports.ReactionQueue = (*Store)(nil)
 
 // withReactions runs fn on the partition's reactions under its write lock.
 func (s *Store) withReactions(ctx context.Context, name string, fn func(rs map[string]*ports.StoredReaction)) error {
-	if err := s.open(); err != nil {
-		return err
-	}
-	unlock, err := s.db.lockPartition(ctx, name)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	s.db.mu.Lock()
-	defer s.db.mu.Unlock()
-	fn(s.db.part(name).d.reactions)
-	return nil
+	return s.withPartition(ctx, name, func(p *partition) error {
+		fn(p.d.reactions)
+		return nil
+	})
 }
 
 // ClaimReactions leases due reactions for one worker.

@@ -14,10 +14,7 @@ import (
 
 // EnsureSchema installs or verifies the schema. See ports.SchemaStore.
 func (s *Store) EnsureSchema(ctx context.Context, sc *schema.Schema, decls []checkpoint.Declaration) error {
-	if err := s.open(); err != nil {
-		return err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	if sc == nil {
@@ -287,88 +284,65 @@ func (d *db) gate(name string, running int32, own *data) checkpoint.ServeGate {
 
 // DeclareCheckpoint installs a declared row and raises the fence.
 func (s *Store) DeclareCheckpoint(ctx context.Context, dc checkpoint.Declaration, nowMs int64) (checkpoint.Checkpoint, error) {
-	if err := s.open(); err != nil {
-		return checkpoint.Checkpoint{}, err
-	}
-	unlock, err := s.db.lockPartition(ctx, dc.Partition)
-	if err != nil {
-		return checkpoint.Checkpoint{}, err
-	}
-	defer unlock()
-	s.db.mu.Lock()
-	defer s.db.mu.Unlock()
-	return installCheckpoint(s.db.part(dc.Partition).d, dc, nowMs), nil
+	var cp checkpoint.Checkpoint
+	err := s.withPartition(ctx, dc.Partition, func(p *partition) error {
+		cp = installCheckpoint(p.d, dc, nowMs)
+		return nil
+	})
+	return cp, err
 }
 
 // ClaimCheckpoint takes ownership of a declared or backfilling checkpoint.
 func (s *Store) ClaimCheckpoint(ctx context.Context, dc checkpoint.Declaration, nowMs int64) (checkpoint.Checkpoint, error) {
-	if err := s.open(); err != nil {
-		return checkpoint.Checkpoint{}, err
-	}
-	unlock, err := s.db.lockPartition(ctx, dc.Partition)
-	if err != nil {
-		return checkpoint.Checkpoint{}, err
-	}
-	defer unlock()
-	s.db.mu.Lock()
-	defer s.db.mu.Unlock()
-	d := s.db.part(dc.Partition).d
-	cp, err := checkpoint.Claim(d.checkpoints[dc.Name], dc.SchemaVersion, nowMs)
-	if err != nil {
-		return checkpoint.Checkpoint{}, err
-	}
-	d.checkpoints[dc.Name] = &cp
-	return cp, nil
+	var cp checkpoint.Checkpoint
+	err := s.withPartition(ctx, dc.Partition, func(p *partition) error {
+		claimed, err := checkpoint.Claim(p.d.checkpoints[dc.Name], dc.SchemaVersion, nowMs)
+		if err != nil {
+			return err
+		}
+		cp = claimed
+		p.d.checkpoints[dc.Name] = &claimed
+		return nil
+	})
+	return cp, err
 }
 
 // AdvanceCheckpoint is the owner-epoch CAS outside a push.
 func (s *Store) AdvanceCheckpoint(ctx context.Context, a ports.CheckpointAdvance) (bool, error) {
-	if err := s.open(); err != nil {
-		return false, err
-	}
-	unlock, err := s.db.lockPartition(ctx, a.Partition)
-	if err != nil {
-		return false, err
-	}
-	defer unlock()
-	s.db.mu.Lock()
-	defer s.db.mu.Unlock()
-	d := s.db.part(a.Partition).d
-	cp, ok := checkpoint.Advance(d.checkpoints[a.Name], a.OwnerEpoch, a.Watermark, a.ObservedRows, a.NowMs)
-	if ok {
-		d.checkpoints[a.Name] = &cp
-	}
-	return ok, nil
+	var ok bool
+	err := s.withPartition(ctx, a.Partition, func(p *partition) error {
+		var cp checkpoint.Checkpoint
+		cp, ok = checkpoint.Advance(p.d.checkpoints[a.Name], a.OwnerEpoch, a.Watermark, a.ObservedRows, a.NowMs)
+		if ok {
+			p.d.checkpoints[a.Name] = &cp
+		}
+		return nil
+	})
+	return ok, err
 }
 
 // ActivateCheckpoint activates under the partition write lock.
 func (s *Store) ActivateCheckpoint(ctx context.Context, a ports.CheckpointActivation) (checkpoint.Activation, error) {
-	if err := s.open(); err != nil {
-		return "", err
-	}
-	unlock, err := s.db.lockPartition(ctx, a.Partition)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	s.db.mu.Lock()
-	defer s.db.mu.Unlock()
-	p := s.db.part(a.Partition)
-	d := p.d
-	res, err := checkpoint.Decide(checkpoint.ActivationInput{
-		Checkpoint:   d.checkpoints[a.Name],
-		FenceVersion: d.fence,
-		HasFence:     d.hasFence,
-		Sources:      sourceState(p, a.Sources, a.Watermark),
-		OwnerEpoch:   a.OwnerEpoch,
+	var res checkpoint.Activation
+	err := s.withPartition(ctx, a.Partition, func(p *partition) error {
+		d := p.d
+		var err error
+		res, err = checkpoint.Decide(checkpoint.ActivationInput{
+			Checkpoint:   d.checkpoints[a.Name],
+			FenceVersion: d.fence,
+			HasFence:     d.hasFence,
+			Sources:      sourceState(p, a.Sources, a.Watermark),
+			OwnerEpoch:   a.OwnerEpoch,
+		})
+		if err != nil || res != checkpoint.Activated {
+			return err
+		}
+		cp := *d.checkpoints[a.Name]
+		cp.State, cp.Watermark, cp.UpdatedAtMs = checkpoint.StateActivated, a.Watermark, a.NowMs
+		d.checkpoints[a.Name] = &cp
+		return nil
 	})
-	if err != nil || res != checkpoint.Activated {
-		return res, err
-	}
-	cp := *d.checkpoints[a.Name]
-	cp.State, cp.Watermark, cp.UpdatedAtMs = checkpoint.StateActivated, a.Watermark, a.NowMs
-	d.checkpoints[a.Name] = &cp
-	return res, nil
+	return res, err
 }
 
 func sourceState(p *partition, tables []string, seq int64) checkpoint.SourceState {
@@ -393,10 +367,7 @@ func sourceState(p *partition, tables []string, seq int64) checkpoint.SourceStat
 
 // ReadCheckpoints lists the partition's checkpoints ordered by name.
 func (s *Store) ReadCheckpoints(ctx context.Context, name string) ([]checkpoint.Checkpoint, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	s.db.mu.Lock()
@@ -415,10 +386,7 @@ func (s *Store) ReadCheckpoints(ctx context.Context, name string) ([]checkpoint.
 
 // SourceCoverageSeq returns the highest retained seq changing one of tables.
 func (s *Store) SourceCoverageSeq(ctx context.Context, name string, tables []string) (int64, error) {
-	if err := s.open(); err != nil {
-		return 0, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return 0, err
 	}
 	s.db.mu.Lock()
@@ -439,10 +407,7 @@ func (s *Store) SourceCoverageSeq(ctx context.Context, name string, tables []str
 
 // HasSourceChangesAbove classifies the source tables above seq.
 func (s *Store) HasSourceChangesAbove(ctx context.Context, name string, tables []string, seq int64) (checkpoint.SourceState, error) {
-	if err := s.open(); err != nil {
-		return "", err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return "", err
 	}
 	s.db.mu.Lock()
@@ -456,10 +421,7 @@ func (s *Store) HasSourceChangesAbove(ctx context.Context, name string, tables [
 
 // ReadServeGate reads the gate in one snapshot.
 func (s *Store) ReadServeGate(ctx context.Context, name string, running int32) (checkpoint.ServeGate, error) {
-	if err := s.open(); err != nil {
-		return checkpoint.ServeGate{}, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return checkpoint.ServeGate{}, err
 	}
 	s.db.mu.Lock()

@@ -117,6 +117,30 @@ func ctxErr(ctx context.Context) error {
 	return nil
 }
 
+// ready refuses a closed store and a done context.
+func (s *Store) ready(ctx context.Context) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	return ctxErr(ctx)
+}
+
+// withPartition runs fn on the partition (created when missing) under its
+// write lock and the database mutex.
+func (s *Store) withPartition(ctx context.Context, name string, fn func(p *partition) error) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	unlock, err := s.db.lockPartition(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	return fn(s.db.part(name))
+}
+
 // part returns the partition, creating it; callers hold db.mu.
 func (d *db) part(name string) *partition {
 	p := d.parts[name]
@@ -163,10 +187,7 @@ func mintEpoch() string {
 
 // TouchPartition registers the partition on first use and refreshes last-seen.
 func (s *Store) TouchPartition(ctx context.Context, name string, nowMs int64) (string, error) {
-	if err := s.open(); err != nil {
-		return "", err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return "", err
 	}
 	s.db.mu.Lock()
@@ -181,28 +202,19 @@ func (s *Store) TouchPartition(ctx context.Context, name string, nowMs int64) (s
 
 // RotateLogEpoch mints a new required epoch and deletes the client records.
 func (s *Store) RotateLogEpoch(ctx context.Context, name string) (string, error) {
-	if err := s.open(); err != nil {
-		return "", err
-	}
-	unlock, err := s.db.lockPartition(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	s.db.mu.Lock()
-	defer s.db.mu.Unlock()
-	p := s.db.part(name)
-	p.registered, p.logEpoch, p.epochRequired = true, mintEpoch(), true
-	p.clients = map[string]*ports.ClientRecord{}
-	return p.logEpoch, nil
+	var epoch string
+	err := s.withPartition(ctx, name, func(p *partition) error {
+		p.registered, p.logEpoch, p.epochRequired = true, mintEpoch(), true
+		p.clients = map[string]*ports.ClientRecord{}
+		epoch = p.logEpoch
+		return nil
+	})
+	return epoch, err
 }
 
 // LogEpoch returns the partition's epoch.
 func (s *Store) LogEpoch(ctx context.Context, name string) (string, bool, error) {
-	if err := s.open(); err != nil {
-		return "", false, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return "", false, err
 	}
 	s.db.mu.Lock()
@@ -216,10 +228,7 @@ func (s *Store) LogEpoch(ctx context.Context, name string) (string, bool, error)
 
 // ListPartitions lists the registry ordered by partition.
 func (s *Store) ListPartitions(ctx context.Context) ([]ports.PartitionInfo, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	s.db.mu.Lock()
@@ -238,10 +247,7 @@ func (s *Store) ListPartitions(ctx context.Context) ([]ports.PartitionInfo, erro
 
 // GetPushResult reads a committed push result.
 func (s *Store) GetPushResult(ctx context.Context, name, clientID, clientCommitID string) ([]byte, bool, error) {
-	if err := s.open(); err != nil {
-		return nil, false, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, false, err
 	}
 	s.db.mu.Lock()
@@ -258,10 +264,7 @@ func (s *Store) GetPushResult(ctx context.Context, name, clientID, clientCommitI
 
 // LogBounds returns the partition's max seq and horizon.
 func (s *Store) LogBounds(ctx context.Context, name string) (ports.LogBounds, error) {
-	if err := s.open(); err != nil {
-		return ports.LogBounds{}, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return ports.LogBounds{}, err
 	}
 	s.db.mu.Lock()
@@ -275,10 +278,7 @@ func (s *Store) LogBounds(ctx context.Context, name string) (ports.LogBounds, er
 
 // ReadCommitWindow returns the commits in the window with their matching changes.
 func (s *Store) ReadCommitWindow(ctx context.Context, name string, w ports.CommitWindow) ([]commit.Commit, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	if _, err := s.table(w.Table); err != nil {
@@ -356,10 +356,7 @@ func copyRow(r commit.Row) commit.Row {
 
 // ScanRows pages current rows by scope in row-id byte order.
 func (s *Store) ScanRows(ctx context.Context, name string, q ports.RowScan) ([]commit.Row, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	if _, err := s.table(q.Table); err != nil {
@@ -409,10 +406,7 @@ func scanRows(d *data, q ports.RowScan) []commit.Row {
 
 // GetRow returns the committed current row or nil.
 func (s *Store) GetRow(ctx context.Context, name, table, rowID string) (*commit.Row, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	if _, err := s.table(table); err != nil {
@@ -444,10 +438,7 @@ func getRow(d *data, table, rowID string) *commit.Row {
 
 // ListRowsReferencingBlob lists the rows referencing blobID.
 func (s *Store) ListRowsReferencingBlob(ctx context.Context, name, blobID string) ([]ports.BlobRowRef, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	s.db.mu.Lock()
@@ -476,10 +467,7 @@ func (s *Store) ListRowsReferencingBlob(ctx context.Context, name, blobID string
 
 // ListReferencedBlobIDs lists every referenced blob id, sorted and distinct.
 func (s *Store) ListReferencedBlobIDs(ctx context.Context, name string) ([]string, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	s.db.mu.Lock()
@@ -500,10 +488,7 @@ func (s *Store) ListReferencedBlobIDs(ctx context.Context, name string) ([]strin
 
 // GetReaction returns a reaction or nil.
 func (s *Store) GetReaction(ctx context.Context, name, key string) (*ports.StoredReaction, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	s.db.mu.Lock()
@@ -522,10 +507,7 @@ func (s *Store) GetReaction(ctx context.Context, name, key string) (*ports.Store
 
 // ListReactions lists reactions by (created time, key), optionally by status.
 func (s *Store) ListReactions(ctx context.Context, name string, statuses []ports.ReactionStatus, limit int) ([]ports.StoredReaction, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	if limit < 1 {
@@ -598,10 +580,7 @@ func (s *Store) PruneCommitsThrough(ctx context.Context, name string, r ports.Pr
 
 // ActiveClientCursorFloor returns the minimum cursor of clients seen since cutoffMs.
 func (s *Store) ActiveClientCursorFloor(ctx context.Context, name string, cutoffMs int64) (int64, bool, error) {
-	if err := s.open(); err != nil {
-		return 0, false, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return 0, false, err
 	}
 	s.db.mu.Lock()
@@ -622,10 +601,7 @@ func (s *Store) ActiveClientCursorFloor(ctx context.Context, name string, cutoff
 
 // CommitSeqBefore returns the newest retained seq created strictly before ms.
 func (s *Store) CommitSeqBefore(ctx context.Context, name string, ms int64) (int64, error) {
-	if err := s.open(); err != nil {
-		return 0, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return 0, err
 	}
 	s.db.mu.Lock()
@@ -647,10 +623,7 @@ func (s *Store) CommitSeqBefore(ctx context.Context, name string, ms int64) (int
 
 // GetClient returns a client record or nil.
 func (s *Store) GetClient(ctx context.Context, name, clientID string) (*ports.ClientRecord, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	s.db.mu.Lock()
@@ -666,10 +639,7 @@ func (s *Store) GetClient(ctx context.Context, name, clientID string) (*ports.Cl
 
 // PutClient creates or replaces a client record.
 func (s *Store) PutClient(ctx context.Context, r ports.ClientRecord) error {
-	if err := s.open(); err != nil {
-		return err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	s.db.mu.Lock()
@@ -682,10 +652,7 @@ func (s *Store) PutClient(ctx context.Context, r ports.ClientRecord) error {
 // AdvanceClientCursor moves an existing record's cursor forward for the
 // same actor under the live epoch.
 func (s *Store) AdvanceClientCursor(ctx context.Context, a ports.CursorAdvance) (bool, error) {
-	if err := s.open(); err != nil {
-		return false, err
-	}
-	if err := ctxErr(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return false, err
 	}
 	s.db.mu.Lock()
