@@ -367,42 +367,28 @@ func sourceState(p *partition, tables []string, seq int64) checkpoint.SourceStat
 
 // ReadCheckpoints lists the partition's checkpoints ordered by name.
 func (s *Store) ReadCheckpoints(ctx context.Context, name string) ([]checkpoint.Checkpoint, error) {
-	if err := s.ready(ctx); err != nil {
-		return nil, err
-	}
-	s.db.mu.Lock()
-	defer s.db.mu.Unlock()
-	p := s.db.peek(name)
-	if p == nil {
-		return nil, nil
-	}
-	out := make([]checkpoint.Checkpoint, 0, len(p.d.checkpoints))
-	for _, cp := range p.d.checkpoints {
-		out = append(out, *cp)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return peekPartition(ctx, s, name, func(p *partition) ([]checkpoint.Checkpoint, error) {
+		out := make([]checkpoint.Checkpoint, 0, len(p.d.checkpoints))
+		for _, cp := range p.d.checkpoints {
+			out = append(out, *cp)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return out, nil
+	})
 }
 
 // SourceCoverageSeq returns the highest retained seq changing one of tables.
 func (s *Store) SourceCoverageSeq(ctx context.Context, name string, tables []string) (int64, error) {
-	if err := s.ready(ctx); err != nil {
-		return 0, err
-	}
-	s.db.mu.Lock()
-	defer s.db.mu.Unlock()
-	p := s.db.peek(name)
-	if p == nil {
-		return 0, nil
-	}
-	for i := len(p.d.commits) - 1; i >= 0; i-- {
-		for _, ch := range p.d.commits[i].c.Changes {
-			if slices.Contains(tables, ch.Table) {
-				return p.d.commits[i].c.Seq, nil
+	return peekPartition(ctx, s, name, func(p *partition) (int64, error) {
+		for i := len(p.d.commits) - 1; i >= 0; i-- {
+			for _, ch := range p.d.commits[i].c.Changes {
+				if slices.Contains(tables, ch.Table) {
+					return p.d.commits[i].c.Seq, nil
+				}
 			}
 		}
-	}
-	return 0, nil
+		return 0, nil
+	})
 }
 
 // HasSourceChangesAbove classifies the source tables above seq.

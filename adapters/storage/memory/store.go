@@ -125,6 +125,22 @@ func (s *Store) ready(ctx context.Context) error {
 	return ctxErr(ctx)
 }
 
+// peekPartition runs fn on an existing partition under the database mutex;
+// a missing partition yields T's zero value.
+func peekPartition[T any](ctx context.Context, s *Store, name string, fn func(p *partition) (T, error)) (T, error) {
+	var zero T
+	if err := s.ready(ctx); err != nil {
+		return zero, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return zero, nil
+	}
+	return fn(p)
+}
+
 // withPartition runs fn on the partition (created when missing) under its
 // write lock and the database mutex.
 func (s *Store) withPartition(ctx context.Context, name string, fn func(p *partition) error) error {
@@ -264,16 +280,9 @@ func (s *Store) GetPushResult(ctx context.Context, name, clientID, clientCommitI
 
 // LogBounds returns the partition's max seq and horizon.
 func (s *Store) LogBounds(ctx context.Context, name string) (ports.LogBounds, error) {
-	if err := s.ready(ctx); err != nil {
-		return ports.LogBounds{}, err
-	}
-	s.db.mu.Lock()
-	defer s.db.mu.Unlock()
-	p := s.db.peek(name)
-	if p == nil {
-		return ports.LogBounds{}, nil
-	}
-	return ports.LogBounds{MaxSeq: p.d.maxSeq, HorizonSeq: p.horizon}, nil
+	return peekPartition(ctx, s, name, func(p *partition) (ports.LogBounds, error) {
+		return ports.LogBounds{MaxSeq: p.d.maxSeq, HorizonSeq: p.horizon}, nil
+	})
 }
 
 // ReadCommitWindow returns the commits in the window with their matching changes.
@@ -438,71 +447,50 @@ func getRow(d *data, table, rowID string) *commit.Row {
 
 // ListRowsReferencingBlob lists the rows referencing blobID.
 func (s *Store) ListRowsReferencingBlob(ctx context.Context, name, blobID string) ([]ports.BlobRowRef, error) {
-	if err := s.ready(ctx); err != nil {
-		return nil, err
-	}
-	s.db.mu.Lock()
-	defer s.db.mu.Unlock()
-	p := s.db.peek(name)
-	if p == nil {
-		return nil, nil
-	}
-	var out []ports.BlobRowRef
-	for k, ids := range p.d.blobRefs {
-		if !slices.Contains(ids, blobID) {
-			continue
+	return peekPartition(ctx, s, name, func(p *partition) ([]ports.BlobRowRef, error) {
+		var out []ports.BlobRowRef
+		for k, ids := range p.d.blobRefs {
+			if !slices.Contains(ids, blobID) {
+				continue
+			}
+			if r := getRow(p.d, k.table, k.rowID); r != nil {
+				out = append(out, ports.BlobRowRef{Table: k.table, RowID: k.rowID, Scopes: r.Scopes})
+			}
 		}
-		if r := getRow(p.d, k.table, k.rowID); r != nil {
-			out = append(out, ports.BlobRowRef{Table: k.table, RowID: k.rowID, Scopes: r.Scopes})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Table != out[j].Table {
-			return out[i].Table < out[j].Table
-		}
-		return out[i].RowID < out[j].RowID
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Table != out[j].Table {
+				return out[i].Table < out[j].Table
+			}
+			return out[i].RowID < out[j].RowID
+		})
+		return out, nil
 	})
-	return out, nil
 }
 
 // ListReferencedBlobIDs lists every referenced blob id, sorted and distinct.
 func (s *Store) ListReferencedBlobIDs(ctx context.Context, name string) ([]string, error) {
-	if err := s.ready(ctx); err != nil {
-		return nil, err
-	}
-	s.db.mu.Lock()
-	defer s.db.mu.Unlock()
-	p := s.db.peek(name)
-	if p == nil {
-		return nil, nil
-	}
-	var out []string
-	for _, ids := range p.d.blobRefs {
-		out = append(out, ids...)
-	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return peekPartition(ctx, s, name, func(p *partition) ([]string, error) {
+		var out []string
+		for _, ids := range p.d.blobRefs {
+			out = append(out, ids...)
+		}
+		slices.Sort(out)
+		return slices.Compact(out), nil
+	})
 }
 
 // ---- reactions ----
 
 // GetReaction returns a reaction or nil.
 func (s *Store) GetReaction(ctx context.Context, name, key string) (*ports.StoredReaction, error) {
-	if err := s.ready(ctx); err != nil {
-		return nil, err
-	}
-	s.db.mu.Lock()
-	defer s.db.mu.Unlock()
-	p := s.db.peek(name)
-	if p == nil {
-		return nil, nil
-	}
-	r := p.d.reactions[key]
-	if r == nil {
-		return nil, nil
-	}
-	c := copyReaction(*r)
-	return &c, nil
+	return peekPartition(ctx, s, name, func(p *partition) (*ports.StoredReaction, error) {
+		r := p.d.reactions[key]
+		if r == nil {
+			return nil, nil
+		}
+		c := copyReaction(*r)
+		return &c, nil
+	})
 }
 
 // ListReactions lists reactions by (created time, key), optionally by status.
@@ -601,22 +589,15 @@ func (s *Store) ActiveClientCursorFloor(ctx context.Context, name string, cutoff
 
 // CommitSeqBefore returns the newest retained seq created strictly before ms.
 func (s *Store) CommitSeqBefore(ctx context.Context, name string, ms int64) (int64, error) {
-	if err := s.ready(ctx); err != nil {
-		return 0, err
-	}
-	s.db.mu.Lock()
-	defer s.db.mu.Unlock()
-	p := s.db.peek(name)
-	if p == nil {
-		return 0, nil
-	}
-	var seq int64
-	for _, c := range p.d.commits {
-		if c.c.CreatedAtMs < ms && c.c.Seq > seq {
-			seq = c.c.Seq
+	return peekPartition(ctx, s, name, func(p *partition) (int64, error) {
+		var seq int64
+		for _, c := range p.d.commits {
+			if c.c.CreatedAtMs < ms && c.c.Seq > seq {
+				seq = c.c.Seq
+			}
 		}
-	}
-	return seq, nil
+		return seq, nil
+	})
 }
 
 // ---- clients ----
