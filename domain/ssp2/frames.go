@@ -11,6 +11,7 @@ package ssp2
 
 import (
 	"github.com/syncd-dev/syncd/domain/canonjson"
+	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/wire"
 )
 
@@ -111,24 +112,14 @@ type Optional[T any] struct {
 // Some returns a present Optional.
 func Some[T any](v T) Optional[T] { return Optional[T]{Value: v, Present: true} }
 
-// Op is a push operation or change op byte.
-type Op uint8
+// Op is a push operation or change op byte: the log's own enum.
+type Op = commit.Op
 
 // Ops.
 const (
-	OpUpsert Op = 1
-	OpDelete Op = 2
+	OpUpsert = commit.OpUpsert
+	OpDelete = commit.OpDelete
 )
-
-func (o Op) String() string {
-	switch o {
-	case OpUpsert:
-		return "upsert"
-	case OpDelete:
-		return "delete"
-	}
-	return "unknown"
-}
 
 // PushStatus is a PUSH_RESULT status.
 type PushStatus uint8
