@@ -6,6 +6,7 @@ package storetest
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -144,6 +145,7 @@ func Run(t *testing.T, e Engine) {
 	t.Run("fence", func(t *testing.T) { fence(t, e) })
 	t.Run("layout", func(t *testing.T) { layout(t, e) })
 	t.Run("migrate", func(t *testing.T) { migrate(t, e) })
+	t.Run("migrate_ddl", func(t *testing.T) { migrateDDL(t, e) })
 	t.Run("checkpoints", func(t *testing.T) { checkpoints(t, e) })
 	t.Run("prune", func(t *testing.T) { prune(t, e) })
 	t.Run("plans", func(t *testing.T) { plans(t, e) })
@@ -541,6 +543,103 @@ func migrate(t *testing.T, e Engine) {
 	wantCode(t, e.Reopen(t, s).EnsureSchema(ctx, Schema(t, IR), nil), syncerr.StorageSchemaTooNew)
 	wantCode(t, e.Reopen(t, s).EnsureSchema(ctx, Schema(t, IRv2), nil), syncerr.StorageCheckpointIncomplete)
 	must(t, e.Reopen(t, s).EnsureSchema(ctx, Schema(t, IRv2), decl))
+}
+
+// migrateDDL: a version bump changes the catalog as the schema says: the
+// added nullable column, a new table, indexes rebuilt (a removed one gone,
+// a new one present), a retired table dropped with its scope-index, blob
+// and tombstone entries.
+func migrateDDL(t *testing.T, e Engine) {
+	ctx := context.Background()
+	table := func(name, cols, scopes, indexes string) string {
+		return `{"name": "` + name + `", "primaryKey": "id", "columns": [` + cols + `], "scopes": [` + scopes + `], "indexes": [` + indexes + `]}`
+	}
+	str := func(n string, nullable bool) string {
+		return fmt.Sprintf(`{"name": %q, "type": "string", "nullable": %v}`, n, nullable)
+	}
+	ir := func(v int, tables ...string) string {
+		versions := `{"version": 1, "migrations": []}`
+		if v == 2 {
+			versions += `, {"version": 2, "migrations": []}`
+		}
+		return fmt.Sprintf(`{"irVersion": 1, "schemaVersion": %d, "schemaVersions": [%s], "tables": [%s], "subscriptions": []}`,
+			v, versions, strings.Join(tables, ", "))
+	}
+	v1 := ir(1,
+		table("items", str("id", false)+", "+str("org", false)+", "+str("title", false), `"org:{org}"`,
+			`{"name": "items_title", "columns": ["title"]}`),
+		table("gone", str("id", false)+", "+str("org", false), `"org:{org}"`, `{"name": "gone_org", "columns": ["org"]}`))
+	v2 := ir(2,
+		table("items", str("id", false)+", "+str("org", false)+", "+str("title", false)+", "+str("extra", true), `"org:{org}"`,
+			`{"name": "items_extra", "columns": ["extra"]}`),
+		table("fresh", str("id", false)+", "+str("org", false), `"org:{org}"`, ""))
+	s := e.Open(t)
+	must(t, s.EnsureSchema(ctx, Schema(t, v1), nil))
+	row := func(vals ...string) []byte {
+		b := []byte{0}
+		for _, v := range vals {
+			b = append(b, byte(len(v)), 0, 0, 0)
+			b = append(b, v...)
+		}
+		return b
+	}
+	must(t, s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+		if err := tx.UpsertRow(ctx, "gone", ports.RowWrite{RowID: "g1", Version: 1, Scopes: map[string]string{"org": "a"},
+			Values: []any{"g1", "a"}, Payload: row("g1", "a")}); err != nil {
+			return err
+		}
+		if err := tx.SetBlobRefs(ctx, "gone", "g1", []string{"sha256:" + strings.Repeat("0", 64)}); err != nil {
+			return err
+		}
+		if err := tx.DeleteRow(ctx, "gone", "g2", 1); err != nil {
+			return err
+		}
+		_, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "g",
+			Changes: []commit.Change{{Table: "gone", RowID: "g2", Op: commit.OpDelete, Scopes: map[string]string{"org": "a"}}}})
+		return err
+	}))
+	entries := func(db *sql.DB, idx string) int {
+		var n int
+		must(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+idx+" WHERE tbl='gone'").Scan(&n))
+		return n
+	}
+	retired := []string{"sync_row_scopes", "sync_blob_refs", "sync_tombstones"}
+	for _, idx := range retired {
+		if entries(s.DB().DB, idx) == 0 {
+			t.Fatalf("%s has no entry of gone before the bump", idx)
+		}
+	}
+	s2 := e.Reopen(t, s)
+	must(t, s2.EnsureSchema(ctx, Schema(t, v2), nil))
+	db := s2.DB().DB
+	cols := func(name string) []string {
+		cs, err := s2.Dialect().TableColumns(ctx, db, name)
+		must(t, err)
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	if got := cols("gone"); len(got) != 0 {
+		t.Fatalf("retired table still has columns %v", got)
+	}
+	for _, idx := range retired {
+		if n := entries(db, idx); n != 0 {
+			t.Fatalf("%s keeps %d entries of the retired table", idx, n)
+		}
+	}
+	if got := strings.Join(cols("items"), ","); !strings.HasSuffix(got, ",extra") {
+		t.Fatalf("items columns after bump = %s", got)
+	}
+	if got := cols("fresh"); len(got) == 0 {
+		t.Fatal("new table not created")
+	}
+	ixs, err := s2.Dialect().TableIndexes(ctx, db, "items")
+	must(t, err)
+	if got := strings.Join(ixs, ","); !strings.Contains(got, "sync_ix_items_extra") || strings.Contains(got, "sync_ix_items_title") {
+		t.Fatalf("items indexes after bump = %s", got)
+	}
 }
 
 func checkpoints(t *testing.T, e Engine) {
