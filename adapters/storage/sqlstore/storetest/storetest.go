@@ -495,28 +495,107 @@ func layout(t *testing.T, e Engine) {
 		t.Run(c.name, func(t *testing.T) {
 			s := e.open(t)
 			must(t, e.Exec(ctx, s, c.stmt))
+			before := snapshot(t, s)
 			s2 := e.Reopen(t, s)
 			err := s2.EnsureSchema(ctx, Schema(t, IR), nil)
 			se := wantCode(t, err, syncerr.StoragePhysicalLayoutMismatch)
 			if !strings.Contains(string(se.Details), `"reason":"`+c.reason+`"`) || !strings.Contains(string(se.Details), c.column) {
 				t.Fatalf("details %s", se.Details)
 			}
+			sameSnapshot(t, before, snapshot(t, s))
 		})
 	}
 	t.Run("stored_layout", func(t *testing.T) {
 		s := e.open(t)
 		must(t, e.Exec(ctx, s, `UPDATE sync_schema_meta SET layouts=? WHERE id=1`, `{"items":[{"name":"id","type":"string","nullable":false}]}`))
+		before := snapshot(t, s)
 		err := e.Reopen(t, s).EnsureSchema(ctx, Schema(t, IR), nil)
 		se := wantCode(t, err, syncerr.StorageStoredLayoutMismatch)
 		if string(se.Details) != `{"column":"org","table":"items"}` {
 			t.Fatalf("details %s", se.Details)
 		}
+		sameSnapshot(t, before, snapshot(t, s))
 	})
 	t.Run("too_new", func(t *testing.T) {
 		s := e.open(t)
 		must(t, e.Exec(ctx, s, `UPDATE sync_schema_meta SET schema_version=9 WHERE id=1`))
+		before := snapshot(t, s)
 		wantCode(t, e.Reopen(t, s).EnsureSchema(ctx, Schema(t, IR), nil), syncerr.StorageSchemaTooNew)
+		sameSnapshot(t, before, snapshot(t, s))
 	})
+	t.Run("checkpoint_incomplete", func(t *testing.T) {
+		s := e.open(t)
+		_, err := s.DeclareCheckpoint(ctx, checkpoint.Declaration{Partition: "p", Name: "cp", SchemaVersion: 1}, 1)
+		must(t, err)
+		before := snapshot(t, s)
+		wantCode(t, e.Reopen(t, s).EnsureSchema(ctx, Schema(t, IR), nil), syncerr.StorageCheckpointIncomplete)
+		sameSnapshot(t, before, snapshot(t, s))
+	})
+}
+
+// snapshotTables are the tables a refused EnsureSchema must leave as they
+// were: every core table and the app table.
+var snapshotTables = []string{
+	"sync_partitions", "sync_partition_registry", "sync_row_scopes", "sync_commits", "sync_changes",
+	"sync_change_scopes", "sync_push_results", "sync_reactions", "sync_clients", "sync_blob_refs",
+	"sync_tombstones", "sync_backfill_checkpoints", "sync_writer_fence", "sync_schema_meta", "items",
+}
+
+// snapshot renders the catalog (columns, indexes) and row counts of the
+// snapshot tables, plus the schema marker, fences and checkpoints.
+func snapshot(t *testing.T, s *sqlstore.Store) string {
+	t.Helper()
+	ctx := context.Background()
+	db := s.DB().DB
+	var b strings.Builder
+	for _, name := range snapshotTables {
+		cols, err := s.Dialect().TableColumns(ctx, db, name)
+		must(t, err)
+		ixs, err := s.Dialect().TableIndexes(ctx, db, name)
+		must(t, err)
+		fmt.Fprintf(&b, "%s %v %v", name, cols, ixs)
+		if len(cols) > 0 {
+			var n int
+			must(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+name).Scan(&n))
+			fmt.Fprintf(&b, " rows=%d", n)
+		}
+		b.WriteByte('\n')
+	}
+	for _, q := range []string{
+		"SELECT schema_version, layouts FROM sync_schema_meta",
+		"SELECT partition, required_writer_version FROM sync_writer_fence ORDER BY partition",
+		"SELECT partition, name, schema_version, state, watermark, owner_epoch, updated_at_ms FROM sync_backfill_checkpoints ORDER BY partition, name",
+	} {
+		rows, err := db.QueryContext(ctx, q)
+		must(t, err)
+		cols, err := rows.Columns()
+		must(t, err)
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			must(t, rows.Scan(ptrs...))
+			for _, v := range vals {
+				if bs, ok := v.([]byte); ok {
+					v = string(bs)
+				}
+				fmt.Fprintf(&b, "%v|", v)
+			}
+			b.WriteByte('\n')
+		}
+		must(t, rows.Err())
+		_ = rows.Close()
+	}
+	return b.String()
+}
+
+func sameSnapshot(t *testing.T, before, after string) {
+	t.Helper()
+	if before != after {
+		t.Fatalf("a refused EnsureSchema changed the database:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
 }
 
 func migrate(t *testing.T, e Engine) {
