@@ -270,9 +270,8 @@ func TestPullCursorExpiredAfterPrune(t *testing.T) {
 // and the read-verify.
 type verifyStore struct {
 	ports.Storage
-	arm    func(ctx context.Context, partition string)
-	armed  bool
-	single bool
+	arm   func(ctx context.Context, partition string)
+	armed bool
 }
 
 func (v *verifyStore) LogBounds(ctx context.Context, partition string) (ports.LogBounds, error) {
