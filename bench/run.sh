@@ -37,7 +37,7 @@ load() { # name args...
 	local n=$1; shift
 	uptime >"$out/$n.load"
 	# A CPU profile of the server over 8 s of the run (admin listener).
-	(sleep 2; curl -s -o "$out/$n.cpu" "http://127.0.0.1:8788/debug/pprof/profile?seconds=8") &
+	(sleep "${delay:-2}"; curl -s -o "$out/$n.cpu" "http://127.0.0.1:8788/debug/pprof/profile?seconds=8") &
 	local prof=$!
 	"$out/syncload" --schema "$schema" --server-pid $pid --json "$out/$n.json" "$@" | tee "$out/$n.txt"
 	wait $prof
@@ -50,6 +50,6 @@ load pp50 --vus 50 --duration "$dur" push-pull
 load storm20k --vus 20 --duration "$dur" --storm-project storm20k --dataset 20000 --limit-rows 50000 --max-pages 50 bootstrap-storm
 load storm100k --vus 20 --duration "$dur" --dataset 100000 --limit-rows 50000 --max-pages 50 bootstrap-storm
 load storm100k1 --vus 1 --duration 10s --dataset 100000 --limit-rows 50000 --max-pages 50 bootstrap-storm
-load catchup --vus 10 --duration "$dur" --dataset 5000 catch-up
+delay=12 load catchup --vus 10 --duration "$dur" --dataset 5000 catch-up
 grep VmHWM /proc/$pid/status | tee "$out/vmhwm.txt"
 echo "results in $out"
