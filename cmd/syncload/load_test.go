@@ -96,6 +96,7 @@ func TestScenarios(t *testing.T) {
 		{"bootstrap-storm", []string{"--vus", "2", "--requests", "10", "--dataset", "3000", "--limit-rows", "5000", "--external-rows=false"}},
 		{"catch-up", []string{"--vus", "2", "--requests", "12", "--dataset", "300", "--limit-commits", "100"}},
 		{"mixed-soak", []string{"--vus", "3", "--requests", "60"}},
+		{"push-pull", []string{"--vus", "4", "--requests", "40", "--partitions", "2"}},
 		{"maintenance-churn", []string{"--vus", "2", "--requests", "40"}},
 		{"push-pull", []string{"--vus", "2", "--requests", "20", "--wire", "2", "--expect-fail"}},
 		{"push-pull", []string{"--vus", "2", "--requests", "20", "--wire", "2", "--url", url2}},

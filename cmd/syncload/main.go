@@ -48,6 +48,7 @@ type options struct {
 	devHeaders     bool
 	actorPrefix    string
 	partition      string
+	partitions     int
 	projectPrefix  string
 	stormProject   string
 	ops            int
@@ -111,6 +112,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.BoolVar(&o.devHeaders, "dev-headers", true, "send development identity headers X-Syncd-Actor (one actor per client) and X-Syncd-Partition")
 	fs.StringVar(&o.actorPrefix, "actor-prefix", "load-", "actor of client i is PREFIX+i")
 	fs.StringVar(&o.partition, "partition", "", "X-Syncd-Partition (empty: the server's default)")
+	fs.IntVar(&o.partitions, "partitions", 1, "spread the clients over this many partitions, named --partition (or \"load\") plus \"-\" and i mod N (push-pull, mixed-soak, maintenance-churn: the shared datasets of the other scenarios live in one partition)")
 	fs.StringVar(&o.projectPrefix, "project-prefix", "load-", "scope value of client i is PREFIX+RUNID-i")
 	fs.StringVar(&o.stormProject, "storm-project", "storm", "bootstrap-storm: the shared seeded scope value")
 	fs.IntVar(&o.ops, "ops", 1, "upserts per pushed commit")
@@ -156,6 +158,8 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 		return nil, nil, errors.New("--vus must be at least 1")
 	case o.duration <= 0:
 		return nil, nil, errors.New("--duration must be positive")
+	case o.partitions < 1:
+		return nil, nil, errors.New("--partitions must be at least 1")
 	case o.ops < 1 || o.rowsPerClient < 1 || o.maxOps < 1:
 		return nil, nil, errors.New("--ops, --rows-per-client and --max-ops must be positive")
 	}
@@ -184,7 +188,14 @@ func (e *env) identity(i int) http.Header {
 	h := http.Header{}
 	if e.o.devHeaders {
 		h.Set("X-Syncd-Actor", fmt.Sprintf("%s%d", e.o.actorPrefix, i))
-		if e.o.partition != "" {
+		switch {
+		case e.o.partitions > 1:
+			base := e.o.partition
+			if base == "" {
+				base = "load"
+			}
+			h.Set("X-Syncd-Partition", fmt.Sprintf("%s-%d", base, i%e.o.partitions))
+		case e.o.partition != "":
 			h.Set("X-Syncd-Partition", e.o.partition)
 		}
 	}
