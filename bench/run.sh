@@ -10,6 +10,7 @@ mkdir -p "$out"
 here=$(cd "$(dirname "$0")/.." && pwd)
 schema=${SYNCD_BENCH_SCHEMA:-$here/../shared/fixtures/tasks.ir.json}
 dur=${SYNCD_BENCH_DURATION:-20s}
+(git -C "$here" describe --always --dirty 2>/dev/null || echo unknown) >"$out/version.txt"
 go build -o "$out/syncd" "$here/cmd/syncd"
 go build -o "$out/syncload" "$here/cmd/syncload"
 
