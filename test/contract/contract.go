@@ -24,7 +24,7 @@
 //   - Checkpoints, ServeGate: the state machine, fence, gate reads.
 //   - ReactionQueue: run when the storage implements ports.ReactionQueue.
 //   - Engine (hooks only): fence trigger, physical layout, query plans.
-//   - Bulk: seeding BulkRows rows for one scope within BulkBudget.
+//   - Bulk: seeding BulkRows rows for one scope, then bounded reads (the time is logged).
 package contract
 
 import (
@@ -37,7 +37,6 @@ import (
 	"reflect"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
@@ -62,8 +61,6 @@ type Harness struct {
 	// BulkRows is how many rows the bulk seed case writes for one scope
 	// (0 means 100,000; negative skips the case).
 	BulkRows int
-	// BulkBudget bounds the bulk seed (0 means 60s; ignored under -race).
-	BulkBudget time.Duration
 	// Engine holds the engine-only hooks; nil for the in-memory fake.
 	Engine *Engine
 }

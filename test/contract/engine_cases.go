@@ -270,10 +270,6 @@ func testBulkSeed(t *testing.T, h Harness) {
 	if n == 0 {
 		n = 100_000
 	}
-	budget := h.BulkBudget
-	if budget == 0 {
-		budget = 60 * time.Second
-	}
 	if raceEnabled || testing.Short() {
 		n = min(n, 5_000)
 	}
@@ -299,10 +295,9 @@ func testBulkSeed(t *testing.T, h Harness) {
 		must(t, err)
 	}
 	elapsed := time.Since(start)
+	// Timings are reported, never asserted: speed lives in benchmarks
+	// and bench/RESULTS.md.
 	t.Logf("seeded %d rows in %d commits in %v", n, seq, elapsed)
-	if !raceEnabled && !testing.Short() && elapsed > budget {
-		t.Fatalf("seeding %d rows took %v, budget %v", n, elapsed, budget)
-	}
 	// Reads stay bounded by their limits.
 	start = time.Now()
 	rows, err := e.s.ScanRows(e.ctx, "p1", ports.RowScan{Table: "tasks", ScopeFilter: map[string][]string{"project": {"big"}}, AfterRowID: fmt.Sprintf("row-%07d", n/2), Limit: 1000})
