@@ -215,6 +215,25 @@ func redactURL(v string) string {
 	return v
 }
 
+// Print writes every setting of c (credentials masked) as "name: value"
+// lines, one per flag in flag order, so it never lags behind the flags.
+func (c Config) Print(w io.Writer) {
+	r := c.Redacted()
+	fs := flagSet(&r, nil, nil)
+	fs.VisitAll(func(f *flag.Flag) {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if s, isString := g.Get().(string); isString {
+				_, _ = fmt.Fprintf(w, "%s: %q\n", f.Name, s)
+				return
+			}
+		}
+		_, _ = fmt.Fprintf(w, "%s: %s\n", f.Name, f.Value)
+	})
+	if c.ConfigFile != "" {
+		_, _ = fmt.Fprintf(w, "config: %q\n", c.ConfigFile)
+	}
+}
+
 // flagSet binds every setting of c to a flag.
 func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("syncd serve", flag.ContinueOnError)

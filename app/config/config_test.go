@@ -136,8 +136,34 @@ func TestParseDatabase(t *testing.T) {
 }
 
 func TestPrintConfigFlag(t *testing.T) {
-	res, err := config.Load([]string{"--print-config"}, nil, &bytes.Buffer{})
+	res, err := config.Load([]string{"--print-config", "--database", "postgres://u:hunter2@h/db", "--min-wire-version", "2"}, nil, &bytes.Buffer{})
 	if err != nil || !res.PrintConfig {
 		t.Fatalf("%v %+v", err, res)
+	}
+	var out, help bytes.Buffer
+	res.Config.Print(&out)
+	printed := out.String()
+	for _, want := range []string{`database: "postgres://u:xxxxx@h/db"`, "min-wire-version: 2\n", `segment-store: "db"`, "dev: false\n", "retention-force-age: 720h0m0s\n"} {
+		if !strings.Contains(printed, want) {
+			t.Errorf("print lacks %q:\n%s", want, printed)
+		}
+	}
+	if strings.Contains(printed, "hunter2") {
+		t.Fatal("credentials printed")
+	}
+	// Every setting --help documents is printed.
+	_, _ = config.Load([]string{"--help"}, nil, &help)
+	for _, line := range strings.Split(help.String(), "\n") {
+		name, ok := strings.CutPrefix(line, "  --")
+		if !ok {
+			continue
+		}
+		name, _, _ = strings.Cut(name, " ")
+		if name == "config" || name == "print-config" {
+			continue
+		}
+		if !strings.Contains(printed, "\n"+name+": ") && !strings.HasPrefix(printed, name+": ") {
+			t.Errorf("print lacks setting %s", name)
+		}
 	}
 }

@@ -92,26 +92,6 @@ func serve(args, environ []string, stdout, stderr io.Writer) int {
 }
 
 func printConfig(w io.Writer, cfg config.Config) int {
-	c := cfg.Redacted()
-	rows := []struct {
-		k string
-		v any
-	}{
-		{"listen", c.Listen}, {"admin-listen", c.AdminListen}, {"database", c.Database},
-		{"schema", c.Schema}, {"mount", c.Mount}, {"auth", c.Auth},
-		{"dev-actor", c.DevAuth.Actor}, {"dev-partition", c.DevAuth.Partition},
-		{"jwt-algorithm", c.JWT.Algorithm}, {"jwt-key-file", c.JWT.KeyFile},
-		{"jwt-issuer", c.JWT.Issuer}, {"jwt-audience", c.JWT.Audience},
-		{"jwt-actor-claim", c.JWT.ActorClaim}, {"jwt-partition-claim", c.JWT.PartitionClaim},
-		{"jwt-scopes-claim", c.JWT.ScopesClaim}, {"jwt-token-query-param", c.JWT.TokenQueryParam},
-		{"dev", c.Dev}, {"log-level", c.LogLevel}, {"shutdown-timeout", c.ShutdownTimeout},
-	}
-	for _, r := range rows {
-		if s, ok := r.v.(string); ok {
-			_, _ = fmt.Fprintf(w, "%s: %q\n", r.k, s)
-			continue
-		}
-		_, _ = fmt.Fprintf(w, "%s: %v\n", r.k, r.v)
-	}
+	cfg.Print(w)
 	return 0
 }
