@@ -5,17 +5,21 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
@@ -89,6 +93,8 @@ type server struct {
 	admin string
 	store *gatedStore
 	sch   *schema.Schema
+	// logs holds every entry the server logged, at every level.
+	logs *observer.ObservedLogs
 }
 
 type serverOpts struct {
@@ -135,7 +141,11 @@ func start(t *testing.T, e engine, so serverOpts) *server {
 		fx.Provide(func() ports.Storage { return gs }, func() ports.SchemaStore { return gs }),
 		fx.Populate(&ready, &listeners),
 	}, so.extra...)
-	a := fx.New(app.Options(cfg, app.BuildInfo{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), opts...))
+	obs, logs := observer.New(zap.DebugLevel)
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewTee(c, obs)
+	}))
+	a := fx.New(app.Options(cfg, app.BuildInfo{}, log, opts...))
 	if err := a.Err(); err != nil {
 		t.Fatalf("assemble: %v", err)
 	}
@@ -157,7 +167,7 @@ func start(t *testing.T, e engine, so serverOpts) *server {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return &server{t: t, url: "http://" + listeners.Addr(app.ServerSync).String() + "/sync",
-		admin: "http://" + listeners.Addr(app.ServerAdmin).String(), store: gs, sch: sch}
+		admin: "http://" + listeners.Addr(app.ServerAdmin).String(), store: gs, sch: sch, logs: logs}
 }
 
 // call is one HTTP exchange.
@@ -264,4 +274,18 @@ func (s *server) epoch(c call) string {
 		s.t.Fatalf("epoch acquisition: %+v", resp.Msg.Frames)
 	}
 	return resp.Header.LogEpoch
+}
+
+// noLoggedText fails when any log entry so far (message or field) contains
+// one of the fragments, case-insensitively.
+func (s *server) noLoggedText(fragments ...string) {
+	s.t.Helper()
+	for _, e := range s.logs.All() {
+		line := strings.ToLower(fmt.Sprint(e.Message, " ", e.ContextMap()))
+		for _, f := range fragments {
+			if strings.Contains(line, strings.ToLower(f)) {
+				s.t.Fatalf("log entry carries %q: %s", f, line)
+			}
+		}
+	}
 }
