@@ -128,56 +128,67 @@ type pageSpec struct {
 }
 
 // page delivers one snapshot page and returns the row cursor after it ("" on
-// the last page). A page stored under its publication key is reused; a
-// page is built at most once per key at a time in this process.
+// the last page). A page stored under its publication key (or inlined
+// and cached a moment ago) is reused; a page is built at most once per key
+// in this process: a request that misses joins the key's flight, and the
+// one that leads it looks the key up again before building, since another
+// leader may have stored the page between the first lookup and the join.
 func (s *Service) page(ctx context.Context, e *emitter, r Request, pg *pageSpec) (string, error) {
 	canInline := pg.accept&ssp2.AcceptInlineRows != 0
 	canRef := pg.accept&ssp2.AcceptExternalRows != 0 && s.o.Segments != nil
 	if !canInline && !canRef {
 		return "", syncerr.Newf(syncerr.InternalError, "no segment store to deliver an external rows segment")
 	}
-	// An inline page built for the same key a moment ago.
-	if canInline {
-		if c, ok := s.cache.get(pg.key, s.o.Now().UnixMilli()); ok {
-			s.o.Metrics.reused()
-			return c.next, e.raw(ssp2.TypeSegmentInline, c.b)
+	for {
+		next, done, err := s.reusePage(ctx, e, r, pg, canInline, canRef)
+		if done || err != nil {
+			return next, err
 		}
-	}
-	if !canRef {
-		return s.buildPage(ctx, e, r, pg, canInline, canRef)
-	}
-	pub, ok, err := s.o.Segments.Find(ctx, pg.key, s.o.Now().UnixMilli())
-	if err != nil {
-		return "", fmt.Errorf("find segment: %w", err)
-	}
-	if !ok {
-		// Build once: a second request for the same key waits for the
-		// first build and then finds its publication.
-		done, leader := s.flight.join(pg.key)
+		if !canRef {
+			// Inline only: a large page is neither stored nor cached, so
+			// waiting on another build would only serialize the builds.
+			return s.buildPage(ctx, e, r, pg, canInline, canRef)
+		}
+		wait, leader := s.flight.join(pg.key)
 		if leader {
-			next, err := s.buildPage(ctx, e, r, pg, canInline, canRef)
+			// Built and left between our lookup and the join: reuse it.
+			next, done, err := s.reusePage(ctx, e, r, pg, canInline, canRef)
+			if !done && err == nil {
+				next, err = s.buildPage(ctx, e, r, pg, canInline, canRef)
+			}
 			s.flight.leave(pg.key)
 			return next, err
 		}
 		select {
-		case <-done:
+		case <-wait:
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}
-		// The leader may have inlined its page (cached, not stored).
-		if c, ok := s.cache.get(pg.key, s.o.Now().UnixMilli()); ok && canInline {
+	}
+}
+
+// reusePage delivers the page from the inline cache or the segment store
+// when either holds it; done reports whether it did.
+func (s *Service) reusePage(ctx context.Context, e *emitter, r Request, pg *pageSpec, canInline, canRef bool) (next string, done bool, err error) {
+	if canInline {
+		if c, ok := s.cache.get(pg.key, s.o.Now().UnixMilli()); ok {
 			s.o.Metrics.reused()
-			return c.next, e.raw(ssp2.TypeSegmentInline, c.b)
-		}
-		if pub, ok, err = s.o.Segments.Find(ctx, pg.key, s.o.Now().UnixMilli()); err != nil {
-			return "", fmt.Errorf("find segment: %w", err)
-		}
-		if !ok {
-			return s.buildPage(ctx, e, r, pg, canInline, canRef)
+			return c.next, true, e.raw(ssp2.TypeSegmentInline, c.b)
 		}
 	}
+	if !canRef {
+		return "", false, nil
+	}
+	pub, ok, err := s.o.Segments.Find(ctx, pg.key, s.o.Now().UnixMilli())
+	if err != nil {
+		return "", true, fmt.Errorf("find segment: %w", err)
+	}
+	if !ok {
+		return "", false, nil
+	}
 	s.o.Metrics.reused()
-	return s.deliverStored(ctx, e, r, pg, pub)
+	next, err = s.deliverStored(ctx, e, r, pg, pub)
+	return next, true, err
 }
 
 // deliverStored emits a stored publication: inline when the client takes

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
 	"github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/contentaddr"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -617,5 +619,71 @@ func TestInlinePagesBuiltOnce(t *testing.T) {
 	e2.ok(h, aliceGrant, sub("s", -1))
 	if b := e2.m.Value("syncd_pull_segment_builds_total"); b != 6 {
 		t.Fatalf("%v builds without the cache", b)
+	}
+}
+
+// gatedFind holds the first Find that misses until released, so another
+// request can build and store the page between that lookup and its join.
+type gatedFind struct {
+	pull.Segments
+	fired   atomic.Bool
+	missed  chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedFind) Find(ctx context.Context, k ports.SegmentKey, nowMs int64) (ports.SegmentPublication, bool, error) {
+	pub, ok, err := g.Segments.Find(ctx, k, nowMs)
+	if !ok && err == nil && !g.fired.Swap(true) {
+		close(g.missed)
+		<-g.release
+	}
+	return pub, ok, err
+}
+
+// A request whose lookup missed just before another request built and
+// stored (or cached) the page, and which joins after that builder left,
+// reuses the page instead of building it again.
+func TestPageBuiltOnceAfterLateJoin(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rows int32
+	}{{"stored", 20}, {"inline", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &gatedFind{missed: make(chan struct{}), release: make(chan struct{})}
+			e := newEnv(t, func(o *pull.Options) {
+				o.InlineMaxBytes = 300
+				g.Segments = o.Segments
+				o.Segments = g
+			})
+			e.seed("alice", "a", 30)
+			h := ssp2.PullHeader{Accept: ssp2.AcceptInlineRows | ssp2.AcceptExternalRows, LimitSnapshotRows: tc.rows, MaxSnapshotPages: 1}
+			late := make(chan result, 1)
+			go func() {
+				r, err := e.pull(h, aliceGrant, sub("s", -1))
+				if err != nil {
+					t.Error(err)
+				}
+				late <- r
+			}()
+			<-g.missed
+			first := e.ok(h, aliceGrant, sub("s", -1))
+			close(g.release)
+			second := <-late
+			if b, r := e.m.Value("syncd_pull_segment_builds_total"), e.m.Value("syncd_pull_segment_reuses_total"); b != 1 || r != 1 {
+				t.Fatalf("%v builds, %v reuses", b, r)
+			}
+			page := func(r result) string {
+				if len(r.refs[0]) == 1 && len(r.inline[0]) == 0 {
+					return "ref " + r.refs[0][0].SegmentID
+				}
+				if len(r.inline[0]) == 1 && len(r.refs[0]) == 0 {
+					return "inline " + contentaddr.Of(r.inline[0][0].Payload)
+				}
+				return "none"
+			}
+			if p1, p2 := page(first), page(second); p1 != p2 || !strings.HasPrefix(p1, map[int32]string{20: "ref ", 2: "inline "}[tc.rows]) {
+				t.Fatalf("pages %s and %s", p1, p2)
+			}
+		})
 	}
 }
