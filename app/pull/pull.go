@@ -3,8 +3,8 @@
 // sections, the scope-filtered incremental commit window with its cursor
 // rules and horizon re-check, paged and resumable bootstrap through SSG2
 // rows segments (inline or stored and referenced, built once per
-// publication key and reused), and the client record written after all
-// sections.
+// publication key and reused), and the client record prepared after all
+// sections and written once the response passed the read-verify.
 //
 // A pull writes its encoded sections into a Spool; the caller sends the
 // spool only after the serve gate was read again (SPEC §C.7).
@@ -277,8 +277,9 @@ type Result struct {
 
 // Pull writes the SUB_START … SUB_END section of every subscription, in
 // request order, to out (encoded frames of wire version r.WireVersion) and
-// then writes the client record (SPEC §4.5). A returned error is a
-// request-level failure; out is then to be discarded.
+// then prepares the client record (SPEC §4.5), which RecordClient writes
+// once the response is to be sent. A returned error is a request-level
+// failure; out is then to be discarded.
 func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
 	lim := Clamp(r.Header)
 	bounds, err := s.o.Store.LogBounds(ctx, r.Partition)
@@ -365,7 +366,24 @@ func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
 	if out.Spilled() {
 		s.o.Metrics.spilled()
 	}
-	return s.writeClient(ctx, r, plans)
+	out.client, err = s.clientRecord(r, plans)
+	return err
+}
+
+// RecordClient writes the client record the Pull into out prepared
+// (SPEC §4.5), if it changed. Call it only once the response is to be
+// sent, after the serve gate was read again: a refused response leaves
+// the stored record (and the retention watermark it feeds) as it was,
+// since the client never received those sections.
+func (s *Service) RecordClient(ctx context.Context, out *Spool) error {
+	if out == nil || out.client == nil {
+		return nil
+	}
+	if err := s.o.Store.PutClient(ctx, *out.client); err != nil {
+		return fmt.Errorf("write client record: %w", err)
+	}
+	out.client = nil
+	return nil
 }
 
 func (s *Service) overBudget(e *emitter) bool {
@@ -429,11 +447,12 @@ type clientSub struct {
 	NextCursor int64               `json:"nextCursor"`
 }
 
-// writeClient persists the client record after all sections (§4.5): the
+// clientRecord is the client record after all sections (§4.5): the
 // minimum nextCursor across the active sections (the previous cursor when
 // none is active), the time, the request's subscription list replacing the
-// stored one, and the wire version.
-func (s *Service) writeClient(ctx context.Context, r Request, plans []plan) error {
+// stored one, and the wire version; nil when the stored record is
+// unchanged and younger than ClientRefresh.
+func (s *Service) clientRecord(r Request, plans []plan) (*ports.ClientRecord, error) {
 	cursor, have := int64(-1), false
 	if r.Previous != nil {
 		cursor = r.Previous.Cursor
@@ -460,14 +479,14 @@ func (s *Service) writeClient(ctx context.Context, r Request, plans []plan) erro
 	}
 	subs, err := json.Marshal(list)
 	if err != nil {
-		return fmt.Errorf("encode subscriptions: %w", err)
+		return nil, fmt.Errorf("encode subscriptions: %w", err)
 	}
 	now := s.o.Now().UnixMilli()
 	if p := r.Previous; p != nil && s.o.ClientRefresh > 0 && p.ActorID == r.ActorID && p.WireVersion == int(r.WireVersion) &&
 		p.Cursor == cursor && bytes.Equal(p.Subscriptions, subs) && now >= p.UpdatedAtMs && now-p.UpdatedAtMs < s.o.ClientRefresh.Milliseconds() {
-		return nil
+		return nil, nil
 	}
-	err = s.o.Store.PutClient(ctx, ports.ClientRecord{
+	return &ports.ClientRecord{
 		Partition:     r.Partition,
 		ClientID:      r.ClientID,
 		ActorID:       r.ActorID,
@@ -475,11 +494,7 @@ func (s *Service) writeClient(ctx context.Context, r Request, plans []plan) erro
 		Cursor:        cursor,
 		Subscriptions: subs,
 		UpdatedAtMs:   now,
-	})
-	if err != nil {
-		return fmt.Errorf("write client record: %w", err)
-	}
-	return nil
+	}, nil
 }
 
 // emitter encodes response frames into the spool, reusing its buffers.

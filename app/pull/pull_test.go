@@ -134,6 +134,9 @@ func (e *env) pull(h ssp2.PullHeader, allowed scopes.Allowed, subs ...subSpec) (
 	if err := e.svc.Pull(context.Background(), r, sp); err != nil {
 		return result{}, err
 	}
+	if err := e.svc.RecordClient(context.Background(), sp); err != nil {
+		e.t.Fatal(err)
+	}
 	body := ssp2.AppendHeader(nil, 3, ssp2.KindResponse)
 	body, _ = ssp2.AppendFrame(body, ssp2.KindResponse, 3, &ssp2.RespHeader{LogEpoch: e.epoch})
 	b, err := sp.Bytes()
@@ -685,5 +688,31 @@ func TestPageBuiltOnceAfterLateJoin(t *testing.T) {
 				t.Fatalf("pages %s and %s", p1, p2)
 			}
 		})
+	}
+}
+
+// Pull only prepares the client record; RecordClient writes it, once.
+func TestClientRecordWrittenOnRecord(t *testing.T) {
+	e := newEnv(t, nil)
+	e.seed("alice", "a", 1)
+	r := pull.Request{Partition: part, ActorID: "alice", ClientID: "c9", WireVersion: 3, LogEpoch: e.epoch, Schema: e.sch,
+		Header: &inlineOnly, Scopes: scopes.Granted(aliceGrant), Subscriptions: []*ssp2.Subscription{{ID: "s", Table: "projects", Scopes: ssp2.ScopeListsFromMap(map[string][]string{"owner": {"alice"}}), Cursor: 0}}}
+	sp := e.svc.NewSpool()
+	defer sp.Close()
+	ctx := context.Background()
+	if err := e.svc.Pull(ctx, r, sp); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := e.st.GetClient(ctx, part, "c9"); err != nil || rec != nil {
+		t.Fatalf("written before RecordClient: %+v %v", rec, err)
+	}
+	if err := e.svc.RecordClient(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := e.st.GetClient(ctx, part, "c9"); err != nil || rec == nil || rec.Cursor != 1 {
+		t.Fatalf("record %+v %v", rec, err)
+	}
+	if err := e.svc.RecordClient(ctx, nil); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/syncd-dev/syncd/ports"
 )
 
 // DefaultSpoolMemoryBytes is the part of a response a Spool keeps in memory
@@ -27,6 +29,8 @@ type Spool struct {
 	f         *os.File
 	n         int64
 	err       error
+	// client is the record the pull prepared, for RecordClient.
+	client *ports.ClientRecord
 }
 
 // NewSpool returns a spool keeping up to memBytes in memory (≤ 0 →

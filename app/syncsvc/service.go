@@ -332,6 +332,14 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		resp.Release()
 		return nil, r.Err()
 	}
+	// The client record only once the response is to be sent: a refused
+	// one leaves the recorded cursor at what the client last received.
+	if resp.Sections != nil {
+		if err := s.o.Pull.RecordClient(ctx, resp.Sections); err != nil {
+			resp.Release()
+			return nil, err
+		}
+	}
 	return resp, nil
 }
 

@@ -325,7 +325,18 @@ func TestPullReadVerifyRefusal(t *testing.T) {
 		}
 		vs.armed = true
 		push2 := ssptest.Commit("k2", ssptest.Upsert("projects", "p-2", project(t, s.sch, "p-2", "alice", "Two"), -1))
+		before, err := s.store.GetClient(context.Background(), "rv", "c1")
+		if err != nil || before == nil {
+			t.Fatalf("client record %v %v", before, err)
+		}
 		s.jsonError(s.post(r.c, r.request(push2)), http.StatusServiceUnavailable, syncerr.SchemaNotReady)
+		// The client never received the refused sections (which would
+		// carry its own commit): its record, the retention watermark,
+		// keeps the cursor it last received.
+		if after, _ := s.store.GetClient(context.Background(), "rv", "c1"); after == nil || after.Cursor != before.Cursor ||
+			string(after.Subscriptions) != string(before.Subscriptions) {
+			t.Fatalf("client record moved by a refused response: %+v, was %+v", after, before)
+		}
 		if _, ok, _ := s.store.GetPushResult(context.Background(), "rv", "c1", "k2"); !ok {
 			t.Fatal("push result not durable")
 		}
