@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 
 	"go.uber.org/fx"
@@ -68,6 +69,9 @@ func NewAuth(p AuthParams) (AuthResult, error) {
 		return AuthResult{}, fmt.Errorf("auth: unsupported mode %q", p.Config.Auth)
 	}
 }
+
+// errNoAuthenticator refuses to mount a sync API route without identity.
+var errNoAuthenticator = errors.New("no ports.Authenticator: with --auth host the embedding program must supply one")
 
 // AuthModule provides ports.Authenticator and ports.ScopeResolver.
 var AuthModule = fx.Module("syncd.auth", fx.Provide(NewAuth))

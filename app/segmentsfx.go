@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -222,7 +221,7 @@ func newSegmentRoutes(p segmentRouteParams) ([]RouteHandler, error) {
 		return nil, nil
 	}
 	if p.Auth == nil {
-		return nil, errors.New("no ports.Authenticator: with --auth host the embedding program must supply one")
+		return nil, errNoAuthenticator
 	}
 	return []RouteHandler{{
 		Route:   httpapi.RouteSegment,

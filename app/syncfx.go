@@ -147,7 +147,7 @@ func newSyncRoutes(p syncRouteParams) ([]RouteHandler, error) {
 		return nil, nil
 	}
 	if p.Auth == nil {
-		return nil, errors.New("no ports.Authenticator: with --auth host the embedding program must supply one")
+		return nil, errNoAuthenticator
 	}
 	h := &syncHandler{t: p.Transport, svc: p.Service, log: p.Log.Named("sync")}
 	return []RouteHandler{{Route: httpapi.RouteSync, Handler: p.Transport.SyncEndpoint(p.Auth, h.serve)}}, nil

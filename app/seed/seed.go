@@ -234,7 +234,7 @@ func (g *gen) rows(lo, n int) ([]ports.RowWrite, error) {
 		}
 		cells := make([]any, len(g.vals))
 		for c, v := range g.vals {
-			cells[c] = plain(v)
+			cells[c] = v.Plain()
 		}
 		out[k] = ports.RowWrite{RowID: id, Version: 1, Scopes: stored, Payload: buf[start:len(buf):len(buf)], Values: cells, OpIndex: k}
 	}
@@ -263,21 +263,4 @@ func Cell(c schema.Column, n int64) rowcodec.Value {
 		return rowcodec.Null()
 	}
 	return rowcodec.String(strconv.FormatInt(n, 10))
-}
-
-// plain converts a cell to the value ports.RowWrite.Values carries.
-func plain(v rowcodec.Value) any {
-	switch v.Kind() {
-	case rowcodec.KindString, rowcodec.KindJSON, rowcodec.KindBlobRef:
-		return v.Text()
-	case rowcodec.KindInteger:
-		return v.Int()
-	case rowcodec.KindFloat:
-		return v.Float()
-	case rowcodec.KindBoolean:
-		return v.Bool()
-	case rowcodec.KindBytes, rowcodec.KindCRDT:
-		return append([]byte(nil), v.Raw()...)
-	}
-	return nil
 }

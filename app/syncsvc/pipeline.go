@@ -351,7 +351,7 @@ func (a *applier) applyDelete(ctx context.Context, i int, t *schema.Table, op *s
 	}
 	a.changes = append(a.changes, commit.Change{Table: t.Name, RowID: op.RowID, Op: commit.OpDelete,
 		Scopes: copyScopes(stored.Scopes)})
-	a.staged = append(a.staged, stagedOp{opIndex: i, table: t, rowID: op.RowID, del: true, pk: anyValue(storedVals[t.PKIndex])})
+	a.staged = append(a.staged, stagedOp{opIndex: i, table: t, rowID: op.RowID, del: true, pk: storedVals[t.PKIndex].Plain()})
 	ev.Stored, ev.StoredServerVersion = storedRow, stored.Version
 	a.ops = append(a.ops, ev)
 	return nil, nil

@@ -196,7 +196,7 @@ func (a *applier) cascadeDelete(ctx context.Context, origin int, t *schema.Table
 		Scopes: copyScopes(child.Scopes)})
 	a.ops = append(a.ops, ports.OperationEvidence{OpIndex: a.synthetic(origin), Op: commit.OpDelete,
 		Table: t.Name, RowID: child.RowID, Stored: stored, StoredServerVersion: child.Version})
-	return anyValue(vals[t.PKIndex]), nil, nil
+	return vals[t.PKIndex].Plain(), nil, nil
 }
 
 func (a *applier) setNull(ctx context.Context, origin int, t *schema.Table, child commit.Row, column string) (*termination, error) {

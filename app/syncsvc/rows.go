@@ -13,30 +13,10 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// anyValue converts a decoded cell to the plain Go value storage and hooks
-// use: nil, string (string, json, blob_ref), int64, float64, bool or
-// []byte (bytes, crdt). An absent cell is nil.
-func anyValue(v rowcodec.Value) any {
-	switch v.Kind() {
-	case rowcodec.KindString, rowcodec.KindJSON, rowcodec.KindBlobRef:
-		return v.Text()
-	case rowcodec.KindInteger:
-		return v.Int()
-	case rowcodec.KindFloat:
-		return v.Float()
-	case rowcodec.KindBoolean:
-		return v.Bool()
-	case rowcodec.KindBytes, rowcodec.KindCRDT:
-		return append([]byte(nil), v.Raw()...)
-	default:
-		return nil
-	}
-}
-
 func cellValues(vals []rowcodec.Value) []any {
 	out := make([]any, len(vals))
 	for i, v := range vals {
-		out[i] = anyValue(v)
+		out[i] = v.Plain()
 	}
 	return out
 }
@@ -45,7 +25,7 @@ func rowValues(t *schema.Table, vals []rowcodec.Value) ports.RowValues {
 	m := make(ports.RowValues, len(t.Columns))
 	for i, c := range t.Columns {
 		if i < len(vals) && !vals[i].IsAbsent() {
-			m[c.Name] = anyValue(vals[i])
+			m[c.Name] = vals[i].Plain()
 		}
 	}
 	return m

@@ -3,6 +3,7 @@ package rowcodec_test
 import (
 	"bytes"
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/syncd-dev/syncd/domain/rowcodec"
@@ -202,5 +203,34 @@ func TestScopeStringRendersRowIDs(t *testing.T) {
 		if got != c.want || ok != c.ok {
 			t.Errorf("%v: got %q %v", c.v.Kind(), got, ok)
 		}
+	}
+}
+
+func TestValuePlain(t *testing.T) {
+	raw := []byte{1, 2}
+	tests := []struct {
+		v    rowcodec.Value
+		want any
+	}{
+		{rowcodec.Absent, nil},
+		{rowcodec.Null(), nil},
+		{rowcodec.String("s"), "s"},
+		{rowcodec.JSON(`{"a":1}`), `{"a":1}`},
+		{rowcodec.BlobRef(`{"blobId":"x"}`), `{"blobId":"x"}`},
+		{rowcodec.Int(-7), int64(-7)},
+		{rowcodec.Float(0.5), 0.5},
+		{rowcodec.Bool(true), true},
+		{rowcodec.Bytes(raw), []byte{1, 2}},
+	}
+	for _, tt := range tests {
+		if got := tt.v.Plain(); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%v.Plain() = %#v, want %#v", tt.v.Kind(), got, tt.want)
+		}
+	}
+	cell := rowcodec.Bytes(raw)
+	b := cell.Plain().([]byte)
+	b[0] = 9
+	if cell.Raw()[0] != 1 {
+		t.Error("Plain shares the cell's bytes")
 	}
 }

@@ -140,6 +140,26 @@ func (v Value) Raw() []byte { return v.b }
 // Text returns a text value (string, json, blob_ref) as a string.
 func (v Value) Text() string { return string(v.b) }
 
+// Plain returns the cell as the plain Go value storage and hooks use: nil
+// (absent or NULL), string (string, json, blob_ref), int64, float64, bool
+// or a fresh []byte (bytes, crdt).
+func (v Value) Plain() any {
+	switch v.kind {
+	case KindString, KindJSON, KindBlobRef:
+		return v.Text()
+	case KindInteger:
+		return v.Int()
+	case KindFloat:
+		return v.Float()
+	case KindBoolean:
+		return v.Bool()
+	case KindBytes, KindCRDT:
+		return append([]byte(nil), v.b...)
+	default:
+		return nil
+	}
+}
+
 // Equal reports whether two values are identical (floats by bit pattern).
 func (v Value) Equal(o Value) bool {
 	return v.kind == o.kind && v.n == o.n && bytes.Equal(v.b, o.b)
