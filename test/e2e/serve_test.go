@@ -1,0 +1,203 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/syncd-dev/syncd/adapters/segments/memseg"
+	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/client"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/pgtest"
+	"github.com/syncd-dev/syncd/test/ssptest"
+)
+
+// startServe assembles the server the way "syncd serve" does: the flags
+// through config.Load, the storage through app.StorageModule (which opens
+// --database itself), the default segment store (db) and the banner; no
+// test double between the HTTP API and the SQL engine.
+func startServe(t *testing.T, database string) (base string, st ports.Storage, segs ports.SegmentStore, sch *schema.Schema) {
+	t.Helper()
+	irPath := filepath.Join(t.TempDir(), "schema.ir.json")
+	if err := os.WriteFile(irPath, ssptest.IR(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := config.Load([]string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+		"--database", database, "--schema", irPath, "--auth", "dev"}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Config.Segments.Store != config.SegmentStoreDB {
+		t.Fatalf("default segment store %q", res.Config.Segments.Store)
+	}
+	var ready *app.Readiness
+	var listeners *app.Listeners
+	a := fx.New(app.Options(res.Config, app.BuildInfo{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		app.StorageModule, app.WithBanner(io.Discard), fx.Populate(&ready, &listeners, &st, &segs, &sch)))
+	if err := a.Err(); err != nil {
+		t.Fatalf("assemble: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Start(ctx); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := a.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	for !ready.Ready() {
+		if ctx.Err() != nil {
+			t.Fatalf("not ready: %+v", ready.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, ok := segs.(*memseg.Store); ok {
+		t.Fatal("segments kept in memory over an SQL engine")
+	}
+	return "http://" + listeners.Addr(app.ServerSync).String(), st, segs, sch
+}
+
+// The done clause of the pull issue: the server "syncd serve" assembles,
+// on SQLite and PostgreSQL, lets two project-built clients bootstrap
+// (referenced pages downloaded from the in-database segment store, and
+// inline pages), write, and converge.
+func TestServeProjectClientsConverge(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		database func(t *testing.T) string
+	}{
+		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "syncd.db") }},
+		{"postgres", func(t *testing.T) string { return pgtest.DSN(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base, st, segs, sch := startServe(t, tc.database(t))
+			const rows = 3000
+			seedRows(t, st, sch, "proj", "alice", "s", rows, 1000)
+			gets := &segmentGets{rt: &http.Transport{DisableCompression: true}}
+			newClient := func(id string, accept uint8) *client.Client {
+				h := http.Header{}
+				h.Set("X-Syncd-Actor", "alice")
+				h.Set("X-Syncd-Partition", "proj")
+				h.Set("X-Syncd-Scopes", `{"owner":["alice"],"project_id":["*"]}`)
+				c, err := client.New(client.Options{BaseURL: base, Schema: sch, ClientID: id, Header: h, Accept: accept,
+					HTTP:              &http.Client{Transport: gets},
+					LimitSnapshotRows: 1000, MaxSnapshotPages: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+				return c
+			}
+			// a takes external segments only (every page a SEGMENT_REF);
+			// b takes both (1000-row pages stay under the inline threshold).
+			a := newClient("a", ssp2.AcceptExternalRows)
+			b := newClient("b", ssp2.AcceptInlineRows|ssp2.AcceptExternalRows)
+			ctx := t.Context()
+			for _, c := range []*client.Client{a, b} {
+				if _, err := c.PullUntilIdle(ctx, 50); err != nil {
+					t.Fatal(err)
+				}
+				if n := len(c.RowIDs("projects")); n != rows {
+					t.Fatalf("%s bootstrapped %d rows", c.ClientID(), n)
+				}
+			}
+			if s := a.Stats(); s.SegmentRefs != 3 || s.SegmentDownloads != 3 || s.InlineSegments != 0 {
+				t.Fatalf("a: %+v", s)
+			}
+			if s := b.Stats(); s.InlineSegments != 3 || s.SegmentRefs != 0 {
+				t.Fatalf("b: %+v", s)
+			}
+			// The referenced pages were downloaded over HTTP from the
+			// database's segment store.
+			if len(gets.ids) != 3 {
+				t.Fatalf("segment downloads %v", gets.ids)
+			}
+			for _, id := range gets.ids {
+				if pubs, err := segs.Publications(ctx, id); err != nil || len(pubs) != 1 || pubs[0].Partition != "proj" {
+					t.Fatalf("publications of %s: %+v %v", id, pubs, err)
+				}
+				rc, n, err := segs.Open(ctx, id)
+				if err != nil || n == 0 {
+					t.Fatalf("stored segment %s: %d %v", id, n, err)
+				}
+				_ = rc.Close()
+			}
+			upsert := func(c *client.Client, id, name string, base int64) {
+				op, err := c.Upsert("projects", id, map[string]rowcodec.Value{"id": rowcodec.String(id), "owner": rowcodec.String("alice"),
+					"name": rowcodec.String(name), "locked": rowcodec.Bool(false)}, base)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Queue(op)
+			}
+			for i := range 5 {
+				upsert(a, fmt.Sprintf("a-%d", i), "from a", -1)
+			}
+			_, ver, _ := b.Get("projects", "s-000007")
+			upsert(b, "s-000007", "edited by b", ver)
+			b.Queue(b.Delete("projects", "s-000008", -1))
+			for range 2 {
+				for _, c := range []*client.Client{a, b} {
+					if _, err := c.Sync(ctx); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := c.PullUntilIdle(ctx, 50); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if len(a.Pending())+len(b.Pending()) != 0 {
+				t.Fatalf("pending %v %v", a.Pending(), b.Pending())
+			}
+			ra, rb := a.Rows("projects"), b.Rows("projects")
+			if len(ra) != rows+4 || fmt.Sprint(ra) != fmt.Sprint(rb) {
+				t.Fatalf("diverged: %d vs %d rows", len(ra), len(rb))
+			}
+			if v, _, _ := a.Get("projects", "s-000007"); fmt.Sprint(v["name"]) != fmt.Sprint(rowcodec.String("edited by b")) {
+				t.Fatalf("edit not converged: %v", v)
+			}
+			if _, _, ok := b.Get("projects", "a-4"); !ok {
+				t.Fatal("a's write not at b")
+			}
+		})
+	}
+}
+
+// segmentGets records the ids of GET <mount>/segments/{id} requests.
+type segmentGets struct {
+	mu  sync.Mutex
+	ids []string
+	rt  http.RoundTripper
+}
+
+func (g *segmentGets) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet {
+		if _, id, ok := strings.Cut(r.URL.Path, "/segments/"); ok {
+			g.mu.Lock()
+			g.ids = append(g.ids, id)
+			g.mu.Unlock()
+		}
+	}
+	return g.rt.RoundTrip(r)
+}
