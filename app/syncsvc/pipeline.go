@@ -108,6 +108,7 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 		if err != nil {
 			return fmt.Errorf("read serve gate: %w", err)
 		}
+		rq.noteGate(gate) // the token base of a push-only request
 		if r := checkpoint.GateRefusal(gate, rq.sch.Version, s.o.Declarations); r != nil {
 			return r.Err()
 		}

@@ -215,7 +215,12 @@ type request struct {
 	subs    []*ssp2.Subscription
 	epoch   string
 	res     scopes.Resolution
-	codecs  map[string]*rowcodec.Codec
+	// gate is the request's first serve-gate read (gateRead set): the
+	// entry read, or for a push-only request the first push transaction's
+	// read; the read-verify compares its token with the last read.
+	gate     checkpoint.ServeGate
+	gateRead bool
+	codecs   map[string]*rowcodec.Codec
 }
 
 func (rq *request) codec(t *schema.Table) *rowcodec.Codec {
@@ -238,12 +243,32 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		return nil, fmt.Errorf("touch partition: %w", err)
 	}
 	rq.epoch = epoch
-	gate, err := s.o.Store.ReadServeGate(ctx, part, running)
-	if err != nil {
-		return nil, fmt.Errorf("read serve gate: %w", err)
+	// Entry gate read (SPEC-MAP C.7: after touchPartition, before any other
+	// work). A push-only request defers it: each commit's transaction reads
+	// the gate right after the partition lock, before any write and before
+	// the locked idempotency re-check (the authoritative read, on the same
+	// snapshot as the writes), and the read-verify below re-reads it before
+	// the first byte, so an entry read would only repeat the first of them.
+	// What the entry read decides is kept: every answer given before the
+	// pushes (schema floor, reset, validation and binding errors) and a
+	// failed push read the gate first, so a refusal still takes precedence
+	// exactly as at entry; the token base is the first transaction's read,
+	// and the epoch the response header carries is checked too.
+	// A request with a pull reads it here: the pull's reads need a base
+	// taken before them.
+	deferGate := !pull && rq.pullHdr == nil && len(rq.commits) > 0
+	if !deferGate {
+		if err := s.entryGate(ctx, rq); err != nil {
+			return nil, err
+		}
 	}
-	if r := checkpoint.GateRefusal(gate, running, s.o.Declarations); r != nil {
-		return nil, r.Err()
+	early := func(resp *Response, err error) (*Response, error) {
+		if !rq.gateRead {
+			if gerr := s.entryGate(ctx, rq); gerr != nil {
+				return nil, gerr
+			}
+		}
+		return resp, err
 	}
 	resp := &Response{WireVersion: rq.wire}
 
@@ -254,50 +279,50 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 			LatestSchemaVersion:   ssp2.Some(running),
 			LogEpoch:              epoch,
 		}}
-		return resp, nil
+		return early(resp, nil)
 	}
 	// §2.1 log epoch, before any other request work.
 	if push.AdmitEpoch(rq.hdr.LogEpoch.Value, rq.hdr.LogEpoch.Present, epoch).ResetRequired() {
 		resp.Frames = []ssp2.Frame{&ssp2.RespHeader{LogEpoch: epoch, ResetRequired: true}}
-		return resp, nil
+		return early(resp, nil)
 	}
 	if pull && s.o.Pull == nil {
-		return nil, syncerr.New(syncerr.NotImplemented).
-			WithMessage("pull is not implemented by this server yet")
+		return early(nil, syncerr.New(syncerr.NotImplemented).
+			WithMessage("pull is not implemented by this server yet"))
 	}
 	// §1.7 and §4.1–§4.3: pull validation is request-level, before any push.
 	if err := pullsvc.Validate(rq.sch, rq.pullHdr, rq.subs); err != nil {
-		return nil, err
+		return early(nil, err)
 	}
 	// §1.5 client id binding and §6.1 operation cap: request-level.
 	rec, err := s.o.Store.GetClient(ctx, part, rq.hdr.ClientID)
 	if err != nil {
-		return nil, fmt.Errorf("read client record: %w", err)
+		return early(nil, fmt.Errorf("read client record: %w", err))
 	}
 	bound := ""
 	if rec != nil {
 		bound = rec.ActorID
 	}
 	if err := push.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, bound, rec != nil); err != nil {
-		return nil, err
+		return early(nil, err)
 	}
 	perCommit := make([]int, len(rq.commits))
 	for i, c := range rq.commits {
 		perCommit[i] = len(c.Operations)
 	}
 	if err := push.CheckOperationCap(perCommit, s.o.MaxOperations); err != nil {
-		return nil, err
+		return early(nil, err)
 	}
 	if len(rq.commits) > 0 || rq.pullHdr != nil {
 		if err := s.resolve(ctx, rq); err != nil {
-			return nil, err
+			return early(nil, err)
 		}
 	}
 	resp.Frames = append(resp.Frames, &ssp2.RespHeader{LogEpoch: epoch})
 	for _, c := range rq.commits {
 		out, err := s.pushCommit(ctx, rq, c)
 		if err != nil {
-			return nil, err
+			return early(nil, err)
 		}
 		resp.Frames = append(resp.Frames, out.result)
 		if out.details != nil {
@@ -328,7 +353,19 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		resp.Release()
 		return nil, r.Err()
 	}
-	if r := checkpoint.TokenChanged(gate, after); r != nil {
+	before := rq.gate
+	if !rq.gateRead {
+		// Every commit was a replay answered before its transaction: the
+		// epoch in the response header is the base.
+		before = checkpoint.ServeGate{StoredSchemaVersion: after.StoredSchemaVersion, LogEpoch: epoch}
+	}
+	r := checkpoint.TokenChanged(before, after)
+	if r == nil && deferGate {
+		// The base was read after touchPartition, in a push transaction:
+		// the epoch the response header carries must still be current.
+		r = checkpoint.TokenChanged(checkpoint.ServeGate{StoredSchemaVersion: after.StoredSchemaVersion, LogEpoch: epoch}, after)
+	}
+	if r != nil {
 		resp.Release()
 		return nil, r.Err()
 	}
@@ -375,4 +412,25 @@ func asRequestError(err error, code syncerr.Code) error {
 		return err
 	}
 	return syncerr.Wrap(code, err)
+}
+
+// entryGate reads the serve gate on the read pool, records it as the
+// request's first read if none was taken yet, and returns its refusal.
+func (s *Service) entryGate(ctx context.Context, rq *request) error {
+	g, err := s.o.Store.ReadServeGate(ctx, rq.id.Partition, rq.sch.Version)
+	if err != nil {
+		return fmt.Errorf("read serve gate: %w", err)
+	}
+	rq.noteGate(g)
+	if r := checkpoint.GateRefusal(g, rq.sch.Version, s.o.Declarations); r != nil {
+		return r.Err()
+	}
+	return nil
+}
+
+// noteGate keeps the request's first gate read as the token base.
+func (rq *request) noteGate(g checkpoint.ServeGate) {
+	if !rq.gateRead {
+		rq.gate, rq.gateRead = g, true
+	}
 }

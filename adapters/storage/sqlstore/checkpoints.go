@@ -229,22 +229,39 @@ func (s *Store) ReadServeGate(ctx context.Context, partition string, running int
 }
 
 // serveGate reads the marker, the epoch and every pending checkpoint at the
-// running version in one statement (one snapshot on both engines).
+// running version in one snapshot on both engines. The common case (no
+// pending checkpoint at the running version) is one single-row statement of
+// point lookups and an EXISTS probe, with no sort; only when a pending row
+// exists is the full list read, again in one statement (one snapshot:
+// marker, epoch and pending rows all come from that second statement).
 func (s *Store) serveGate(ctx context.Context, q Querier, partition string, running int32) (checkpoint.ServeGate, error) {
+	var g checkpoint.ServeGate
+	var v sql.NullInt64
+	var e sql.NullString
+	var pending int
+	err := q.QueryRowContext(ctx, s.q(`SELECT (SELECT schema_version FROM sync_schema_meta WHERE id=1),
+  (SELECT log_epoch FROM sync_partition_registry WHERE partition=?),
+  CASE WHEN EXISTS (SELECT 1 FROM sync_backfill_checkpoints WHERE schema_version=? AND state<>'activated') THEN 1 ELSE 0 END`),
+		partition, running).Scan(&v, &e, &pending)
+	if err != nil {
+		return g, err
+	}
+	if pending == 0 {
+		g.StoredSchemaVersion = int32(v.Int64)
+		g.LogEpoch = e.String
+		return g, nil
+	}
 	rows, err := q.QueryContext(ctx, s.q(`SELECT 0 AS k, (SELECT schema_version FROM sync_schema_meta WHERE id=1) AS v,
   (SELECT log_epoch FROM sync_partition_registry WHERE partition=?) AS e, '' AS p, '' AS n
 UNION ALL
 SELECT 1, 0, '', partition, name FROM sync_backfill_checkpoints WHERE schema_version=? AND state<>'activated'
 ORDER BY 1, 4, 5`), partition, running)
 	if err != nil {
-		return checkpoint.ServeGate{}, err
+		return g, err
 	}
 	defer func() { _ = rows.Close() }()
-	var g checkpoint.ServeGate
 	for rows.Next() {
 		var k int
-		var v sql.NullInt64
-		var e sql.NullString
 		var p, n string
 		if err := rows.Scan(&k, &v, &e, &p, &n); err != nil {
 			return g, err
