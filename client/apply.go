@@ -384,17 +384,5 @@ func (c *Client) fetchSegment(ctx context.Context, s *Subscription, f *ssp2.Segm
 		req.Header.Set("X-Syncular-Scopes", string(canonjson.ScopeJSON(s.Scopes)))
 	}
 	req.Header.Set("Accept-Encoding", c.o.AcceptEncoding)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := readBody(resp, c.o.MaxResponseBytes)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, httpError(resp.StatusCode, b)
-	}
-	return b, nil
+	return c.do(req, "GET segment")
 }

@@ -169,9 +169,20 @@ func (c *Client) post(ctx context.Context, body []byte) ([]byte, error) {
 		req.Header.Set("Content-Encoding", enc)
 	}
 	c.stats.Requests++
+	b, err := c.do(req, "POST /sync")
+	if err != nil {
+		return nil, err
+	}
+	c.stats.ResponseBodyBytes += int64(len(b))
+	return b, nil
+}
+
+// do sends req and returns the decoded body of a 200 response; any other
+// status is an *HTTPError, a failed round trip is wrapped with what.
+func (c *Client) do(req *http.Request, what string) ([]byte, error) {
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("client: POST /sync: %w", err)
+		return nil, fmt.Errorf("client: %s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	b, err := readBody(resp, c.o.MaxResponseBytes)
@@ -181,7 +192,6 @@ func (c *Client) post(ctx context.Context, body []byte) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, httpError(resp.StatusCode, b)
 	}
-	c.stats.ResponseBodyBytes += int64(len(b))
 	return b, nil
 }
 
