@@ -236,8 +236,17 @@ func TestAuthorizationOverHTTP(t *testing.T) {
 		move := ssptest.Sparse(t, s.sch.Table("projects"), ssptest.Cols{"id": rowcodec.String("p-1"), "owner": rowcodec.String("carol")})
 		resp, _ = s.sync(c, req(ssptest.Commit("k3", ssptest.Upsert("projects", "p-1", move, -1))))
 		rejected(t, resp.Results[0], 0, "sync.invalid_request")
-		// The client id is bound to its actor? Reserved prefix refused.
+		// A client id is bound to its actor in the partition once a pull has
+		// recorded the client; another actor using it is refused, in any
+		// request.
+		s.sync(c, ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: ep, Pull: true, SubTable: "projects"})
 		r := req(ssptest.Commit("k4", ssptest.Delete("projects", "x")))
+		s.jsonError(s.post(call{actor: "bob"}, r.Encode(t)), http.StatusBadRequest, syncerr.InvalidClientID)
+		if resp, _ := s.sync(call{actor: "bob", partition: "other"}, ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, NoEpoch: true, Pull: true}); !resp.Header.ResetRequired {
+			t.Fatalf("the same client id in another partition: %+v", resp.Msg.Frames)
+		}
+		// The reserved prefix is refused.
+		r = req(ssptest.Commit("k4", ssptest.Delete("projects", "x")))
 		r.ClientID = `["remote-command","alice","c1"]`
 		s.jsonError(s.post(c, r.Encode(t)), http.StatusBadRequest, syncerr.InvalidClientID)
 		// Operation cap is request-level.
