@@ -269,9 +269,16 @@ func TestSchemaFloorEpochAndGate(t *testing.T) {
 			!h.LatestSchemaVersion.Present || h.LogEpoch != ep {
 			t.Fatalf("schema floor %+v", resp.Msg.Frames)
 		}
-		resp, _ = s.sync(c, ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: "stale", Commits: []*ssp2.PushCommit{commit}})
-		if len(resp.Msg.Frames) != 1 || !resp.Header.ResetRequired || resp.Header.LogEpoch != ep {
-			t.Fatalf("epoch reset %+v", resp.Msg.Frames)
+		// A different or absent epoch: header-only reset, the push not applied
+		// (checked below with the gate: p-1 never lands).
+		for _, r := range []ssptest.Req{
+			{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: "stale", Commits: []*ssp2.PushCommit{commit}},
+			{ClientID: "c1", SchemaVersion: s.sch.Version, NoEpoch: true, Commits: []*ssp2.PushCommit{commit}},
+		} {
+			resp, _ = s.sync(c, r)
+			if len(resp.Msg.Frames) != 1 || !resp.Header.ResetRequired || resp.Header.LogEpoch != ep {
+				t.Fatalf("epoch reset %+v", resp.Msg.Frames)
+			}
 		}
 		// A checkpoint lands between request entry and the push lock: the
 		// gate read inside the push transaction refuses and nothing lands.
