@@ -25,7 +25,7 @@ import (
 
 // startServer runs syncd in process on SQLite with the tasks fixture and
 // returns its sync base URL.
-func startServer(t *testing.T, minWire int) string {
+func startServer(t *testing.T, minWire, seedRows int) string {
 	t.Helper()
 	schemaPath := defaultSchema()
 	if !fileExists(schemaPath) {
@@ -73,7 +73,10 @@ func startServer(t *testing.T, minWire int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := seed.Run(ctx, st, seed.Options{Schema: sch, Table: "tasks", Value: "storm", Rows: 3000, Batch: 1000,
+	if seedRows == 0 {
+		return "http://" + listeners.Addr(app.ServerSync).String()
+	}
+	if _, err := seed.Run(ctx, st, seed.Options{Schema: sch, Table: "tasks", Value: "storm", Rows: seedRows, Batch: 500,
 		Bulk: func(ctx context.Context, partition, table string, rows []ports.RowWrite, b seed.Batch) (int64, error) {
 			return st.SeedRows(ctx, partition, table, rows, sqlstore.SeedOptions{WriterVersion: b.WriterVersion,
 				Batch: len(rows), CreatedAtMs: b.CreatedAtMs, ActorID: b.ActorID, ClientID: b.ClientID, ClientCommitPrefix: b.ClientCommitID})
@@ -86,21 +89,23 @@ func startServer(t *testing.T, minWire int) string {
 // TestScenarios runs every scenario briefly against an in-process server:
 // each must finish by its request budget and record no error.
 func TestScenarios(t *testing.T) {
-	url, url2 := startServer(t, 3), startServer(t, 2)
+	url, url2 := startServer(t, 3, 2600), startServer(t, 2, 0)
 	for _, tc := range []struct {
-		name string
-		args []string
+		name     string
+		args     []string
+		segments bool // segment downloads expected
 	}{
-		{"push-pull", []string{"--vus", "3", "--requests", "60", "--ops", "2"}},
-		{"bootstrap-storm", []string{"--vus", "3", "--requests", "40", "--dataset", "3000", "--limit-rows", "500", "--max-pages", "2"}},
-		{"bootstrap-storm", []string{"--vus", "2", "--requests", "10", "--dataset", "3000", "--limit-rows", "5000", "--external-rows=false"}},
-		{"catch-up", []string{"--vus", "2", "--requests", "12", "--dataset", "300", "--limit-commits", "100"}},
-		{"mixed-soak", []string{"--vus", "3", "--requests", "60"}},
-		{"push-pull", []string{"--vus", "4", "--requests", "40", "--partitions", "2"}},
-		{"maintenance-churn", []string{"--vus", "2", "--requests", "40"}},
-		{"push-pull", []string{"--vus", "2", "--requests", "20", "--wire", "2", "--expect-fail"}},
-		{"push-pull", []string{"--vus", "2", "--requests", "20", "--wire", "2", "--url", url2}},
-		{"mixed-soak", []string{"--vus", "2", "--requests", "30", "--wire", "2", "--url", url2}},
+		{"push-pull", []string{"--vus", "3", "--requests", "60", "--ops", "2"}, false},
+		{"bootstrap-storm", []string{"--vus", "3", "--requests", "30", "--dataset", "2600", "--limit-rows", "1000", "--max-pages", "2"}, false},
+		{"bootstrap-storm", []string{"--vus", "2", "--requests", "10", "--dataset", "2600", "--limit-rows", "5000", "--external-rows=false"}, false},
+		{"bootstrap-storm", []string{"--vus", "2", "--requests", "6", "--dataset", "2600", "--limit-rows", "5000"}, true},
+		{"catch-up", []string{"--vus", "2", "--requests", "12", "--dataset", "300", "--limit-commits", "100"}, false},
+		{"mixed-soak", []string{"--vus", "3", "--requests", "60"}, false},
+		{"push-pull", []string{"--vus", "4", "--requests", "40", "--partitions", "2"}, false},
+		{"maintenance-churn", []string{"--vus", "2", "--requests", "40"}, false},
+		{"push-pull", []string{"--vus", "2", "--requests", "20", "--wire", "2", "--expect-fail"}, false},
+		{"push-pull", []string{"--vus", "2", "--requests", "20", "--wire", "2", "--url", url2}, false},
+		{"mixed-soak", []string{"--vus", "2", "--requests", "30", "--wire", "2", "--url", url2}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"--url", url, "--duration", "2m", "--json", "-"}, tc.args...)
@@ -126,6 +131,9 @@ func TestScenarios(t *testing.T) {
 			}
 			if len(res) != 1 || res[0].Errors != 0 || res[0].Requests == 0 {
 				t.Fatalf("results: %+v", res)
+			}
+			if tc.segments && res[0].Notes["segmentDownloads"] == nil {
+				t.Fatalf("no segment downloads: %+v", res[0])
 			}
 		})
 	}
