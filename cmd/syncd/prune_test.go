@@ -9,16 +9,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
+	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/pgtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
 func TestPruneCommand(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "syncd.db")
+	for _, tc := range []struct {
+		name     string
+		database func(t *testing.T) string
+	}{
+		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "syncd.db") }},
+		{"postgres", func(t *testing.T) string { return pgtest.DSN(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testPruneCommand(t, tc.database(t)) })
+	}
+}
+
+func testPruneCommand(t *testing.T, database string) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: path})
+	st, err := app.OpenStorage(ctx, config.Config{Database: database})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,11 +57,19 @@ func TestPruneCommand(t *testing.T) {
 	}
 	_ = st.Close()
 	var out, errOut bytes.Buffer
-	if code := run([]string{"prune", "--database", path}, nil, nil, &out, &errOut); code != 0 {
+	if code := run([]string{"prune", "--database", database}, nil, nil, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	if !strings.Contains(out.String(), `partition "p": horizon 0 -> 200, removed 200 commits`) {
 		t.Fatalf("output %q", out.String())
+	}
+	// The horizon is stored: a second run removes nothing.
+	out.Reset()
+	if code := run([]string{"prune", "--database", database}, nil, nil, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), `partition "p": horizon 200 -> 200, removed 0 commits`) {
+		t.Fatalf("second run %q", out.String())
 	}
 	if code := run([]string{"prune", "--database", "sqlite:"}, nil, nil, &out, &errOut); code == 0 {
 		t.Fatal("bad database accepted")
