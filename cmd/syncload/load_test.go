@@ -89,16 +89,16 @@ func startServer(t *testing.T, minWire, seedRows int) string {
 // TestScenarios runs every scenario briefly against an in-process server:
 // each must finish by its request budget and record no error.
 func TestScenarios(t *testing.T) {
-	url, url2 := startServer(t, 3, 2600), startServer(t, 2, 0)
+	url, url2 := startServer(t, 3, 3000), startServer(t, 2, 0)
 	for _, tc := range []struct {
 		name     string
 		args     []string
 		segments bool // segment downloads expected
 	}{
 		{"push-pull", []string{"--vus", "3", "--requests", "60", "--ops", "2"}, false},
-		{"bootstrap-storm", []string{"--vus", "3", "--requests", "30", "--dataset", "2600", "--limit-rows", "1000", "--max-pages", "2"}, false},
-		{"bootstrap-storm", []string{"--vus", "2", "--requests", "10", "--dataset", "2600", "--limit-rows", "5000", "--external-rows=false"}, false},
-		{"bootstrap-storm", []string{"--vus", "2", "--requests", "6", "--dataset", "2600", "--limit-rows", "5000"}, true},
+		{"bootstrap-storm", []string{"--vus", "3", "--requests", "30", "--dataset", "3000", "--limit-rows", "1000", "--max-pages", "2"}, false},
+		{"bootstrap-storm", []string{"--vus", "2", "--requests", "10", "--dataset", "3000", "--limit-rows", "5000", "--external-rows=false"}, false},
+		{"bootstrap-storm", []string{"--vus", "2", "--requests", "6", "--dataset", "3000", "--limit-rows", "4000"}, true},
 		{"catch-up", []string{"--vus", "2", "--requests", "12", "--dataset", "300", "--limit-commits", "100"}, false},
 		{"mixed-soak", []string{"--vus", "3", "--requests", "60"}, false},
 		{"push-pull", []string{"--vus", "4", "--requests", "40", "--partitions", "2"}, false},

@@ -32,8 +32,9 @@ type env struct {
 
 	ops    map[string]*opStats // fixed before the virtual clients start
 	kinds  []string
-	budget atomic.Int64 // remaining requests; < 0 is unlimited
-	cancel context.CancelFunc
+	budget atomic.Int64       // remaining requests; < 0 is unlimited
+	cancel context.CancelFunc // aborts in-flight requests (signal, --max-errors)
+	stop   atomic.Bool        // no new operations (duration or budget spent)
 
 	mu         sync.Mutex
 	errors     map[string]int64
@@ -65,9 +66,7 @@ func (e *env) take() bool {
 			return true
 		}
 		if b == 0 {
-			if e.cancel != nil {
-				e.cancel()
-			}
+			e.stop.Store(true)
 			return false
 		}
 		if e.budget.CompareAndSwap(b, b-1) {
@@ -86,6 +85,9 @@ func (e *env) timed(ctx context.Context, kind string, f func() (bytes, items int
 	bytes, items, err := f()
 	d := time.Since(start)
 	if err != nil {
+		if errors.Is(err, errBudgetSpent) {
+			return err
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -166,11 +168,18 @@ func run(ctx context.Context, e *env, sc *scenario) (*Result, error) {
 	}
 	mem := newMemWatch(e.o)
 	mem.sample(ctx)
-	runCtx, cancel := context.WithTimeout(ctx, e.o.duration)
+	// The run ends gracefully: once --duration (or --requests) is spent
+	// no client starts a new operation, and requests in flight complete
+	// (bounded by --timeout), so the server never sees a client vanish
+	// mid-request unless the run is interrupted or fails (--max-errors).
+	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e.cancel = cancel
-	stopMem := mem.watch(runCtx)
+	watchCtx, stopWatch := context.WithCancel(runCtx)
+	stopMem := mem.watch(watchCtx)
 	start := time.Now()
+	timer := time.AfterFunc(e.o.duration, func() { e.stop.Store(true) })
+	defer timer.Stop()
 	var wg sync.WaitGroup
 	for i := range e.o.vus {
 		v := &vu{idx: i, rnd: rand.New(rand.NewPCG(uint64(i)+1, uint64(start.UnixNano())))}
@@ -178,11 +187,13 @@ func run(ctx context.Context, e *env, sc *scenario) (*Result, error) {
 		if err != nil {
 			cancel()
 			wg.Wait()
+			stopWatch()
+			stopMem()
 			return nil, err
 		}
 		v.c = c
 		wg.Go(func() {
-			for runCtx.Err() == nil {
+			for runCtx.Err() == nil && !e.stop.Load() {
 				if !v.ready {
 					if sc.init != nil {
 						if err := sc.init(runCtx, e, v); err != nil {
@@ -201,6 +212,7 @@ func run(ctx context.Context, e *env, sc *scenario) (*Result, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	stopWatch()
 	stopMem()
 	mem.sample(context.Background())
 	return e.result(sc, elapsed, mem), nil
