@@ -45,6 +45,13 @@ type Options struct {
 	TouchInterval time.Duration
 	// NewEpoch mints log epochs (default: random).
 	NewEpoch func() string
+	// PushGroup bounds group commit: pushes that queue while the writer
+	// is busy share one transaction and one COMMIT (one WAL fsync), at most
+	// PushGroup of them (default 64; 1 commits every push alone).
+	PushGroup int
+	// PushGroupOpen stops a group taking more pushes once it has been open
+	// this long (default 10ms), bounding the wait of its first pushes.
+	PushGroupOpen time.Duration
 }
 
 // Store is the SQLite storage engine.
@@ -52,6 +59,7 @@ type Store struct {
 	*sqlstore.Store
 	writer *sql.DB
 	reader *sql.DB
+	w      *writer
 }
 
 var _ ports.Storage = (*Store)(nil)
@@ -110,11 +118,17 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
-	d := &dialect{w: newWriter(w)}
+	d := &dialect{w: newWriter(w), group: o.PushGroup, groupOpen: o.PushGroupOpen}
+	if d.group <= 0 {
+		d.group = 64
+	}
+	if d.groupOpen <= 0 {
+		d.groupOpen = 10 * time.Millisecond
+	}
 	wdb := bun.NewDB(w, sqlitedialect.New())
 	rdb := bun.NewDB(r, sqlitedialect.New())
 	rs := sqlstore.NewStmtDB(r)
-	st := &Store{writer: w, reader: r}
+	st := &Store{writer: w, reader: r, w: d.w}
 	st.Store = sqlstore.New(sqlstore.Config{
 		Dialect: d, DB: wdb, ReadDB: rdb, Reader: rs,
 		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval,
@@ -129,8 +143,15 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 
 // dialect is the SQLite Dialect.
 type dialect struct {
-	w *writer
+	w         *writer
+	group     int
+	groupOpen time.Duration
 }
+
+// PushBatch makes the dialect a sqlstore.GroupCommitter: every write
+// transaction serializes on the one writer connection anyway, so pushes
+// that queue behind it share one transaction and one COMMIT.
+func (d *dialect) PushBatch() (int, time.Duration) { return d.group, d.groupOpen }
 
 var sqliteTypes = sqlstore.Types{
 	Seq: "INTEGER", Int: "INTEGER", SmallOp: "INTEGER", JSON: "TEXT", Doc: "TEXT", Blob: "BLOB",

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"sync/atomic"
 )
 
 // writer is the one write connection. Every write transaction holds it
@@ -16,6 +17,9 @@ type writer struct {
 
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt
+
+	commits    atomic.Int64                 // COMMITs that succeeded (tests)
+	commitHook atomic.Pointer[func() error] // fails a COMMIT before it runs (tests)
 }
 
 func newWriter(db *sql.DB) *writer {
@@ -139,6 +143,11 @@ func (t *writeTx) Commit() error {
 		if t.done {
 			return sql.ErrTxDone
 		}
+		if h := t.w.commitHook.Load(); h != nil {
+			if err := (*h)(); err != nil {
+				return err
+			}
+		}
 		_, err := t.w.conn.ExecContext(context.Background(), "COMMIT")
 		return err
 	}(); err != nil {
@@ -149,6 +158,7 @@ func (t *writeTx) Commit() error {
 		return err
 	}
 	t.done = true
+	t.w.commits.Add(1)
 	<-t.w.sem
 	return nil
 }

@@ -30,8 +30,12 @@ func (s *Store) getPushResult(ctx context.Context, q Querier, partition, clientI
 }
 
 // Push implements ports.PushStore. fn's own error comes back unchanged;
-// transient engine conflicts are retried with a fresh transaction.
+// transient engine conflicts are retried with a fresh transaction. On a
+// GroupCommitter dialect pushes commit in groups (pushbatch.go).
 func (s *Store) Push(ctx context.Context, partition string, opts ports.PushOptions, fn func(tx ports.PushTx) error) error {
+	if s.pushes != nil {
+		return s.pushGrouped(ctx, partition, opts, fn)
+	}
 	var fnErr error
 	var ptx *pushTx
 	err := s.writeTx(ctx, "push", partition, func(tx WriteTx) error {

@@ -63,6 +63,9 @@ type Store struct {
 
 	sqlMu    sync.Mutex
 	sqlCache map[string]string
+
+	// pushes groups push transactions (nil: one transaction per push).
+	pushes *pushBatcher
 }
 
 var _ ports.Storage = (*Store)(nil)
@@ -84,6 +87,11 @@ func New(c Config) *Store {
 		s.retries = 5
 	}
 	s.nextAnalyze.Store(firstAnalyze)
+	if g, ok := c.Dialect.(GroupCommitter); ok {
+		if n, open := g.PushBatch(); n > 1 && open > 0 {
+			s.pushes = &pushBatcher{maxPushes: n, maxOpen: open}
+		}
+	}
 	return s
 }
 

@@ -1,0 +1,373 @@
+package sqlite_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
+	"github.com/syncd-dev/syncd/adapters/storage/sqlstore/storetest"
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// groupStore opens a store whose groups never close on time, so a test
+// decides a group's members by what it queues.
+func groupStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "sync.db"), PushGroupOpen: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.EnsureSchema(context.Background(), storetest.Schema(t, storetest.IR), nil); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// hold starts a push that holds the writer until release is called; it
+// returns once the push runs.
+func hold(t *testing.T, s *sqlite.Store) (release func() error) {
+	t.Helper()
+	running, rel := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- push(context.Background(), s, "holder", func(context.Context, ports.PushTx) error {
+			close(running)
+			<-rel
+			return nil
+		}, nil)
+	}()
+	select {
+	case <-running:
+	case err := <-done:
+		t.Fatalf("holder: %v", err)
+	}
+	return func() error { close(rel); return <-done }
+}
+
+// push upserts item id, appends its commit (storing the seq in seq) and
+// its push result, then runs then (which may fail the push).
+func push(ctx context.Context, s *sqlite.Store, id string, then func(context.Context, ports.PushTx) error, seq *int64) error {
+	return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+		w := storetest.Item(id, "o", 0)
+		if err := tx.UpsertRow(ctx, "items", w); err != nil {
+			return err
+		}
+		n, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: id,
+			Changes: []commit.Change{storetest.Change(w)}})
+		if err != nil {
+			return err
+		}
+		if seq != nil {
+			*seq = n
+		}
+		if _, err := tx.PutPushResult(ctx, "c", id, []byte(`{"status":"applied"}`)); err != nil {
+			return err
+		}
+		if then != nil {
+			return then(ctx, tx)
+		}
+		return nil
+	})
+}
+
+// queue starts f in a goroutine and waits until its push is queued behind
+// the writer, so queued pushes keep their order.
+func queue(t *testing.T, s *sqlite.Store, f func() error) <-chan error {
+	t.Helper()
+	n := s.PushesQueued()
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.PushesQueued() != n+1 {
+		select {
+		case err := <-ch:
+			t.Fatalf("push ended before queueing: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("push never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return ch
+}
+
+func present(t *testing.T, s *sqlite.Store, id string) bool {
+	t.Helper()
+	r, err := s.GetRow(context.Background(), "p", "items", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stored, err := s.GetPushResult(context.Background(), "p", "c", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (r != nil) != stored {
+		t.Fatalf("%s: row %v but push result %v", id, r != nil, stored)
+	}
+	return r != nil
+}
+
+func maxSeq(t *testing.T, s *sqlite.Store) int64 {
+	t.Helper()
+	b, err := s.LogBounds(context.Background(), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.MaxSeq
+}
+
+var errRefused = errors.New("refused by the push function")
+
+// TestGroupPartialFailure: of a group of pushes, the failing ones leave no
+// trace and get their own error, the others commit with dense seqs, all in
+// one COMMIT.
+func TestGroupPartialFailure(t *testing.T) {
+	s := groupStore(t)
+	release := hold(t, s)
+	const n = 20
+	seqs := make([]int64, n)
+	results := make([]<-chan error, n)
+	for i := range n {
+		results[i] = queue(t, s, func() error {
+			return push(context.Background(), s, fmt.Sprint("i", i), func(context.Context, ports.PushTx) error {
+				if i%2 == 1 {
+					return errRefused
+				}
+				return nil
+			}, &seqs[i])
+		})
+	}
+	before := sqlite.Commits(s)
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	want := int64(1) // the holder
+	for i := range n {
+		err := <-results[i]
+		if i%2 == 1 {
+			if !errors.Is(err, errRefused) {
+				t.Errorf("push %d: err %v, want its own error", i, err)
+			}
+			if present(t, s, fmt.Sprint("i", i)) {
+				t.Errorf("failed push %d persisted", i)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("push %d: %v", i, err)
+		}
+		want++
+		if seqs[i] != want {
+			t.Errorf("push %d: seq %d, want %d", i, seqs[i], want)
+		}
+		if !present(t, s, fmt.Sprint("i", i)) {
+			t.Errorf("push %d missing", i)
+		}
+	}
+	if got := maxSeq(t, s); got != want {
+		t.Errorf("max seq %d, want %d", got, want)
+	}
+	if got := sqlite.Commits(s) - before; got != 1 {
+		t.Errorf("%d COMMITs for the holder and the pushes queued behind it, want one", got)
+	}
+}
+
+// TestGroupCancelledQueued: a push whose context ends while queued returns
+// at once and never runs; one cancelled mid-function is rolled back alone.
+func TestGroupCancelledQueued(t *testing.T) {
+	s := groupStore(t)
+	release := hold(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	var ran atomic.Bool
+	queued := queue(t, s, func() error {
+		return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(ports.PushTx) error {
+			ran.Store(true)
+			return nil
+		})
+	})
+	first := queue(t, s, func() error { return push(context.Background(), s, "first", nil, nil) })
+	mctx, mcancel := context.WithCancel(context.Background())
+	mid := queue(t, s, func() error {
+		return s.Push(mctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+			w := storetest.Item("mid", "o", 0)
+			if err := tx.UpsertRow(mctx, "items", w); err != nil {
+				return err
+			}
+			mcancel()
+			_, err := tx.AppendCommit(mctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "mid",
+				Changes: []commit.Change{storetest.Change(w)}})
+			return err
+		})
+	})
+	last := queue(t, s, func() error { return push(context.Background(), s, "last", nil, nil) })
+	cancel()
+	select {
+	case err := <-queued:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled queued push: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled queued push waited for the writer")
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-mid; !errors.Is(err, context.Canceled) {
+		t.Errorf("push cancelled mid-function: %v", err)
+	}
+	if err := <-last; err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() {
+		t.Error("the cancelled queued push ran")
+	}
+	if r, err := s.GetRow(context.Background(), "p", "items", "mid"); err != nil || r != nil {
+		t.Errorf("push cancelled mid-function persisted (%v)", err)
+	}
+	if !present(t, s, "first") || !present(t, s, "last") || maxSeq(t, s) != 3 {
+		t.Errorf("first %v, last %v, max seq %d", present(t, s, "first"), present(t, s, "last"), maxSeq(t, s))
+	}
+}
+
+// TestGroupCommitFailure: a failed COMMIT reaches every push of the group
+// (the holder leads it: the queued pushes join its group) and persists
+// none of them; a retry commits.
+func TestGroupCommitFailure(t *testing.T) {
+	s := groupStore(t)
+	release := hold(t, s)
+	fail := errors.New("commit failed")
+	sqlite.SetCommitHook(s, func() error { return fail })
+	var results []<-chan error
+	for i := range 5 {
+		results = append(results, queue(t, s, func() error { return push(context.Background(), s, fmt.Sprint("i", i), nil, nil) }))
+	}
+	if err := release(); !errors.Is(err, fail) {
+		t.Errorf("holder: err %v, want the COMMIT failure", err)
+	}
+	for i, ch := range results {
+		if err := <-ch; !errors.Is(err, fail) {
+			t.Errorf("push %d: err %v, want the COMMIT failure", i, err)
+		}
+		if present(t, s, fmt.Sprint("i", i)) {
+			t.Errorf("push %d persisted", i)
+		}
+	}
+	if present(t, s, "holder") || maxSeq(t, s) != 0 {
+		t.Errorf("holder present %v, max seq %d", present(t, s, "holder"), maxSeq(t, s))
+	}
+	sqlite.SetCommitHook(s, nil)
+	var seq int64
+	if err := push(context.Background(), s, "i0", nil, &seq); err != nil || seq != 1 {
+		t.Fatalf("retry: seq %d, %v", seq, err)
+	}
+}
+
+// TestGroupDiscardWrites: DiscardWrites inside a group discards only the
+// calling push's writes; what it writes afterwards commits.
+func TestGroupDiscardWrites(t *testing.T) {
+	s := groupStore(t)
+	release := hold(t, s)
+	var seqA, seqC int64
+	a := queue(t, s, func() error { return push(context.Background(), s, "a", nil, &seqA) })
+	b := queue(t, s, func() error {
+		return push(context.Background(), s, "b", func(ctx context.Context, tx ports.PushTx) error {
+			if err := tx.DiscardWrites(ctx); err != nil {
+				return err
+			}
+			_, err := tx.PutPushResult(ctx, "c", "b-rejected", []byte(`{"status":"rejected"}`))
+			return err
+		}, nil)
+	})
+	c := queue(t, s, func() error { return push(context.Background(), s, "c", nil, &seqC) })
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan error{a, b, c} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !present(t, s, "a") || !present(t, s, "c") {
+		t.Fatal("a group member lost its writes to another's DiscardWrites")
+	}
+	if present(t, s, "b") {
+		t.Fatal("DiscardWrites kept the push's writes")
+	}
+	if _, ok, err := s.GetPushResult(context.Background(), "p", "c", "b-rejected"); err != nil || !ok {
+		t.Fatalf("write after DiscardWrites lost: %v %v", ok, err)
+	}
+	if seqA != 2 || seqC != 3 || maxSeq(t, s) != 3 {
+		t.Fatalf("seqs a=%d c=%d, max %d", seqA, seqC, maxSeq(t, s))
+	}
+}
+
+// TestGroupConcurrent: many goroutines pushing at once, some failing: the
+// log is dense and holds exactly the successful pushes.
+func TestGroupConcurrent(t *testing.T) {
+	s := groupStore(t)
+	const workers, each = 16, 20
+	errs := make(chan error, workers*each)
+	var ok atomic.Int64
+	for w := range workers {
+		go func() {
+			for i := range each {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				err := push(context.Background(), s, id, func(context.Context, ports.PushTx) error {
+					if i%3 == 0 {
+						return errRefused
+					}
+					return nil
+				}, nil)
+				if i%3 == 0 {
+					if !errors.Is(err, errRefused) {
+						err = fmt.Errorf("%s: %v, want its own error", id, err)
+					} else {
+						err = nil
+					}
+				} else if err == nil {
+					ok.Add(1)
+				}
+				errs <- err
+			}
+		}()
+	}
+	for range workers * each {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := maxSeq(t, s); got != ok.Load() {
+		t.Fatalf("max seq %d for %d successful pushes", got, ok.Load())
+	}
+	for w := range workers {
+		for i := range each {
+			if got := present(t, s, fmt.Sprintf("w%d-%d", w, i)); got != (i%3 != 0) {
+				t.Errorf("w%d-%d present=%v", w, i, got)
+			}
+		}
+	}
+	cs, err := s.ReadCommitWindow(context.Background(), "p", ports.CommitWindow{Table: "items",
+		ScopeFilter: map[string][]string{"org": {"o"}}, ThroughSeq: ok.Load(), LimitChanges: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cs {
+		if c.Seq != int64(i+1) {
+			t.Fatalf("commit %d has seq %d", i, c.Seq)
+		}
+	}
+	if int64(len(cs)) != ok.Load() {
+		t.Fatalf("%d commits in the log, want %d", len(cs), ok.Load())
+	}
+}

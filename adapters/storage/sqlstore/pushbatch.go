@@ -1,0 +1,341 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// GroupCommitter is implemented by dialects whose write transactions all
+// serialize on one connection (SQLite). Push then commits in groups: the
+// pushes that queue while the writer is busy run in one write transaction,
+// each in its own savepoint, and share one COMMIT (one WAL fsync).
+type GroupCommitter interface {
+	// PushBatch bounds a group: at most MaxPushes pushes, and no push is
+	// started once the group has been open for MaxOpen.
+	PushBatch() (maxPushes int, maxOpen time.Duration)
+}
+
+// Group commit (SQLite).
+//
+// A Push enqueues a request. When no group is in progress the pusher leads
+// one itself: it waits for the writer (Begin, honouring its own context),
+// then runs its own push and, one at a time, every request queued by then
+// or while the group runs, until the group holds maxPushes pushes or has
+// been open for maxOpen. Each push runs between SAVEPOINT and RELEASE; a
+// push whose fn fails (or whose context ends mid-fn) is rolled back to its
+// savepoint and gets its error while the others go on. One COMMIT ends the
+// group and only then does any Push of the group return; a failed COMMIT
+// reaches every push of the group (callers retry idempotently). The leader
+// then hands the lead to the oldest queued request, so a lone push pays no
+// waiting: the group is whatever is queued when the writer is free.
+//
+// Serially equivalent: the pushes of a group run one after another in
+// queue order, each seeing the committed state plus the writes of the
+// group's earlier successful pushes (a failed push is rolled back before
+// the next starts), and they become visible together. That is exactly the
+// state a serial execution would have shown each push, and since nothing
+// of the group is visible or reported before the COMMIT, no push can have
+// observed a write that later vanished. In particular the serve gate read
+// inside a push (schema meta, the partition's log epoch, pending backfill
+// checkpoints, the writer fence) sees what a serial run would: pushes
+// never write those rows (AdvanceCheckpoint moves a watermark, never the
+// state the gate reads), and everything that does (EnsureSchema, declare,
+// claim, activate, epoch rotation) runs in its own write transaction on
+// the same writer, before or after a group, never inside one.
+//
+// Cancellation: a request whose context ends while queued is removed and
+// never runs. Inside a group, statements run uncancellable after a context
+// check (pushQuerier): SQLite answers an interrupted write statement by
+// rolling back the whole transaction, which would take the group's other
+// pushes with it; checking between statements rolls back only the
+// cancelled push, to its savepoint.
+type pushBatcher struct {
+	maxPushes int
+	maxOpen   time.Duration
+
+	mu      sync.Mutex
+	leading bool // a group is being formed or run
+	queue   []*pushReq
+}
+
+type reqState int
+
+const (
+	reqQueued  reqState = iota
+	reqRunning          // taken into a group (or leading one)
+	reqGone             // left the queue on cancellation
+)
+
+// pushReq is one queued push and, once woken, its outcome.
+type pushReq struct {
+	ctx       context.Context
+	partition string
+	opts      ports.PushOptions
+	fn        func(tx ports.PushTx) error
+
+	state reqState  // guarded by pushBatcher.mu
+	wake  chan bool // true: lead the next group; false: done
+	ok    bool      // fn succeeded and its savepoint was released
+	err   error     // the push's outcome
+	fnErr error     // fn's own error, when it failed
+	panic any       // a panic of fn, re-raised on the caller's goroutine
+	wrote int       // rows staged, for statistics refresh
+}
+
+// errGroupAborted is returned to the innocent pushes of a group that
+// another push broke (a failure SQLite answers by rolling back the whole
+// transaction); they are retried.
+var errGroupAborted = errors.New("push group aborted by another push")
+
+// errGroupCommit is how Commit and Rollback answer inside a group.
+var errGroupCommit = errors.New("push group: commit and rollback belong to the group")
+
+const groupSavepoint = "sync_push_group"
+
+// pushGrouped is Push through the group committer.
+func (s *Store) pushGrouped(ctx context.Context, partition string, opts ports.PushOptions, fn func(tx ports.PushTx) error) error {
+	for attempt := 0; ; attempt++ {
+		r := &pushReq{ctx: ctx, partition: partition, opts: opts, fn: fn, wake: make(chan bool, 1)}
+		s.pushes.submit(s, r)
+		if r.panic != nil {
+			panic(r.panic)
+		}
+		if r.err == nil {
+			s.noteWrites(r.wrote)
+			return nil
+		}
+		if r.fnErr != nil && !s.d.Retryable(r.fnErr) {
+			return r.fnErr
+		}
+		retry := errors.Is(r.err, errGroupAborted) || s.d.Retryable(r.err)
+		if attempt+1 < s.retries && retry && ctx.Err() == nil {
+			continue
+		}
+		return internal("push", r.err)
+	}
+}
+
+// submit queues r (or leads a group with it) and returns once r is done.
+func (b *pushBatcher) submit(s *Store, r *pushReq) {
+	b.mu.Lock()
+	if !b.leading {
+		b.leading = true
+		r.state = reqRunning
+		b.mu.Unlock()
+		b.lead(s, r)
+		return
+	}
+	r.state = reqQueued
+	b.queue = append(b.queue, r)
+	b.mu.Unlock()
+	var lead bool
+	select {
+	case lead = <-r.wake:
+	case <-r.ctx.Done():
+		b.mu.Lock()
+		if r.state == reqQueued {
+			for i, q := range b.queue {
+				if q == r {
+					b.queue = append(b.queue[:i], b.queue[i+1:]...)
+					break
+				}
+			}
+			r.state = reqGone
+			b.mu.Unlock()
+			r.err = r.ctx.Err()
+			return
+		}
+		b.mu.Unlock()
+		lead = <-r.wake // taken: the group answers
+	}
+	if lead {
+		b.lead(s, r)
+	}
+}
+
+// next takes the oldest queued request into the group, or returns nil when
+// the group is full, has been open too long, or nothing is queued.
+func (b *pushBatcher) next(n int, opened time.Time) *pushReq {
+	if n >= b.maxPushes || time.Since(opened) >= b.maxOpen {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) == 0 {
+		return nil
+	}
+	r := b.queue[0]
+	b.queue[0] = nil
+	b.queue = b.queue[1:]
+	r.state = reqRunning
+	return r
+}
+
+// handoff passes the lead to the oldest queued request, or ends leading.
+func (b *pushBatcher) handoff() {
+	b.mu.Lock()
+	if len(b.queue) == 0 {
+		b.queue = nil
+		b.leading = false
+		b.mu.Unlock()
+		return
+	}
+	r := b.queue[0]
+	b.queue[0] = nil
+	b.queue = b.queue[1:]
+	r.state = reqRunning
+	b.mu.Unlock()
+	r.wake <- true
+}
+
+// lead runs one group starting with self, answers its other members and
+// passes the lead on.
+func (b *pushBatcher) lead(s *Store, self *pushReq) {
+	defer b.handoff()
+	tx, err := s.d.Begin(self.ctx)
+	if err != nil {
+		self.err = err
+		return
+	}
+	group := make([]*pushReq, 0, 8)
+	opened := time.Now()
+	var broken error
+	for r := self; r != nil; r = b.next(len(group), opened) {
+		group = append(group, r)
+		if broken = s.runGrouped(tx, r); broken != nil {
+			break
+		}
+	}
+	committed := false
+	for _, r := range group {
+		committed = committed || r.ok
+	}
+	var end error
+	switch {
+	case broken != nil:
+		_ = tx.Rollback()
+		for _, r := range group {
+			if r.err == nil {
+				r.ok = false
+				r.err = fmt.Errorf("%w: %w", errGroupAborted, broken)
+			}
+		}
+	case committed:
+		end = tx.Commit()
+	default:
+		end = tx.Rollback()
+	}
+	for _, r := range group {
+		if r.ok && end != nil {
+			r.ok = false
+			r.err = end
+		}
+	}
+	for _, r := range group {
+		if r != self {
+			r.wake <- false
+		}
+	}
+}
+
+// runGrouped runs one request of a group in its own savepoint. It sets
+// r's outcome; a non-nil return means the transaction itself is lost
+// (SQLite rolled it back) and the group must be abandoned.
+func (s *Store) runGrouped(tx WriteTx, r *pushReq) error {
+	if err := r.ctx.Err(); err != nil {
+		r.err = err // cancelled while queued: never run
+		return nil
+	}
+	bg := context.WithoutCancel(r.ctx)
+	if _, err := tx.ExecContext(bg, "SAVEPOINT "+groupSavepoint); err != nil {
+		r.err = err
+		return err
+	}
+	q := pushQuerier{tx: tx, db: s.db.DB}
+	err := s.d.LockPartition(r.ctx, q, r.partition)
+	var ptx *pushTx
+	if err == nil {
+		ptx = &pushTx{s: s, tx: q, partition: r.partition, writerVersion: r.opts.WriterVersion}
+		err = callPush(r, ptx)
+	}
+	if err == nil {
+		if _, err := tx.ExecContext(bg, "RELEASE "+groupSavepoint); err != nil {
+			r.err = err
+			return err
+		}
+		r.ok, r.wrote = true, ptx.written
+		return nil
+	}
+	r.err = err
+	if _, err := tx.ExecContext(bg, "ROLLBACK TO "+groupSavepoint); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(bg, "RELEASE "+groupSavepoint); err != nil {
+		return err
+	}
+	return nil
+}
+
+// callPush runs r.fn, turning a panic into a failure of r (re-raised by
+// its own Push).
+func callPush(r *pushReq, ptx *pushTx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.panic = p
+			err = fmt.Errorf("push function panicked: %v", p)
+		}
+	}()
+	err = r.fn(ptx)
+	r.fnErr = err
+	return err
+}
+
+// pushQuerier is a grouped push's view of the group transaction: each
+// statement first checks the caller's context, then runs uncancellable
+// (an interrupted write statement would roll back the whole group).
+type pushQuerier struct {
+	tx WriteTx
+	db *sql.DB // answers a cancelled QueryRow without running it
+}
+
+func (q pushQuerier) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return q.tx.ExecContext(context.WithoutCancel(ctx), query, args...)
+}
+
+func (q pushQuerier) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return q.tx.QueryContext(context.WithoutCancel(ctx), query, args...)
+}
+
+func (q pushQuerier) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if ctx.Err() != nil {
+		// database/sql checks an ended context before taking a
+		// connection: the row carries ctx.Err() and nothing runs.
+		return q.db.QueryRowContext(ctx, query, args...)
+	}
+	return q.tx.QueryRowContext(context.WithoutCancel(ctx), query, args...)
+}
+
+func (pushQuerier) Commit() error   { return errGroupCommit }
+func (pushQuerier) Rollback() error { return errGroupCommit }
+
+// PushesQueued is the number of pushes waiting for a group (tests).
+func (s *Store) PushesQueued() int {
+	if s.pushes == nil {
+		return 0
+	}
+	s.pushes.mu.Lock()
+	defer s.pushes.mu.Unlock()
+	return len(s.pushes.queue)
+}
