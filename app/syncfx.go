@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -164,7 +165,7 @@ type syncHandler struct {
 func (h *syncHandler) serve(w http.ResponseWriter, r *http.Request, id ports.Identity, body []byte) {
 	resp, err := h.svc.Handle(r.Context(), id, body)
 	if err != nil {
-		h.logFailure(err, id)
+		h.logFailure(r.Context(), err, id)
 		httpapi.WriteTransportError(w, err)
 		return
 	}
@@ -194,7 +195,13 @@ func (h *syncHandler) serve(w http.ResponseWriter, r *http.Request, id ports.Ide
 	}
 }
 
-func (h *syncHandler) logFailure(err error, id ports.Identity) {
+func (h *syncHandler) logFailure(ctx context.Context, err error, id ports.Identity) {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// The client went away (or the server is shutting down): nothing
+		// failed on this side.
+		h.log.Debug("sync request abandoned", zap.String("partition", id.Partition), zap.Error(err))
+		return
+	}
 	var se *syncerr.Error
 	if errors.As(err, &se) && syncerr.Lookup(se.Code).Code == se.Code && se.Code != syncerr.InternalError {
 		h.log.Debug("sync request refused", zap.String("code", string(se.Code)),
