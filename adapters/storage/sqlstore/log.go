@@ -71,7 +71,11 @@ ORDER BY c.k, ch.idx`, candidates("sync_change_scopes", "commit_seq", " AND comm
 
 // windowPage folds one page: rows arrive ordered by (seq, idx); every
 // candidate advances the cursor, even one whose changes all fail the
-// full filter.
+// full filter. Scopes and payload are scanned as sql.RawBytes (no
+// database/sql clone): the scopes are decoded straight from the driver's
+// bytes with interned variables and values, and only a delivered upsert's
+// payload is copied, once. The commit header columns repeat on every
+// change row of a commit and are converted only on its first row.
 func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []any, w ports.CommitWindow,
 	out *[]commit.Commit, delivered *int, after *int64) (cands int, done bool, err error) {
 	rows, err := q.QueryContext(ctx, query, args...)
@@ -79,21 +83,23 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 		return 0, false, err
 	}
 	defer func() { _ = rows.Close() }()
-	var cur *commit.Commit
+	var cur commit.Commit
+	have := false
 	curSeq := int64(-1)
 	flush := func() bool {
-		if cur != nil && len(cur.Changes) > 0 {
-			*out = append(*out, *cur)
+		if have && len(cur.Changes) > 0 {
+			*out = append(*out, cur)
 			*delivered += len(cur.Changes)
 		}
-		cur = nil
+		cur, have = commit.Commit{}, false
 		return *delivered >= w.LimitChanges
 	}
+	in := interner{}
+	var seq int64
+	var actor, client, clientCommit, rowID sql.NullString
+	var created, op, rowVersion sql.NullInt64
+	var scopes, payload sql.RawBytes
 	for rows.Next() {
-		var seq int64
-		var actor, client, clientCommit, rowID sql.NullString
-		var created, op, rowVersion sql.NullInt64
-		var scopes, payload []byte
 		if err := rows.Scan(&seq, &actor, &created, &client, &clientCommit, &rowID, &op, &rowVersion, &scopes, &payload); err != nil {
 			return cands, false, err
 		}
@@ -105,14 +111,15 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 			curSeq = seq
 			*after = seq
 			if actor.Valid {
-				cur = &commit.Commit{Seq: seq, CreatedAtMs: created.Int64, ActorID: actor.String,
+				cur = commit.Commit{Seq: seq, CreatedAtMs: created.Int64, ActorID: actor.String,
 					ClientID: client.String, ClientCommitID: clientCommit.String}
+				have = true
 			}
 		}
-		if cur == nil || !rowID.Valid {
+		if !have || !rowID.Valid {
 			continue
 		}
-		m, err := decodeScopes(scopes)
+		m, err := decodeScopesIn(scopes, in)
 		if err != nil {
 			return cands, false, err
 		}
@@ -123,8 +130,8 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 		if rowVersion.Valid {
 			ch.RowVersion = rowVersion.Int64
 		}
-		if ch.Op == commit.OpUpsert {
-			ch.Row = payload
+		if ch.Op == commit.OpUpsert && payload != nil {
+			ch.Row = append(make([]byte, 0, len(payload)), payload...)
 		}
 		cur.Changes = append(cur.Changes, ch)
 	}

@@ -10,10 +10,37 @@ import (
 // of plain strings, so a small scanner handles them; anything it does not
 // recognise (escapes, other value types) goes through encoding/json.
 func decodeScopes(raw []byte) (map[string]string, error) {
+	return decodeScopesIn(raw, nil)
+}
+
+// maxInterned bounds an interner: scope variables and values repeat across
+// the rows of one page, so each distinct text is allocated once.
+const maxInterned = 1024
+
+// interner hands out one string per distinct text; nil interns nothing.
+type interner map[string]string
+
+func (in interner) str(b []byte) string {
+	if in == nil {
+		return string(b)
+	}
+	if s, ok := in[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(in) < maxInterned {
+		in[s] = s
+	}
+	return s
+}
+
+// decodeScopesIn is decodeScopes with keys and values taken from in. raw
+// is not retained (it may be a sql.RawBytes).
+func decodeScopesIn(raw []byte, in interner) (map[string]string, error) {
 	if len(raw) == 0 {
 		return map[string]string{}, nil
 	}
-	if m, ok := scanFlatObject(raw); ok {
+	if m, ok := scanFlatObject(raw, in); ok {
 		return m, nil
 	}
 	m := map[string]string{}
@@ -31,7 +58,7 @@ func skipSpace(b []byte, i int) int {
 }
 
 // plainString reads a JSON string without escapes starting at b[i]=='"'.
-func plainString(b []byte, i int) (string, int, bool) {
+func plainString(b []byte, i int, in interner) (string, int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return "", i, false
 	}
@@ -42,7 +69,7 @@ func plainString(b []byte, i int) (string, int, bool) {
 			if !utf8.Valid(s) {
 				return "", i, false
 			}
-			return string(s), j + 1, true
+			return in.str(s), j + 1, true
 		case c == '\\' || c < 0x20:
 			return "", i, false
 		}
@@ -51,7 +78,7 @@ func plainString(b []byte, i int) (string, int, bool) {
 }
 
 // scanFlatObject parses {"k":"v",...} with optional whitespace.
-func scanFlatObject(b []byte) (map[string]string, bool) {
+func scanFlatObject(b []byte, in interner) (map[string]string, bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
@@ -62,7 +89,7 @@ func scanFlatObject(b []byte) (map[string]string, bool) {
 		return m, skipSpace(b, i+1) == len(b)
 	}
 	for {
-		k, j, ok := plainString(b, i)
+		k, j, ok := plainString(b, i, in)
 		if !ok {
 			return nil, false
 		}
@@ -70,7 +97,7 @@ func scanFlatObject(b []byte) (map[string]string, bool) {
 		if i >= len(b) || b[i] != ':' {
 			return nil, false
 		}
-		v, j, ok := plainString(b, skipSpace(b, i+1))
+		v, j, ok := plainString(b, skipSpace(b, i+1), in)
 		if !ok {
 			return nil, false
 		}
