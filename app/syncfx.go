@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"syscall"
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
@@ -184,7 +185,11 @@ func (h *syncHandler) serve(w http.ResponseWriter, r *http.Request, id ports.Ide
 		err = enc.Close()
 	}
 	if err != nil {
-		h.log.Error("encode sync response", zap.Error(err))
+		if clientGone(r.Context(), err) {
+			h.log.Debug("sync response abandoned by the client", zap.Error(err))
+		} else {
+			h.log.Error("encode sync response", zap.Error(err))
+		}
 		if out.Discard() {
 			httpapi.WriteTransportError(w, syncerr.Wrap(syncerr.InternalError, err))
 			return
@@ -195,8 +200,15 @@ func (h *syncHandler) serve(w http.ResponseWriter, r *http.Request, id ports.Ide
 	}
 }
 
+// clientGone reports whether err only says that the client went away: its
+// request was canceled, or the connection broke under a write.
+func clientGone(ctx context.Context, err error) bool {
+	return (ctx.Err() != nil && errors.Is(err, ctx.Err())) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
 func (h *syncHandler) logFailure(ctx context.Context, err error, id ports.Identity) {
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+	if clientGone(ctx, err) {
 		// The client went away (or the server is shutting down): nothing
 		// failed on this side.
 		h.log.Debug("sync request abandoned", zap.String("partition", id.Partition), zap.Error(err))

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
+	"syscall"
 	"testing"
 
 	"go.uber.org/zap"
@@ -13,8 +16,9 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// TestSyncFailureLogLevels: a request its client abandoned is not logged
-// as a server error; any other unexpected failure is.
+// TestSyncFailureLogLevels: a request its client abandoned (canceled, or
+// the connection broke) is not logged as a server error; any other
+// unexpected failure is.
 func TestSyncFailureLogLevels(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	h := &syncHandler{log: zap.New(core)}
@@ -24,7 +28,8 @@ func TestSyncFailureLogLevels(t *testing.T) {
 	h.logFailure(gone, fmt.Errorf("read serve gate: %w", context.Canceled), id)
 	h.logFailure(gone, errors.New("disk on fire"), id)
 	h.logFailure(context.Background(), fmt.Errorf("touch partition: %w", context.Canceled), id)
-	want := []zapcore.Level{zap.DebugLevel, zap.ErrorLevel, zap.ErrorLevel}
+	h.logFailure(context.Background(), &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}, id)
+	want := []zapcore.Level{zap.DebugLevel, zap.ErrorLevel, zap.ErrorLevel, zap.DebugLevel}
 	got := logs.All()
 	if len(got) != len(want) {
 		t.Fatalf("%d entries", len(got))
