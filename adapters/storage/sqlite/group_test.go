@@ -371,3 +371,34 @@ func TestGroupConcurrent(t *testing.T) {
 		t.Fatalf("%d commits in the log, want %d", len(cs), ok.Load())
 	}
 }
+
+// TestGroupWriteOne: single-statement writes outside Push (here a client
+// record) queued behind the writer join the group and commit with it.
+func TestGroupWriteOne(t *testing.T) {
+	s := groupStore(t)
+	release := hold(t, s)
+	before := sqlite.Commits(s)
+	rec := queue(t, s, func() error {
+		return s.PutClient(context.Background(), ports.ClientRecord{Partition: "p", ClientID: "c1", ActorID: "a", WireVersion: 3, Cursor: 7, UpdatedAtMs: 1})
+	})
+	p := queue(t, s, func() error { return push(context.Background(), s, "after", nil, nil) })
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-rec; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-p; err != nil {
+		t.Fatal(err)
+	}
+	if got := sqlite.Commits(s) - before; got != 1 {
+		t.Errorf("%d COMMITs, want one group", got)
+	}
+	c, err := s.GetClient(context.Background(), "p", "c1")
+	if err != nil || c == nil || c.Cursor != 7 {
+		t.Fatalf("client record %+v, %v", c, err)
+	}
+	if !present(t, s, "after") || maxSeq(t, s) != 2 {
+		t.Fatalf("after present %v, max seq %d", present(t, s, "after"), maxSeq(t, s))
+	}
+}

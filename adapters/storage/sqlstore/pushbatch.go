@@ -45,9 +45,14 @@ type GroupCommitter interface {
 // inside a push (schema meta, the partition's log epoch, pending backfill
 // checkpoints, the writer fence) sees what a serial run would: pushes
 // never write those rows (AdvanceCheckpoint moves a watermark, never the
-// state the gate reads), and everything that does (EnsureSchema, declare,
-// claim, activate, epoch rotation) runs in its own write transaction on
-// the same writer, before or after a group, never inside one.
+// state the gate reads); schema changes, declarations, activations and
+// epoch rotations run in their own write transactions on the same writer,
+// before or after a group, never inside one; and the single-statement
+// writes that do join groups (writeGrouped: a first-use TouchPartition
+// minting the epoch, a checkpoint claim, which keeps the checkpoint
+// pending) are earlier members like any other: a later push's gate sees
+// them exactly as if they had committed just before it, and they commit
+// with it or not at all.
 //
 // Cancellation: a request whose context ends while queued is removed and
 // never runs. Inside a group, statements run uncancellable after a context
@@ -78,6 +83,7 @@ type pushReq struct {
 	partition string
 	opts      ports.PushOptions
 	fn        func(tx ports.PushTx) error
+	one       func(q Querier) error // instead of fn: a writeOne statement
 
 	state reqState  // guarded by pushBatcher.mu
 	wake  chan bool // true: lead the next group; false: done
@@ -118,6 +124,31 @@ func (s *Store) pushGrouped(ctx context.Context, partition string, opts ports.Pu
 			continue
 		}
 		return internal("push", r.err)
+	}
+}
+
+// writeGrouped is writeOne through the group committer: single-statement
+// writes outside Push (client records, partition touches, cursor acks,
+// checkpoint claims and advances, reaction updates) join the groups too,
+// each in its own savepoint, so a pull's client-record write shares the
+// pushes' COMMIT instead of paying its own. The serial-equivalence
+// argument above covers them: a group member sees exactly what a serial
+// run would have shown it.
+func (s *Store) writeGrouped(ctx context.Context, op string, fn func(q Querier) error) error {
+	for attempt := 0; ; attempt++ {
+		r := &pushReq{ctx: ctx, one: fn, wake: make(chan bool, 1)}
+		s.pushes.submit(s, r)
+		if r.panic != nil {
+			panic(r.panic)
+		}
+		if r.err == nil {
+			return nil
+		}
+		retry := errors.Is(r.err, errGroupAborted) || s.d.Retryable(r.err)
+		if attempt+1 < s.retries && retry && ctx.Err() == nil {
+			continue
+		}
+		return internal(op, r.err)
 	}
 }
 
@@ -258,18 +289,27 @@ func (s *Store) runGrouped(tx WriteTx, r *pushReq) error {
 		return err
 	}
 	q := pushQuerier{tx: tx, db: s.db.DB}
-	err := s.d.LockPartition(r.ctx, q, r.partition)
 	var ptx *pushTx
-	if err == nil {
+	var err error
+	if r.one != nil {
+		err = callGuarded(r, func() error { return r.one(q) })
+	} else if err = s.d.LockPartition(r.ctx, q, r.partition); err == nil {
 		ptx = &pushTx{s: s, tx: q, partition: r.partition, writerVersion: r.opts.WriterVersion}
-		err = callPush(r, ptx)
+		err = callGuarded(r, func() error {
+			err := r.fn(ptx)
+			r.fnErr = err
+			return err
+		})
 	}
 	if err == nil {
 		if _, err := tx.ExecContext(bg, "RELEASE "+groupSavepoint); err != nil {
 			r.err = err
 			return err
 		}
-		r.ok, r.wrote = true, ptx.written
+		r.ok = true
+		if ptx != nil {
+			r.wrote = ptx.written
+		}
 		return nil
 	}
 	r.err = err
@@ -282,18 +322,16 @@ func (s *Store) runGrouped(tx WriteTx, r *pushReq) error {
 	return nil
 }
 
-// callPush runs r.fn, turning a panic into a failure of r (re-raised by
-// its own Push).
-func callPush(r *pushReq, ptx *pushTx) (err error) {
+// callGuarded runs f for r, turning a panic into a failure of r (re-raised
+// on r's own goroutine).
+func callGuarded(r *pushReq, f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.panic = p
-			err = fmt.Errorf("push function panicked: %v", p)
+			err = fmt.Errorf("grouped write panicked: %v", p)
 		}
 	}()
-	err = r.fn(ptx)
-	r.fnErr = err
-	return err
+	return f()
 }
 
 // pushQuerier is a grouped push's view of the group transaction: each

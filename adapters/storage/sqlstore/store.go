@@ -168,9 +168,13 @@ func (s *Store) writeTx(ctx context.Context, op, partition string, fn func(tx Wr
 }
 
 // writeOne runs one write statement: autocommit where the dialect allows
-// (one round trip on PostgreSQL), else in a write transaction.
+// (one round trip on PostgreSQL), else in a write transaction, grouped with
+// pushes on a GroupCommitter dialect (pushbatch.go).
 func (s *Store) writeOne(ctx context.Context, op string, fn func(q Querier) error) error {
 	q := s.d.Autocommit()
+	if q == nil && s.pushes != nil {
+		return s.writeGrouped(ctx, op, fn)
+	}
 	if q == nil {
 		return s.writeTx(ctx, op, "", func(tx WriteTx) error { return fn(tx) })
 	}
