@@ -90,16 +90,16 @@ func (t *Transport) SegmentEndpoint(auth ports.Authenticator, svc SegmentService
 			return
 		}
 		defer rc.Close()
-		if signed {
-			h.Set("Vary", segmentVary)
-			h.Set("Content-Type", ContentTypeSegment)
-			h.Set("Content-Length", strconv.FormatInt(size, 10))
-			w.WriteHeader(http.StatusOK)
-			if _, err := io.Copy(w, rc); err != nil {
-				log.Debug("segment download interrupted", zap.String("segment", pub.SegmentID), zap.Error(err))
-			}
+		if signed || size < int64(t.minBytes) ||
+			NegotiateEncoding(strings.Join(r.Header.Values("Accept-Encoding"), ",")) == EncodingIdentity {
+			// Identity: straight to the client with the stored length,
+			// nothing buffered (a signed URL is never compressed, and a
+			// body below CompressMinBytes goes out as identity).
+			streamIdentity(w, pub.SegmentID, rc, size, log)
 			return
 		}
+		// Compressed: streamed through the encoder; only a first write
+		// below CompressMinBytes is buffered.
 		vw := &varyWriter{ResponseWriter: w}
 		out := t.Respond(vw, r, http.StatusOK, ContentTypeSegment)
 		if _, err := io.Copy(out, rc); err != nil {
@@ -116,6 +116,45 @@ func (t *Transport) SegmentEndpoint(auth ports.Authenticator, svc SegmentService
 			log.Debug("segment download interrupted", zap.String("segment", pub.SegmentID), zap.Error(err))
 		}
 	})
+}
+
+// streamIdentity writes a segment's bytes unencoded with Content-Length
+// size. A read that fails before the first byte is answered as JSON.
+func streamIdentity(w http.ResponseWriter, id string, rc io.Reader, size int64, log *zap.Logger) {
+	h := w.Header()
+	h.Set("Vary", segmentVary)
+	h.Set("Content-Type", ContentTypeSegment)
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
+	sw := &startWriter{w: w}
+	if _, err := io.Copy(sw, rc); err != nil {
+		if !sw.started {
+			for _, k := range []string{"ETag", "Cache-Control", "Vary", "Content-Length"} {
+				h.Del(k)
+			}
+			log.Error("segment read failed", zap.String("segment", id), zap.Error(err))
+			WriteError(w, syncerr.Wrap(syncerr.InternalError, err))
+			return
+		}
+		log.Debug("segment download interrupted", zap.String("segment", id), zap.Error(err))
+		return
+	}
+	if !sw.started {
+		w.WriteHeader(http.StatusOK) // an empty segment
+	}
+}
+
+// startWriter records whether any byte (and so the header) went out.
+type startWriter struct {
+	w       io.Writer
+	started bool
+}
+
+func (s *startWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s.started = true
+	return s.w.Write(p)
 }
 
 func logSegmentRefusal(log *zap.Logger, err error) {

@@ -5,10 +5,12 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"testing/iotest"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -19,6 +21,8 @@ import (
 
 type fakeSegments struct {
 	bytes      []byte
+	readErr    error // returned by the segment reader after failAt bytes
+	failAt     int
 	directErr  error
 	signedErr  error
 	gotScopes  string
@@ -43,6 +47,10 @@ func (f *fakeSegments) AuthorizeSigned(_ context.Context, _ string, token string
 
 func (f *fakeSegments) Open(context.Context, ports.SegmentPublication) (io.ReadCloser, int64, error) {
 	f.openCalled = true
+	if f.readErr != nil {
+		r := io.MultiReader(bytes.NewReader(f.bytes[:f.failAt]), iotest.ErrReader(f.readErr))
+		return io.NopCloser(r), int64(len(f.bytes)), nil
+	}
 	return io.NopCloser(bytes.NewReader(f.bytes)), int64(len(f.bytes)), nil
 }
 
@@ -196,5 +204,45 @@ func TestSegmentEndpointSigned(t *testing.T) {
 	resp = get(t, url, nil)
 	if resp.StatusCode != 403 || errCode(t, resp) != "sync.forbidden" {
 		t.Fatalf("refused token: %d", resp.StatusCode)
+	}
+}
+
+// TestSegmentEndpointStreams checks that identity bodies carry the stored
+// length (above CompressMinBytes too), that a read failing before the
+// first byte is answered as JSON on every path, and that one failing later
+// cuts the body short.
+func TestSegmentEndpointStreams(t *testing.T) {
+	f := &fakeSegments{bytes: bytes.Repeat([]byte("0123456789abcdef"), 64<<10)}
+	srv := segmentServer(t, f)
+	id := contentaddr.Of(f.bytes)
+	url := srv.URL + "/api/segments/" + id
+	auth := map[string]string{"Authorization": "Bearer x", HeaderScopes: `{}`, "Accept-Encoding": "identity"}
+	resp := get(t, url, auth)
+	got, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.ContentLength != int64(len(f.bytes)) || err != nil || !bytes.Equal(got, f.bytes) {
+		t.Fatalf("identity: status %d length %d, %d bytes back, %v", resp.StatusCode, resp.ContentLength, len(got), err)
+	}
+	f.readErr = errors.New("disk gone")
+	for _, enc := range []string{"identity", "gzip", "zstd"} {
+		auth["Accept-Encoding"] = enc
+		for _, signed := range []bool{false, true} {
+			u := url
+			if signed {
+				u += "?st=tok"
+			}
+			resp := get(t, u, auth)
+			if resp.StatusCode != 500 || resp.Header.Get("ETag") != "" || resp.Header.Get("Content-Type") != ContentTypeJSON ||
+				errCode(t, resp) != string(syncerr.InternalError) {
+				t.Errorf("%s signed=%v: a read failing before the first byte: status %d etag %q type %q",
+					enc, signed, resp.StatusCode, resp.Header.Get("ETag"), resp.Header.Get("Content-Type"))
+			}
+		}
+	}
+	f.failAt = 100 << 10
+	auth["Accept-Encoding"] = "identity"
+	resp = get(t, url, auth)
+	got, err = io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || err == nil || len(got) >= len(f.bytes) {
+		t.Fatalf("a read failing mid-body: status %d, %d bytes, %v; want a cut body", resp.StatusCode, len(got), err)
 	}
 }

@@ -151,7 +151,8 @@ func (e *EncodedResponse) Discard() bool {
 var errResponseClosed = errors.New("httpapi: write to a closed response")
 
 // Write buffers p until the body is large enough to compress, then
-// streams through the encoder.
+// streams through the encoder. A write that reaches CompressMinBytes
+// commits and goes to the encoder as is, without a copy in the buffer.
 func (e *EncodedResponse) Write(p []byte) (int, error) {
 	if e.closed {
 		return 0, errResponseClosed
@@ -159,13 +160,14 @@ func (e *EncodedResponse) Write(p []byte) (int, error) {
 	if e.committed {
 		return e.cw.Write(p)
 	}
-	e.buf.Write(p)
-	if e.buf.Len() >= e.t.minBytes && e.buf.Len() > 0 {
-		if err := e.commit(e.enc, false); err != nil {
-			return 0, err
-		}
+	if n := e.buf.Len() + len(p); n < e.t.minBytes || n == 0 {
+		e.buf.Write(p)
+		return len(p), nil
 	}
-	return len(p), nil
+	if err := e.commit(e.enc, false); err != nil {
+		return 0, err
+	}
+	return e.cw.Write(p)
 }
 
 // Flush commits the response and pushes every byte written so far to

@@ -227,17 +227,135 @@ WHERE segment_id = ? ORDER BY created_at_ms, partition, log_epoch, tbl, scope_di
 	return out, nil
 }
 
-// Open implements ports.SegmentSource. The bytes are read whole.
+// openChunk is how many bytes of a segment one read fetches.
+const openChunk = 512 << 10
+
+// Open implements ports.SegmentSource. The bytes are read in chunks of
+// openChunk, one statement each on the read pool (no connection is held
+// between chunks), so a download holds one chunk rather than the whole
+// segment: each chunk is scanned as sql.RawBytes (no database/sql clone)
+// and copied once into the reader's reused buffer. The first chunk is read
+// here, so a missing segment is refused before any byte goes out. A
+// segment swept between two chunks fails the read (the download is cut).
 func (s *Store) Open(ctx context.Context, id string) (io.ReadCloser, int64, error) {
-	var b []byte
-	err := s.rd.QueryRowContext(ctx, s.q(`SELECT bytes FROM sync_segments WHERE segment_id = ?`), id).Scan(&b)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, 0, syncerr.New(syncerr.NotFound).WithMessage("segment not found")
-	}
+	r := &segmentReader{ctx: ctx, db: s.rd, id: id, size: -1, query: s.q(s.chunkQuery())}
+	found, err := r.fetch()
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlseg: open: %w", err)
 	}
-	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
+	if !found {
+		return nil, 0, syncerr.New(syncerr.NotFound).WithMessage("segment not found")
+	}
+	return r, r.size, nil
+}
+
+// chunkQuery reads the stored length and up to ? bytes from offset ?
+// (1-based) of a segment's bytes.
+func (s *Store) chunkQuery() string {
+	if s.pg {
+		return `SELECT byte_length, substring(bytes FROM ? FOR ?) FROM sync_segments WHERE segment_id = ?`
+	}
+	return `SELECT byte_length, substr(bytes, ?, ?) FROM sync_segments WHERE segment_id = ?`
+}
+
+// segmentReader streams a stored segment chunk by chunk.
+type segmentReader struct {
+	ctx   context.Context
+	db    *sql.DB
+	id    string
+	query string
+	size  int64 // the stored byte_length; -1 before the first chunk
+	off   int64 // bytes fetched so far
+	buf   []byte
+	pos   int
+}
+
+// fetch reads the next chunk into buf; found is false when the segment
+// is absent.
+func (r *segmentReader) fetch() (found bool, err error) {
+	want := int64(openChunk)
+	if r.size >= 0 {
+		want = min(want, r.size-r.off)
+	}
+	rows, err := r.db.QueryContext(r.ctx, r.query, r.off+1, want, r.id)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = rows.Close() }()
+	if !rows.Next() {
+		return false, rows.Err()
+	}
+	var size int64
+	var b sql.RawBytes
+	if err := rows.Scan(&size, &b); err != nil {
+		return false, err
+	}
+	if r.size < 0 {
+		r.size = size
+		want = min(want, size)
+	}
+	if size != r.size || int64(len(b)) != want {
+		return false, fmt.Errorf("segment %s: read %d bytes at %d of %d, want %d", r.id, len(b), r.off, size, want)
+	}
+	r.buf = append(r.buf[:0], b...)
+	r.pos = 0
+	r.off += want
+	return true, rows.Close()
+}
+
+// next makes buf hold unread bytes; io.EOF at the end.
+func (r *segmentReader) next() error {
+	if r.buf == nil && r.size < 0 {
+		return errors.New("sqlseg: read of a closed segment")
+	}
+	if r.pos < len(r.buf) {
+		return nil
+	}
+	if r.off >= r.size {
+		return io.EOF
+	}
+	found, err := r.fetch()
+	if err == nil && !found {
+		err = fmt.Errorf("segment %s removed during the read", r.id)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlseg: read: %w", err)
+	}
+	return nil
+}
+
+// Read implements io.Reader.
+func (r *segmentReader) Read(p []byte) (int, error) {
+	if err := r.next(); err != nil {
+		return 0, err
+	}
+	n := copy(p, r.buf[r.pos:])
+	r.pos += n
+	return n, nil
+}
+
+// WriteTo implements io.WriterTo: each chunk goes to w in one write.
+func (r *segmentReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		if err := r.next(); err == io.EOF {
+			return total, nil
+		} else if err != nil {
+			return total, err
+		}
+		n, err := w.Write(r.buf[r.pos:])
+		r.pos += n
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// Close implements io.Closer and drops the chunk buffer.
+func (r *segmentReader) Close() error {
+	r.buf, r.pos, r.size = nil, 0, -1
+	return nil
 }
 
 // Sweep implements ports.SegmentSweeper. A publication recorded while its

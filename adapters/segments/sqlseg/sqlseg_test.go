@@ -1,15 +1,23 @@
 package sqlseg_test
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
 	"github.com/syncd-dev/syncd/adapters/segments/sqlseg"
+	"github.com/syncd-dev/syncd/adapters/storage/postgres"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
+	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/pgtest"
 )
 
 func TestCollisionFailsLoud(t *testing.T) {
@@ -39,5 +47,94 @@ func TestCollisionFailsLoud(t *testing.T) {
 	pubs, err := s.Publications(ctx, p.SegmentID)
 	if err != nil || len(pubs) != 1 || pubs[0].ScopeDigest != "a" {
 		t.Fatalf("a refused Put changed the publications: %+v %v", pubs, err)
+	}
+}
+
+// TestOpenStreamsChunks reads segments of several chunks (and an empty
+// one) back through Read and WriteTo on both engines, refuses an absent
+// segment at Open, and fails a read whose segment is removed between
+// chunks.
+func TestOpenStreamsChunks(t *testing.T) {
+	ctx := context.Background()
+	engines := map[string]func(t *testing.T) (*sqlseg.Store, *sql.DB){
+		"sqlite": func(t *testing.T) (*sqlseg.Store, *sql.DB) {
+			st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "sync.db")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			s, err := sqlseg.Open(ctx, sqlseg.Options{DB: st.DB(), ReadDB: st.ReadDB()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, st.DB().DB
+		},
+		"postgres": func(t *testing.T) (*sqlseg.Store, *sql.DB) {
+			st, err := postgres.Open(ctx, postgres.Options{DSN: pgtest.DSN(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			s, err := sqlseg.Open(ctx, sqlseg.Options{DB: st.DB(), ReadDB: st.ReadDB()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, st.DB().DB
+		},
+	}
+	for name, open := range engines {
+		t.Run(name, func(t *testing.T) {
+			s, db := open(t)
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i, n := range []int{0, 1, 512 << 10, 1<<20 + 12345} {
+				b := make([]byte, n)
+				for j := range b {
+					b[j] = byte(rng.Uint32())
+				}
+				p := ports.SegmentPublication{SegmentKey: ports.SegmentKey{Partition: "p", LogEpoch: "e", Table: "t", ScopeDigest: fmt.Sprint(i)},
+					SegmentID: contentaddr.Of(b), ByteLength: int64(n), ExpiresAtMs: 100}
+				if _, err := s.Put(ctx, b, p); err != nil {
+					t.Fatal(err)
+				}
+				rc, size, err := s.Open(ctx, p.SegmentID)
+				if err != nil || size != int64(n) {
+					t.Fatalf("Open %d bytes: size %d, %v", n, size, err)
+				}
+				var got bytes.Buffer
+				if _, err := io.Copy(&got, rc); err != nil || !bytes.Equal(got.Bytes(), b) {
+					t.Fatalf("WriteTo of %d bytes: %d bytes back, equal %v, %v", n, got.Len(), bytes.Equal(got.Bytes(), b), err)
+				}
+				_ = rc.Close()
+				rc, _, err = s.Open(ctx, p.SegmentID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				small, err := io.ReadAll(io.LimitReader(struct{ io.Reader }{rc}, int64(n)+1))
+				if err != nil || !bytes.Equal(small, b) {
+					t.Fatalf("Read of %d bytes: %d bytes back, %v", n, len(small), err)
+				}
+				_ = rc.Close()
+			}
+			if _, _, err := s.Open(ctx, "absent"); syncerr.CodeOf(err) != syncerr.NotFound {
+				t.Fatalf("Open of an absent segment: %v, want not found", err)
+			}
+			b := bytes.Repeat([]byte("x"), 1<<20)
+			p := ports.SegmentPublication{SegmentKey: ports.SegmentKey{Partition: "p", LogEpoch: "e", Table: "t", ScopeDigest: "gone"},
+				SegmentID: contentaddr.Of(b), ByteLength: int64(len(b)), ExpiresAtMs: 100}
+			if _, err := s.Put(ctx, b, p); err != nil {
+				t.Fatal(err)
+			}
+			rc, _, err := s.Open(ctx, p.SegmentID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, `DELETE FROM sync_segments`); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(rc)
+			if err == nil || len(got) >= len(b) {
+				t.Fatalf("read of a removed segment: %d bytes, %v; want an error", len(got), err)
+			}
+		})
 	}
 }
