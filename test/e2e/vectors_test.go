@@ -12,6 +12,7 @@ import (
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/ssp2/vectortest"
+	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -95,26 +96,26 @@ func TestZstdRequestAndResponse(t *testing.T) {
 	})
 }
 
-// TestResponseVectorsAsRequests: every response envelope (valid or not)
-// sent as a request body is a 400 sync.invalid_request, never a 500.
+// TestResponseVectorsAsRequests: every response envelope of both
+// generations (valid or not) sent as a request body is a 400
+// sync.invalid_request, never a 500, also to a server admitting wire 2.
 func TestResponseVectorsAsRequests(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
-		s := start(t, e, serverOpts{})
-		m, ok := vectortest.Load(t, vectortest.Dir(t, "v3"), "response")
-		if !ok {
-			t.Skip("no response vectors")
-		}
-		var bins []string
-		for _, c := range m.Cases {
-			bins = append(bins, c.Bin)
-		}
-		for _, inv := range m.Invalid {
-			bins = append(bins, inv.Bin)
-		}
-		for _, b := range bins {
-			rep := s.post(call{}, m.Read(t, b))
-			if rep.status != http.StatusBadRequest {
-				t.Fatalf("%s: %d %s", b, rep.status, rep.body)
+		s := start(t, e, serverOpts{minWire: 2})
+		for _, gen := range []string{"v3", "v2"} {
+			m, ok := vectortest.Load(t, vectortest.Dir(t, gen), "response")
+			if !ok {
+				t.Fatalf("no %s response vectors", gen)
+			}
+			var bins []string
+			for _, c := range m.Cases {
+				bins = append(bins, c.Bin)
+			}
+			for _, inv := range m.Invalid {
+				bins = append(bins, inv.Bin)
+			}
+			for _, b := range bins {
+				s.jsonError(s.post(call{}, m.Read(t, b)), http.StatusBadRequest, syncerr.InvalidRequest)
 			}
 		}
 	})
