@@ -11,23 +11,26 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-func init() {
-	register("Checkpoints",
-		testCase{"DeclareInstallsRowAndFence", testDeclare},
-		testCase{"ConcurrentClaimsGetEpochsOneAndTwo", testConcurrentClaims},
-		testCase{"ClaimRefusesUndeclared", testClaimUndeclared},
-		testCase{"SupersededOwnerAdvanceChangesNothing", testAdvanceSuperseded},
-		testCase{"AdvanceInsidePushCommitsWithWrites", testAdvanceInTx},
-		testCase{"ActivationNeedsFence", testActivationNeedsFence},
-		testCase{"SourceChangeAboveWatermarkIsStale", testActivationStale},
-		testCase{"PrunedWindowIsUnverifiable", testActivationUnverifiable},
-		testCase{"ActivatedIsTerminal", testActivatedTerminal},
-		testCase{"SourceCoverage", testSourceCoverage},
-	)
-	register("ServeGate",
-		testCase{"ReadsMarkerEpochAndPending", testServeGate},
-		testCase{"OnTransaction", testServeGateTx},
-	)
+// checkpointGroups are the checkpoint case groups, in run order.
+func checkpointGroups() []group {
+	return []group{
+		{"Checkpoints", []testCase{
+			{"DeclareInstallsRowAndFence", testDeclare},
+			{"ConcurrentClaimsGetEpochsOneAndTwo", testConcurrentClaims},
+			{"ClaimRefusesUndeclared", testClaimUndeclared},
+			{"SupersededOwnerAdvanceChangesNothing", testAdvanceSuperseded},
+			{"AdvanceInsidePushCommitsWithWrites", testAdvanceInTx},
+			{"ActivationNeedsFence", testActivationNeedsFence},
+			{"SourceChangeAboveWatermarkIsStale", testActivationStale},
+			{"PrunedWindowIsUnverifiable", testActivationUnverifiable},
+			{"ActivatedIsTerminal", testActivatedTerminal},
+			{"SourceCoverage", testSourceCoverage},
+		}},
+		{"ServeGate", []testCase{
+			{"ReadsMarkerEpochAndPending", testServeGate},
+			{"OnTransaction", testServeGateTx},
+		}},
+	}
 }
 
 func decl(p, name string, v int32) checkpoint.Declaration {

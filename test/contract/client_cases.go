@@ -6,16 +6,19 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-func init() {
-	register("Partitions",
-		testCase{"TouchRegistersAndRefreshes", testTouch},
-		testCase{"RotateEpochDeletesClientRecords", testRotate},
-	)
-	register("Clients",
-		testCase{"PutGetReplace", testClientPutGet},
-		testCase{"AdvanceCursorRules", testAdvanceCursor},
-		testCase{"ActiveCursorFloor", testCursorFloor},
-	)
+// clientGroups are the client case groups, in run order.
+func clientGroups() []group {
+	return []group{
+		{"Partitions", []testCase{
+			{"TouchRegistersAndRefreshes", testTouch},
+			{"RotateEpochDeletesClientRecords", testRotate},
+		}},
+		{"Clients", []testCase{
+			{"PutGetReplace", testClientPutGet},
+			{"AdvanceCursorRules", testAdvanceCursor},
+			{"ActiveCursorFloor", testCursorFloor},
+		}},
+	}
 }
 
 func testTouch(t *testing.T, h Harness) {

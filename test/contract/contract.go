@@ -86,7 +86,7 @@ func Run(t *testing.T, h Harness) {
 	if h.New == nil || h.Reopen == nil {
 		t.Fatal("contract: Harness.New and Harness.Reopen are required")
 	}
-	for _, g := range groups {
+	for _, g := range allGroups() {
 		t.Run(g.name, func(t *testing.T) {
 			for _, c := range g.cases {
 				t.Run(c.name, func(t *testing.T) { c.run(t, h) })
@@ -105,10 +105,14 @@ type group struct {
 	cases []testCase
 }
 
-// groups is filled by the case files' init functions, in file order.
-var groups []group
-
-func register(name string, cases ...testCase) { groups = append(groups, group{name, cases}) }
+// allGroups lists every case group, in run order.
+func allGroups() []group {
+	var gs []group
+	for _, part := range [][]group{checkpointGroups(), clientGroups(), engineGroups(), logGroups(), pushGroups(), reactionGroups(), schemaGroups()} {
+		gs = append(gs, part...)
+	}
+	return gs
+}
 
 // ---- test schemas ----
 

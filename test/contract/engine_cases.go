@@ -12,15 +12,18 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-func init() {
-	register("Engine",
-		testCase{"FenceTriggerRefusesRawInsert", testFenceTrigger},
-		testCase{"PhysicalLayoutMismatch", testPhysicalLayout},
-		testCase{"ScopeReadsUseIndexes", testPlans},
-	)
-	register("Bulk",
-		testCase{"SeedRowsForOneScope", testBulkSeed},
-	)
+// engineGroups are the engine case groups, in run order.
+func engineGroups() []group {
+	return []group{
+		{"Engine", []testCase{
+			{"FenceTriggerRefusesRawInsert", testFenceTrigger},
+			{"PhysicalLayoutMismatch", testPhysicalLayout},
+			{"ScopeReadsUseIndexes", testPlans},
+		}},
+		{"Bulk", []testCase{
+			{"SeedRowsForOneScope", testBulkSeed},
+		}},
+	}
 }
 
 func needEngine(t *testing.T, h Harness) *Engine {

@@ -10,25 +10,28 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-func init() {
-	register("Log",
-		testCase{"WindowFiltersByScope", testWindowFilters},
-		testCase{"WindowLimitKeepsCommitsWhole", testWindowLimit},
-		testCase{"WindowRequiresScopeAndLimit", testWindowArgs},
-		testCase{"CommitSeqBefore", testCommitSeqBefore},
-	)
-	register("Rows",
-		testCase{"ScanKeysetInByteOrder", testScanByteOrder},
-		testCase{"ScanFiltersByScope", testScanFilters},
-		testCase{"ScanRequiresScopeAndLimit", testScanArgs},
-		testCase{"GetRowIsPartitionLocal", testGetRowPartitions},
-	)
-	register("Prune",
-		testCase{"RefusesStaleEpoch", testPruneStaleEpoch},
-		testCase{"AtomicThroughHorizon", testPruneAtomic},
-		testCase{"HorizonIsMonotonic", testPruneMonotonic},
-		testCase{"ConcurrentWithPushes", testPruneConcurrent},
-	)
+// logGroups are the log case groups, in run order.
+func logGroups() []group {
+	return []group{
+		{"Log", []testCase{
+			{"WindowFiltersByScope", testWindowFilters},
+			{"WindowLimitKeepsCommitsWhole", testWindowLimit},
+			{"WindowRequiresScopeAndLimit", testWindowArgs},
+			{"CommitSeqBefore", testCommitSeqBefore},
+		}},
+		{"Rows", []testCase{
+			{"ScanKeysetInByteOrder", testScanByteOrder},
+			{"ScanFiltersByScope", testScanFilters},
+			{"ScanRequiresScopeAndLimit", testScanArgs},
+			{"GetRowIsPartitionLocal", testGetRowPartitions},
+		}},
+		{"Prune", []testCase{
+			{"RefusesStaleEpoch", testPruneStaleEpoch},
+			{"AtomicThroughHorizon", testPruneAtomic},
+			{"HorizonIsMonotonic", testPruneMonotonic},
+			{"ConcurrentWithPushes", testPruneConcurrent},
+		}},
+	}
 }
 
 // logFixture writes five tasks commits and one notes commit to p1:

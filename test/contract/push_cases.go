@@ -15,27 +15,30 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-func init() {
-	register("Push",
-		testCase{"DenseSeqs", testDenseSeqs},
-		testCase{"ConcurrentPushesOnePartitionAreDense", testConcurrentDense},
-		testCase{"PartitionsDoNotSerialize", testPartitionsIndependent},
-		testCase{"RollbackLeavesNothing", testRollbackLeavesNothing},
-		testCase{"DiscardWritesKeepsLockAndPersistsRejection", testDiscardWrites},
-		testCase{"ReadYourOwnWritesIsolatedUntilCommit", testReadYourWrites},
-		testCase{"CommitFieldsRoundTrip", testCommitFields},
-		testCase{"IdempotencyFirstWriterWins", testIdempotencyFirstWriter},
-		testCase{"RacingDuplicateResultKeepsFirst", testRacingDuplicate},
-		testCase{"ConstraintViolationIsTyped", testConstraintTyped},
-		testCase{"ConstraintViolationThenRejection", testConstraintThenReject},
-		testCase{"Tombstones", testTombstones},
-		testCase{"BlobRefs", testBlobRefs},
-		testCase{"Reactions", testReactions},
-		testCase{"Lookup", testLookup},
-		testCase{"ColumnVersionsStoredVerbatim", testColumnVersions},
-		testCase{"CancelledContextIsAllOrNothing", testCancelAllOrNothing},
-		testCase{"WaitingPushHonoursContext", testWaitHonoursContext},
-	)
+// pushGroups are the push case groups, in run order.
+func pushGroups() []group {
+	return []group{
+		{"Push", []testCase{
+			{"DenseSeqs", testDenseSeqs},
+			{"ConcurrentPushesOnePartitionAreDense", testConcurrentDense},
+			{"PartitionsDoNotSerialize", testPartitionsIndependent},
+			{"RollbackLeavesNothing", testRollbackLeavesNothing},
+			{"DiscardWritesKeepsLockAndPersistsRejection", testDiscardWrites},
+			{"ReadYourOwnWritesIsolatedUntilCommit", testReadYourWrites},
+			{"CommitFieldsRoundTrip", testCommitFields},
+			{"IdempotencyFirstWriterWins", testIdempotencyFirstWriter},
+			{"RacingDuplicateResultKeepsFirst", testRacingDuplicate},
+			{"ConstraintViolationIsTyped", testConstraintTyped},
+			{"ConstraintViolationThenRejection", testConstraintThenReject},
+			{"Tombstones", testTombstones},
+			{"BlobRefs", testBlobRefs},
+			{"Reactions", testReactions},
+			{"Lookup", testLookup},
+			{"ColumnVersionsStoredVerbatim", testColumnVersions},
+			{"CancelledContextIsAllOrNothing", testCancelAllOrNothing},
+			{"WaitingPushHonoursContext", testWaitHonoursContext},
+		}},
+	}
 }
 
 func testDenseSeqs(t *testing.T, h Harness) {

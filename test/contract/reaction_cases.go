@@ -7,13 +7,16 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-func init() {
-	register("ReactionQueue",
-		testCase{"ClaimLeasesDueWork", testReactionClaim},
-		testCase{"LeaseOwnerCAS", testReactionLeaseCAS},
-		testCase{"FailRetryAndDeadLetter", testReactionFail},
-		testCase{"PruneTerminalOnly", testReactionPrune},
-	)
+// reactionGroups are the reaction case groups, in run order.
+func reactionGroups() []group {
+	return []group{
+		{"ReactionQueue", []testCase{
+			{"ClaimLeasesDueWork", testReactionClaim},
+			{"LeaseOwnerCAS", testReactionLeaseCAS},
+			{"FailRetryAndDeadLetter", testReactionFail},
+			{"PruneTerminalOnly", testReactionPrune},
+		}},
+	}
 }
 
 // queue returns the storage's reaction queue, enqueuing the given

@@ -12,20 +12,23 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-func init() {
-	register("EnsureSchema",
-		testCase{"IdempotentAndShared", testEnsureIdempotent},
-		testCase{"RefusesNewerDatabase", testEnsureRefusesNewer},
-		testCase{"StoredLayoutMismatchColumn", testStoredLayoutMismatchColumn},
-		testCase{"StoredLayoutMismatchRetiredTable", testStoredLayoutMismatchTable},
-		testCase{"VersionBumpMigratesTables", testEnsureBump},
-		testCase{"VersionBumpInstallsDeclarations", testEnsureBumpInstallsDecls},
-		testCase{"CheckpointIncomplete", testEnsureCheckpointIncomplete},
-		testCase{"ConcurrentBump", testEnsureConcurrentBump},
-		testCase{"VersionBumpWaitsForOpenPush", testBumpWaitsForPush},
-		testCase{"FreshDatabaseInstallsDeclarations", testFreshInstallsDecls},
-		testCase{"SameVersionInstallsNothing", testSameVersionInstallsNothing},
-	)
+// schemaGroups are the schema case groups, in run order.
+func schemaGroups() []group {
+	return []group{
+		{"EnsureSchema", []testCase{
+			{"IdempotentAndShared", testEnsureIdempotent},
+			{"RefusesNewerDatabase", testEnsureRefusesNewer},
+			{"StoredLayoutMismatchColumn", testStoredLayoutMismatchColumn},
+			{"StoredLayoutMismatchRetiredTable", testStoredLayoutMismatchTable},
+			{"VersionBumpMigratesTables", testEnsureBump},
+			{"VersionBumpInstallsDeclarations", testEnsureBumpInstallsDecls},
+			{"CheckpointIncomplete", testEnsureCheckpointIncomplete},
+			{"ConcurrentBump", testEnsureConcurrentBump},
+			{"VersionBumpWaitsForOpenPush", testBumpWaitsForPush},
+			{"FreshDatabaseInstallsDeclarations", testFreshInstallsDecls},
+			{"SameVersionInstallsNothing", testSameVersionInstallsNothing},
+		}},
+	}
 }
 
 func details(t *testing.T, e *syncerr.Error) map[string]string {
