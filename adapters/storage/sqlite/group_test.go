@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,8 +38,9 @@ func hold(t *testing.T, s *sqlite.Store) (release func() error) {
 	running, rel := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
+		var once sync.Once // the push runs again when its group is aborted
 		done <- push(context.Background(), s, "holder", func(context.Context, ports.PushTx) error {
-			close(running)
+			once.Do(func() { close(running) })
 			<-rel
 			return nil
 		}, nil)
@@ -400,5 +402,57 @@ func TestGroupWriteOne(t *testing.T) {
 	}
 	if !present(t, s, "after") || maxSeq(t, s) != 2 {
 		t.Fatalf("after present %v, max seq %d", present(t, s, "after"), maxSeq(t, s))
+	}
+}
+
+// TestGroupAborted: a member whose failure makes SQLite roll back the whole
+// transaction (here a trigger's RAISE(ROLLBACK)) gets its error; the
+// group's other members are retried in a later group and commit; the log
+// stays dense.
+func TestGroupAborted(t *testing.T) {
+	s := groupStore(t)
+	if _, err := s.DB().ExecContext(context.Background(), `CREATE TRIGGER boom BEFORE INSERT ON sync_commits
+WHEN NEW.client_commit_id = 'boom' BEGIN SELECT RAISE(ROLLBACK, 'boom'); END`); err != nil {
+		t.Fatal(err)
+	}
+	release := hold(t, s)
+	a := queue(t, s, func() error { return push(context.Background(), s, "a", nil, nil) })
+	boom := queue(t, s, func() error { return push(context.Background(), s, "boom", nil, nil) })
+	c := queue(t, s, func() error { return push(context.Background(), s, "c", nil, nil) })
+	if err := release(); err != nil {
+		t.Fatalf("holder: %v", err)
+	}
+	if err := <-a; err != nil {
+		t.Fatalf("a: %v", err)
+	}
+	if err := <-boom; err == nil {
+		t.Fatal("the push rolling back the transaction succeeded")
+	}
+	if err := <-c; err != nil {
+		t.Fatalf("c: %v", err)
+	}
+	for _, id := range []string{"holder", "a", "c"} {
+		if !present(t, s, id) {
+			t.Errorf("%s missing", id)
+		}
+	}
+	if present(t, s, "boom") {
+		t.Error("boom persisted")
+	}
+	if got := maxSeq(t, s); got != 3 {
+		t.Fatalf("max seq %d, want 3", got)
+	}
+	cs, err := s.ReadCommitWindow(context.Background(), "p", ports.CommitWindow{Table: "items",
+		ScopeFilter: map[string][]string{"org": {"o"}}, ThroughSeq: 3, LimitChanges: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cs {
+		if c.Seq != int64(i+1) {
+			t.Fatalf("commit %d has seq %d", i, c.Seq)
+		}
+	}
+	if len(cs) != 3 {
+		t.Fatalf("%d commits", len(cs))
 	}
 }
