@@ -86,7 +86,7 @@ func TestOpenStreamsChunks(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, db := open(t)
 			rng := rand.New(rand.NewPCG(1, 2))
-			for i, n := range []int{0, 1, 512 << 10, 1<<20 + 12345} {
+			for i, n := range []int{0, 1, 512 << 10, 1<<20 + 12345, 4<<20 + 3} {
 				b := make([]byte, n)
 				for j := range b {
 					b[j] = byte(rng.Uint32())
@@ -118,7 +118,7 @@ func TestOpenStreamsChunks(t *testing.T) {
 			if _, _, err := s.Open(ctx, "absent"); syncerr.CodeOf(err) != syncerr.NotFound {
 				t.Fatalf("Open of an absent segment: %v, want not found", err)
 			}
-			b := bytes.Repeat([]byte("x"), 1<<20)
+			b := bytes.Repeat([]byte("x"), 5<<20)
 			p := ports.SegmentPublication{SegmentKey: ports.SegmentKey{Partition: "p", LogEpoch: "e", Table: "t", ScopeDigest: "gone"},
 				SegmentID: contentaddr.Of(b), ByteLength: int64(len(b)), ExpiresAtMs: 100}
 			if _, err := s.Put(ctx, b, p); err != nil {
