@@ -264,7 +264,9 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	}
 	early := func(resp *Response, err error) (*Response, error) {
 		if !rq.gateRead {
-			if gerr := s.entryGate(ctx, rq); gerr != nil {
+			// A refusal wins over err; a failed gate read fails an answer
+			// but does not replace an error already at hand.
+			if gerr := s.entryGate(ctx, rq); gerr != nil && (err == nil || rq.gateRead) {
 				return nil, gerr
 			}
 		}
