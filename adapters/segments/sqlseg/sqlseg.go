@@ -23,6 +23,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
@@ -269,6 +270,10 @@ func (s *Store) chunkQuery() string {
 	return `SELECT byte_length, substr(bytes, ?, ?) FROM sync_segments WHERE segment_id = ?`
 }
 
+// chunkBufs holds the chunk buffers of finished downloads (*[]byte), so a
+// storm of downloads reuses a few buffers instead of one per download.
+var chunkBufs sync.Pool
+
 // segmentReader streams a stored segment chunk by chunk.
 type segmentReader struct {
 	ctx   context.Context
@@ -308,6 +313,11 @@ func (r *segmentReader) fetch() (found bool, err error) {
 	}
 	if size != r.size || int64(len(b)) != want {
 		return false, fmt.Errorf("segment %s: read %d bytes at %d of %d, want %d", r.id, len(b), r.off, size, want)
+	}
+	if r.buf == nil && want >= r.chunk {
+		if p, ok := chunkBufs.Get().(*[]byte); ok && int64(cap(*p)) >= want {
+			r.buf = *p
+		}
 	}
 	r.buf = append(r.buf[:0], b...)
 	r.pos = 0
@@ -364,8 +374,13 @@ func (r *segmentReader) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
-// Close implements io.Closer and drops the chunk buffer.
+// Close implements io.Closer and returns a full-size chunk buffer to the
+// pool (no reader or writer keeps it: io.Writer does not retain p).
 func (r *segmentReader) Close() error {
+	if int64(cap(r.buf)) >= r.chunk {
+		b := r.buf[:0]
+		chunkBufs.Put(&b)
+	}
 	r.buf, r.pos, r.size = nil, 0, -1
 	return nil
 }
