@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"strings"
 	"sync/atomic"
 )
 
@@ -41,17 +42,49 @@ func (w *writer) begin(ctx context.Context) (*writeTx, error) {
 		}
 		w.conn = c
 	}
-	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	// BEGIN runs without the caller's cancellation: an interrupt racing a
+	// BEGIN that already took effect would report failure while leaving
+	// the transaction open on the shared connection, and every later
+	// BEGIN would fail. Waiting for the lock is bounded by busy_timeout;
+	// a caller cancelled meanwhile is rolled back below.
+	if err := w.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 		w.reset(err)
 		<-w.sem
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		_ = (&writeTx{w: w}).end("ROLLBACK")
 		return nil, err
 	}
 	return &writeTx{w: w}, nil
 }
 
+// exec runs a transaction-control statement, uncancellable. A connection
+// found inside a transaction no open writeTx owns (left by a failure that
+// could not be rolled back) is rolled back and the statement retried once.
+func (w *writer) exec(ctx context.Context, stmt string) error {
+	ctx = context.WithoutCancel(ctx)
+	_, err := w.conn.ExecContext(ctx, stmt)
+	if err != nil && strings.Contains(err.Error(), "within a transaction") {
+		if _, rerr := w.conn.ExecContext(ctx, "ROLLBACK"); rerr == nil {
+			_, err = w.conn.ExecContext(ctx, stmt)
+		}
+	}
+	return err
+}
+
 // reset drops a broken connection and its statements.
 func (w *writer) reset(err error) {
 	if !errors.Is(err, driver.ErrBadConn) && !errors.Is(err, sql.ErrConnDone) {
+		return
+	}
+	w.drop()
+}
+
+// drop closes the connection and its statements; the next begin opens a
+// fresh one.
+func (w *writer) drop() {
+	if w.conn == nil {
 		return
 	}
 	for k, st := range w.stmts {
@@ -131,11 +164,23 @@ func (t *writeTx) end(stmt string) error {
 	}
 	t.done = true
 	_, err := t.w.conn.ExecContext(context.Background(), stmt)
-	if err != nil {
-		t.w.reset(err)
+	if err != nil && !noTransaction(err) {
+		// The transaction's state is unknown: drop the connection (closing
+		// it discards any open transaction) so the next writer starts clean.
+		t.w.drop()
+	} else {
+		// SQLite already rolled the transaction back (an interrupted or
+		// failed statement can do that); nothing is left open.
+		err = nil
 	}
 	<-t.w.sem
 	return err
+}
+
+// noTransaction reports SQLite's answer to a ROLLBACK or COMMIT after the
+// engine already ended the transaction itself.
+func noTransaction(err error) bool {
+	return strings.Contains(err.Error(), "no transaction is active")
 }
 
 func (t *writeTx) Commit() error {
