@@ -87,6 +87,18 @@ func waitPhase(t *testing.T, r *app.Readiness, want app.Phase) {
 	}
 }
 
+// waitFailed waits until the current phase has recorded an error.
+func waitFailed(t *testing.T, r *app.Readiness) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for r.Status().Error == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no error recorded (status %+v)", r.Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func get(t *testing.T, method, url string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(""))
@@ -184,6 +196,9 @@ func TestStorageNotReady(t *testing.T) {
 				fx.Supply(fx.Annotate(store, fx.As(new(ports.SchemaStore)))),
 				fx.Supply(decls))
 			waitPhase(t, h.readiness, tt.phase)
+			// The phase is entered before the storage step runs; wait for
+			// its refusal to be recorded.
+			waitFailed(t, h.readiness)
 
 			code, body := get(t, "GET", h.url(app.ServerAdmin, "/readyz"))
 			var st app.Status
