@@ -98,7 +98,7 @@ func TestScenarios(t *testing.T) {
 		{"push-pull", []string{"--vus", "3", "--requests", "60", "--ops", "2"}, false},
 		{"bootstrap-storm", []string{"--vus", "3", "--requests", "30", "--dataset", "3000", "--limit-rows", "1000", "--max-pages", "2"}, false},
 		{"bootstrap-storm", []string{"--vus", "2", "--requests", "10", "--dataset", "3000", "--limit-rows", "5000", "--external-rows=false"}, false},
-		{"bootstrap-storm", []string{"--vus", "2", "--requests", "6", "--dataset", "3000", "--limit-rows", "4000"}, true},
+		{"bootstrap-storm", []string{"--vus", "2", "--requests", "6", "--dataset", "3000", "--limit-rows", "4000", "--inline-rows=false"}, true},
 		{"catch-up", []string{"--vus", "2", "--requests", "12", "--dataset", "300", "--limit-commits", "100"}, false},
 		{"mixed-soak", []string{"--vus", "3", "--requests", "60"}, false},
 		{"push-pull", []string{"--vus", "4", "--requests", "40", "--partitions", "2"}, false},

@@ -60,6 +60,7 @@ type options struct {
 	accept         uint8
 	signedURLs     bool
 	external       bool
+	inline         bool
 	acceptEncoding string
 	timeout        time.Duration
 	prepareTimeout time.Duration
@@ -122,6 +123,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.IntVar(&o.limitRows, "limit-rows", 0, "PULL_HEADER limitSnapshotRows (0: server default)")
 	fs.IntVar(&o.maxPages, "max-pages", 0, "PULL_HEADER maxSnapshotPages (0: server default)")
 	fs.BoolVar(&o.external, "external-rows", true, "accept segment references (accept bit 1) besides inline rows")
+	fs.BoolVar(&o.inline, "inline-rows", true, "accept inline rows segments (accept bit 0); false makes every bootstrap page a segment download")
 	fs.BoolVar(&o.signedURLs, "signed-urls", false, "accept signed segment URLs (accept bit 3)")
 	fs.StringVar(&o.acceptEncoding, "accept-encoding", "identity", "Accept-Encoding of requests (identity, gzip, zstd)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request timeout")
@@ -168,7 +170,12 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 			return nil, nil, fmt.Errorf("-H %q: want \"Name: value\"", h)
 		}
 	}
-	o.accept = ssp2.AcceptInlineRows
+	if !o.inline && !o.external {
+		return nil, nil, errors.New("--inline-rows=false needs --external-rows: a pull must accept rows one way")
+	}
+	if o.inline {
+		o.accept |= ssp2.AcceptInlineRows
+	}
 	if o.external {
 		o.accept |= ssp2.AcceptExternalRows
 	}
