@@ -112,6 +112,25 @@ func New(opts Options) (*Router, error) {
 		}
 		r.mux.Handle(route.Method()+" "+opts.Mount+route.Path(), r.wrap(route, opts.Gate, h))
 	}
+	// A known path under another method is 405 with Allow, not 404: a
+	// method-less pattern is less specific than the method ones above.
+	allowed := map[string][]string{}
+	var paths []string
+	for _, route := range Routes() {
+		p := opts.Mount + route.Path()
+		if allowed[p] == nil {
+			paths = append(paths, p)
+		}
+		allowed[p] = append(allowed[p], route.Method())
+	}
+	for _, p := range paths {
+		allow := strings.Join(allowed[p], ", ")
+		r.mux.Handle(p, r.wrap("", nil, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Allow", allow)
+			WriteTransportError(w, &StatusError{Status: http.StatusMethodNotAllowed,
+				Err: syncerr.New(syncerr.InvalidRequest).WithMessage("method not allowed; allowed: " + allow)})
+		})))
+	}
 	r.mux.Handle("/", r.wrap("", nil, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		WriteError(w, syncerr.New(syncerr.NotFound).WithMessage("no such route"))
 	})))

@@ -72,17 +72,25 @@ func TestUnknownPathsAndMethods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct{ method, path string }{
-		{"GET", "/m/sync"}, // wrong method
-		{"POST", "/sync"},  // outside the mount
-		{"GET", "/m/nope"}, // unknown route
-		{"GET", "/"},       // root
-		{"DELETE", "/m/blobs/x"},
+	tests := []struct {
+		method, path string
+		status       int
+		code, allow  string
+	}{
+		{"GET", "/m/sync", http.StatusMethodNotAllowed, "sync.invalid_request", "POST"},
+		{"DELETE", "/m/blobs/x", http.StatusMethodNotAllowed, "sync.invalid_request", "PUT, GET"},
+		{"POST", "/sync", http.StatusNotFound, "sync.not_found", ""},  // outside the mount
+		{"GET", "/m/nope", http.StatusNotFound, "sync.not_found", ""}, // unknown route
+		{"GET", "/", http.StatusNotFound, "sync.not_found", ""},       // root
 	}
 	for _, tt := range tests {
-		code, b := do(t, r, tt.method, tt.path)
-		if code != http.StatusNotFound || b.Code != "sync.not_found" {
-			t.Errorf("%s %s: got %d %+v", tt.method, tt.path, code, b)
+		req := httptest.NewRequest(tt.method, tt.path, nil)
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, req)
+		var b struct{ Code string }
+		_ = json.Unmarshal(rec.Body.Bytes(), &b)
+		if rec.Code != tt.status || b.Code != tt.code || rec.Header().Get("Allow") != tt.allow {
+			t.Errorf("%s %s: got %d %s Allow=%q", tt.method, tt.path, rec.Code, rec.Body.String(), rec.Header().Get("Allow"))
 		}
 	}
 }
