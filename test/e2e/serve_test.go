@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -20,7 +19,6 @@ import (
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/client"
-	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/ports"
@@ -143,40 +141,7 @@ func TestServeProjectClientsConverge(t *testing.T) {
 				}
 				_ = rc.Close()
 			}
-			upsert := func(c *client.Client, id, name string, base int64) {
-				op, err := c.Upsert("projects", id, map[string]rowcodec.Value{"id": rowcodec.String(id), "owner": rowcodec.String("alice"),
-					"name": rowcodec.String(name), "locked": rowcodec.Bool(false)}, base)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.Queue(op)
-			}
-			for i := range 5 {
-				upsert(a, fmt.Sprintf("a-%d", i), "from a", -1)
-			}
-			_, ver, _ := b.Get("projects", "s-000007")
-			upsert(b, "s-000007", "edited by b", ver)
-			b.Queue(b.Delete("projects", "s-000008", -1))
-			for range 2 {
-				for _, c := range []*client.Client{a, b} {
-					if _, err := c.Sync(ctx); err != nil {
-						t.Fatal(err)
-					}
-					if _, err := c.PullUntilIdle(ctx, 50); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			if len(a.Pending())+len(b.Pending()) != 0 {
-				t.Fatalf("pending %v %v", a.Pending(), b.Pending())
-			}
-			ra, rb := a.Rows("projects"), b.Rows("projects")
-			if len(ra) != rows+4 || fmt.Sprint(ra) != fmt.Sprint(rb) {
-				t.Fatalf("diverged: %d vs %d rows", len(ra), len(rb))
-			}
-			if v, _, _ := a.Get("projects", "s-000007"); fmt.Sprint(v["name"]) != fmt.Sprint(rowcodec.String("edited by b")) {
-				t.Fatalf("edit not converged: %v", v)
-			}
+			writeAndConverge(t, a, b, 5, rows+4)
 			if _, _, ok := b.Get("projects", "a-4"); !ok {
 				t.Fatal("a's write not at b")
 			}
