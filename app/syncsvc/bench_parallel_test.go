@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
-	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/ssptest"
@@ -29,21 +26,7 @@ func BenchmarkPushParallel(b *testing.B) {
 
 func benchPushParallel(b *testing.B, st ports.Storage) {
 	ctx := context.Background()
-	b.Cleanup(func() { _ = st.Close() })
-	sch := ssptest.Schema(b)
-	if err := st.EnsureSchema(ctx, sch, nil); err != nil {
-		b.Fatal(err)
-	}
-	svc, err := syncsvc.New(syncsvc.Options{Schema: func() *schema.Schema { return sch }, Store: st, Resolver: allowAll,
-		Now: time.Now})
-	if err != nil {
-		b.Fatal(err)
-	}
-	id := ports.Identity{ActorID: "alice", Partition: "p1"}
-	epoch, err := st.TouchPartition(ctx, "p1", time.Now().UnixMilli())
-	if err != nil {
-		b.Fatal(err)
-	}
+	sch, svc, id, epoch := benchPushSetup(b, st)
 	tbl := sch.Table("projects")
 	body := func(client string, n int) []byte {
 		rid := fmt.Sprintf("r%03d", n%100)

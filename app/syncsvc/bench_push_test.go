@@ -55,7 +55,9 @@ func BenchmarkPushApply(b *testing.B) {
 	}
 }
 
-func benchPush(b *testing.B, st ports.Storage, ops int) {
+// benchPushSetup readies st (closed when b ends) with the ssptest schema,
+// a service over it that allows every scope, and partition p1 for alice.
+func benchPushSetup(b *testing.B, st ports.Storage) (*schema.Schema, *syncsvc.Service, ports.Identity, string) {
 	ctx := context.Background()
 	b.Cleanup(func() { _ = st.Close() })
 	sch := ssptest.Schema(b)
@@ -72,6 +74,12 @@ func benchPush(b *testing.B, st ports.Storage, ops int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return sch, svc, id, epoch
+}
+
+func benchPush(b *testing.B, st ports.Storage, ops int) {
+	ctx := context.Background()
+	sch, svc, id, epoch := benchPushSetup(b, st)
 	tbl := sch.Table("projects")
 	// Insert the rows first so the timed pushes are updates.
 	body := func(n int) []byte {
