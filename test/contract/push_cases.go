@@ -120,23 +120,7 @@ func testPartitionsIndependent(t *testing.T, h Harness) {
 		t.Skip("the engine has one writer for all partitions")
 	}
 	e := open(t, h)
-	holding, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- e.push("pa", func(tx ports.PushTx) error {
-			if _, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "held"}); err != nil {
-				return err
-			}
-			close(holding)
-			<-release
-			return nil
-		})
-	}()
-	select {
-	case <-holding:
-	case err := <-done:
-		t.Fatalf("holder ended early: %v", err)
-	}
+	release, done := holdPush(t, e, "pa")
 	other := make(chan error, 1)
 	go func() {
 		other <- e.push("pb", func(tx ports.PushTx) error {
@@ -153,6 +137,31 @@ func testPartitionsIndependent(t *testing.T, h Harness) {
 	}
 	close(release)
 	must(t, <-done)
+}
+
+// holdPush opens a push to partition that appends commit "held" and then
+// waits; it returns once that push holds the partition. Closing release
+// lets the push commit, and done then yields its result.
+func holdPush(t *testing.T, e *env, partition string) (release chan struct{}, done chan error) {
+	t.Helper()
+	holding := make(chan struct{})
+	release, done = make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- e.push(partition, func(tx ports.PushTx) error {
+			if _, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "held"}); err != nil {
+				return err
+			}
+			close(holding)
+			<-release
+			return nil
+		})
+	}()
+	select {
+	case <-holding:
+	case err := <-done:
+		t.Fatalf("holder ended early: %v", err)
+	}
+	return release, done
 }
 
 func testRollbackLeavesNothing(t *testing.T, h Harness) {
@@ -742,23 +751,7 @@ func testCancelAllOrNothing(t *testing.T, h Harness) {
 
 func testWaitHonoursContext(t *testing.T, h Harness) {
 	e := open(t, h)
-	holding, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- e.push("p1", func(tx ports.PushTx) error {
-			if _, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "held"}); err != nil {
-				return err
-			}
-			close(holding)
-			<-release
-			return nil
-		})
-	}()
-	select {
-	case <-holding:
-	case err := <-done:
-		t.Fatalf("holder ended early: %v", err)
-	}
+	release, done := holdPush(t, e, "p1")
 	ctx, cancel := context.WithTimeout(e.ctx, 200*time.Millisecond)
 	defer cancel()
 	ran := make(chan struct{}, 1)
