@@ -146,26 +146,7 @@ func start(t *testing.T, e engine, so serverOpts) *server {
 		return zapcore.NewTee(c, obs)
 	}))
 	a := fx.New(app.Options(cfg, app.BuildInfo{}, log, opts...))
-	if err := a.Err(); err != nil {
-		t.Fatalf("assemble: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := a.Start(ctx); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = a.Stop(ctx)
-		_ = st.Close()
-	})
-	for !ready.Ready() {
-		if ctx.Err() != nil {
-			t.Fatalf("not ready: %+v", ready.Status())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	startReady(t, a, ready, func(error) { _ = st.Close() })
 	return &server{t: t, url: "http://" + listeners.Addr(app.ServerSync).String() + "/sync",
 		admin: "http://" + listeners.Addr(app.ServerAdmin).String(), store: gs, sch: sch, logs: logs}
 }
@@ -287,5 +268,31 @@ func (s *server) noLoggedText(fragments ...string) {
 				s.t.Fatalf("log entry carries %q: %s", f, line)
 			}
 		}
+	}
+}
+
+// startReady starts the assembled a and waits, within 30 seconds, until
+// ready says so. At cleanup it stops a (again within 30 seconds) and hands
+// stopped what Stop returned.
+func startReady(t *testing.T, a *fx.App, ready *app.Readiness, stopped func(error)) {
+	t.Helper()
+	if err := a.Err(); err != nil {
+		t.Fatalf("assemble: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Start(ctx); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		stopped(a.Stop(ctx))
+	})
+	for !ready.Ready() {
+		if ctx.Err() != nil {
+			t.Fatalf("not ready: %+v", ready.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

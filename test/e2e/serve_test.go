@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
@@ -48,27 +46,11 @@ func startServe(t *testing.T, database string) (base string, st ports.Storage, s
 	var listeners *app.Listeners
 	a := fx.New(app.Options(res.Config, app.BuildInfo{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		app.StorageModule, app.WithBanner(io.Discard), fx.Populate(&ready, &listeners, &st, &segs, &sch)))
-	if err := a.Err(); err != nil {
-		t.Fatalf("assemble: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := a.Start(ctx); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := a.Stop(ctx); err != nil {
+	startReady(t, a, ready, func(err error) {
+		if err != nil {
 			t.Errorf("stop: %v", err)
 		}
 	})
-	for !ready.Ready() {
-		if ctx.Err() != nil {
-			t.Fatalf("not ready: %+v", ready.Status())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	if _, ok := segs.(*memseg.Store); ok {
 		t.Fatal("segments kept in memory over an SQL engine")
 	}
