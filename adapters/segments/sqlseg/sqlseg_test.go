@@ -18,7 +18,18 @@ import (
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/pgtest"
+	"github.com/uptrace/bun"
 )
+
+// openStore opens the segment store over an engine's write and read handles.
+func openStore(t *testing.T, db, readDB *bun.DB) *sqlseg.Store {
+	t.Helper()
+	s, err := sqlseg.Open(context.Background(), sqlseg.Options{DB: db, ReadDB: readDB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 func TestCollisionFailsLoud(t *testing.T) {
 	ctx := context.Background()
@@ -27,10 +38,7 @@ func TestCollisionFailsLoud(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	s, err := sqlseg.Open(ctx, sqlseg.Options{DB: st.DB(), ReadDB: st.ReadDB()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, st.DB(), st.ReadDB())
 	b := []byte("original bytes")
 	p := ports.SegmentPublication{SegmentKey: ports.SegmentKey{Partition: "p", LogEpoch: "e", Table: "t", ScopeDigest: "a"},
 		SegmentID: contentaddr.Of(b), ExpiresAtMs: 100}
@@ -63,11 +71,7 @@ func TestOpenStreamsChunks(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = st.Close() })
-			s, err := sqlseg.Open(ctx, sqlseg.Options{DB: st.DB(), ReadDB: st.ReadDB()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s, st.DB().DB
+			return openStore(t, st.DB(), st.ReadDB()), st.DB().DB
 		},
 		"postgres": func(t *testing.T) (*sqlseg.Store, *sql.DB) {
 			st, err := postgres.Open(ctx, postgres.Options{DSN: pgtest.DSN(t)})
@@ -75,11 +79,7 @@ func TestOpenStreamsChunks(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = st.Close() })
-			s, err := sqlseg.Open(ctx, sqlseg.Options{DB: st.DB(), ReadDB: st.ReadDB()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s, st.DB().DB
+			return openStore(t, st.DB(), st.ReadDB()), st.DB().DB
 		},
 	}
 	for name, open := range engines {
