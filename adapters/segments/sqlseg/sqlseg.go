@@ -21,14 +21,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
 
 	"github.com/syncd-dev/syncd/adapters/segments/internal/catalog"
+	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -105,18 +104,7 @@ func (s *Store) q(query string) string {
 	if !s.pg {
 		return query
 	}
-	var b strings.Builder
-	n := 0
-	for i := 0; i < len(query); i++ {
-		if query[i] == '?' {
-			n++
-			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(n))
-			continue
-		}
-		b.WriteByte(query[i])
-	}
-	return b.String()
+	return sqlstore.NumberPlaceholders(query)
 }
 
 const pubColumns = `partition, log_epoch, tbl, schema_version, media_type, scope_digest,

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -118,24 +117,7 @@ func (*dialect) ByteOrder(e string) string      { return e + ` COLLATE "C"` }
 
 // Rebind numbers '?' placeholders ($1, $2, …). Engine statements never
 // carry a literal '?'.
-func (*dialect) Rebind(q string) string {
-	if !strings.Contains(q, "?") {
-		return q
-	}
-	var b strings.Builder
-	b.Grow(len(q) + 16)
-	n := 0
-	for i := 0; i < len(q); i++ {
-		if q[i] == '?' {
-			n++
-			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(n))
-			continue
-		}
-		b.WriteByte(q[i])
-	}
-	return b.String()
-}
+func (*dialect) Rebind(q string) string { return sqlstore.NumberPlaceholders(q) }
 
 // fenceMessage is the trigger's exception text and the error it maps to.
 const fenceMessage = "sync.storage.writer_fence_rejected"

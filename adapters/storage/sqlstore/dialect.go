@@ -9,6 +9,8 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"strconv"
+	"strings"
 
 	"github.com/syncd-dev/syncd/domain/schema"
 )
@@ -173,4 +175,25 @@ func (s *Store) Explain(ctx context.Context, q Querier, prefix string, stmts []S
 		}
 	}
 	return out, nil
+}
+
+// NumberPlaceholders rewrites '?' placeholders into PostgreSQL's numbered
+// form ($1, $2, …); every '?' counts as a placeholder.
+func NumberPlaceholders(q string) string {
+	if !strings.Contains(q, "?") {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 16)
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
 }
