@@ -36,6 +36,7 @@ import (
 	"math"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
@@ -149,61 +150,32 @@ const irV1 = `{
   "subscriptions": []
 }`
 
+// irEdit returns ir with old replaced by new; old must occur exactly once,
+// so a variant never silently equals its base.
+func irEdit(t *testing.T, ir, old, new string) string {
+	t.Helper()
+	if n := strings.Count(ir, old); n != 1 {
+		t.Fatalf("schema edit: %q occurs %d times", old, n)
+	}
+	return strings.Replace(ir, old, new, 1)
+}
+
 // irV1TitleNullable is irV1 with tasks.title nullable, at the same version.
-const irV1TitleNullable = `{
-  "irVersion": 1, "schemaVersion": 1,
-  "schemaVersions": [{"version": 1, "migrations": []}],
-  "tables": [
-    {"name": "tasks", "primaryKey": "id",
-     "columns": [
-       {"name": "id", "type": "string", "nullable": false},
-       {"name": "project_id", "type": "string", "nullable": false},
-       {"name": "owner_id", "type": "string", "nullable": false},
-       {"name": "title", "type": "string", "nullable": true},
-       {"name": "done", "type": "boolean", "nullable": false},
-       {"name": "attachment", "type": "blob_ref", "nullable": true}],
-     "scopes": ["project:{project_id}", "owner:{owner_id}"],
-     "indexes": [{"name": "tasks_title", "columns": ["title"], "unique": true}]},
-    {"name": "notes", "primaryKey": "id", "materialize": false,
-     "columns": [
-       {"name": "id", "type": "integer", "nullable": false},
-       {"name": "project_id", "type": "string", "nullable": false},
-       {"name": "body", "type": "json", "nullable": true}],
-     "scopes": ["project:{project_id}"]},
+func irV1TitleNullable(t *testing.T) string {
+	return irEdit(t, irV1, `{"name": "title", "type": "string", "nullable": false}`,
+		`{"name": "title", "type": "string", "nullable": true}`)
+}
+
+// irV1NoDigest is irV1 without the digest table, at the same version.
+func irV1NoDigest(t *testing.T) string {
+	return irEdit(t, irV1, `,
     {"name": "digest", "primaryKey": "id",
      "columns": [
        {"name": "id", "type": "string", "nullable": false},
        {"name": "project_id", "type": "string", "nullable": false},
        {"name": "total", "type": "integer", "nullable": false}],
-     "scopes": ["project:{project_id}"]}
-  ],
-  "subscriptions": []
-}`
-
-// irV1NoDigest is irV1 without the digest table, at the same version.
-const irV1NoDigest = `{
-  "irVersion": 1, "schemaVersion": 1,
-  "schemaVersions": [{"version": 1, "migrations": []}],
-  "tables": [
-    {"name": "tasks", "primaryKey": "id",
-     "columns": [
-       {"name": "id", "type": "string", "nullable": false},
-       {"name": "project_id", "type": "string", "nullable": false},
-       {"name": "owner_id", "type": "string", "nullable": false},
-       {"name": "title", "type": "string", "nullable": false},
-       {"name": "done", "type": "boolean", "nullable": false},
-       {"name": "attachment", "type": "blob_ref", "nullable": true}],
-     "scopes": ["project:{project_id}", "owner:{owner_id}"],
-     "indexes": [{"name": "tasks_title", "columns": ["title"], "unique": true}]},
-    {"name": "notes", "primaryKey": "id", "materialize": false,
-     "columns": [
-       {"name": "id", "type": "integer", "nullable": false},
-       {"name": "project_id", "type": "string", "nullable": false},
-       {"name": "body", "type": "json", "nullable": true}],
-     "scopes": ["project:{project_id}"]}
-  ],
-  "subscriptions": []
-}`
+     "scopes": ["project:{project_id}"]}`, "")
+}
 
 // irV2 bumps to version 2: tasks gains a nullable priority column, digest
 // is retired and labels is new.

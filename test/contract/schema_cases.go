@@ -66,7 +66,7 @@ func testStoredLayoutMismatchColumn(t *testing.T, h Harness) {
 	e := open(t, h)
 	e.commitTasks("p1", 1, []task{{id: "a", project: "p1", owner: "o1"}}, nil)
 	for range 2 { // refusing writes nothing: a second attempt refuses the same way
-		_, err := e.reopen(mustSchema(t, irV1TitleNullable), nil)
+		_, err := e.reopen(mustSchema(t, irV1TitleNullable(t)), nil)
 		se := wantCode(t, err, syncerr.StorageStoredLayoutMismatch)
 		d := details(t, se)
 		if d["table"] != "tasks" || d["column"] != "title" {
@@ -84,7 +84,7 @@ func testStoredLayoutMismatchColumn(t *testing.T, h Harness) {
 
 func testStoredLayoutMismatchTable(t *testing.T, h Harness) {
 	e := open(t, h)
-	_, err := e.reopen(mustSchema(t, irV1NoDigest), nil)
+	_, err := e.reopen(mustSchema(t, irV1NoDigest(t)), nil)
 	se := wantCode(t, err, syncerr.StorageStoredLayoutMismatch)
 	d := details(t, se)
 	if d["table"] != "digest" {
