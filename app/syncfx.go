@@ -79,6 +79,7 @@ func NewSyncTransport(cfg config.Config) (*httpapi.Transport, error) {
 	return httpapi.NewTransport(httpapi.TransportOptions{
 		MaxBodyBytes:        cfg.Sync.MaxBodyBytes,
 		MaxDecodedBodyBytes: cfg.Sync.MaxDecodedBodyBytes,
+		Limits:              cfg.Limits.Domain(),
 	})
 }
 
@@ -132,6 +133,7 @@ func NewSyncService(p SyncServiceParams) (*syncsvc.Service, error) {
 		Pull:            p.Pull,
 		MinWireVersion:  uint16(p.Config.Sync.MinWireVersion),
 		MaxOperations:   p.Config.Sync.MaxOperations,
+		Limits:          p.Config.Limits.Domain(),
 		Log:             p.Log.Named("sync"),
 	})
 }

@@ -62,7 +62,7 @@ func (t *Transport) SegmentEndpoint(auth ports.Authenticator, svc SegmentService
 			pub, err = svc.AuthorizeSigned(r.Context(), id, q.Get(ParamSignedToken))
 		} else {
 			var ident ports.Identity
-			r, ident, err = Authenticate(r, auth)
+			r, ident, err = Authenticate(r, auth, t.limits)
 			if err == nil {
 				pub, err = svc.AuthorizeDirect(r.Context(), ident, id, []byte(strings.Join(r.Header.Values(HeaderScopes), ",")))
 			}

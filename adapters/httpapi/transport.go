@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/syncd-dev/syncd/domain/limits"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 )
 
@@ -44,6 +45,8 @@ type TransportOptions struct {
 	GzipLevel int
 	// ZstdLevel is the zstd level (default zstd.SpeedDefault).
 	ZstdLevel zstd.EncoderLevel
+	// Limits bound the identity an authenticator returns (zero: defaults).
+	Limits limits.Limits
 }
 
 // Transport reads sync request bodies and writes encoded responses with
@@ -55,6 +58,7 @@ type Transport struct {
 	minBytes   int
 	gzipLevel  int
 	zstdLevel  zstd.EncoderLevel
+	limits     limits.Limits
 	gzipPool   sync.Pool
 	zstdPool   sync.Pool
 }
@@ -67,6 +71,7 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		minBytes:   opts.CompressMinBytes,
 		gzipLevel:  opts.GzipLevel,
 		zstdLevel:  opts.ZstdLevel,
+		limits:     opts.Limits.WithDefaults(),
 	}
 	if t.maxBody == 0 {
 		t.maxBody = DefaultMaxBodyBytes

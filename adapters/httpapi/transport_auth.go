@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/syncd-dev/syncd/domain/limits"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -13,10 +14,18 @@ import (
 // its context (ports.WithIdentity), where scope resolvers read it.
 //
 // Every failure is sync.auth_required (401): an authenticator error that
-// carries no catalog code, or an identity without actor or partition, is
-// wrapped so its text stays in logs. A catalog error the authenticator
-// chose deliberately (e.g. sync.rate_limited) passes through.
-func Authenticate(r *http.Request, auth ports.Authenticator) (*http.Request, ports.Identity, error) {
+// carries no catalog code is wrapped so its text stays in logs. A catalog
+// error the authenticator chose deliberately (e.g. sync.rate_limited)
+// passes through.
+//
+// This is the one place every authenticator's answer passes, the host's
+// own included, so the identity is checked here (limits.Identity): an
+// actor or partition that is empty, not well-formed UTF-8, has control
+// characters or is longer than lim allows, or credential scopes that are
+// not UTF-8 or too long, are sync.auth_required too. The actor is stored
+// with every commit and echoed in COMMIT frames, so a value the response
+// encoder would refuse must never get in.
+func Authenticate(r *http.Request, auth ports.Authenticator, lim limits.Limits) (*http.Request, ports.Identity, error) {
 	id, err := auth.Authenticate(r)
 	if err != nil {
 		var se *syncerr.Error
@@ -25,8 +34,8 @@ func Authenticate(r *http.Request, auth ports.Authenticator) (*http.Request, por
 		}
 		return r, ports.Identity{}, syncerr.Wrap(syncerr.AuthRequired, err)
 	}
-	if id.ActorID == "" || id.Partition == "" {
-		return r, ports.Identity{}, syncerr.Newf(syncerr.AuthRequired, "authenticator returned an identity without actor or partition")
+	if err := lim.Identity(id.ActorID, id.Partition, id.Scopes); err != nil {
+		return r, ports.Identity{}, err
 	}
 	return r.WithContext(ports.WithIdentity(r.Context(), id)), id, nil
 }
@@ -44,7 +53,7 @@ type SyncServeFunc func(w http.ResponseWriter, r *http.Request, id ports.Identit
 // the rest of the request.
 func (t *Transport) SyncEndpoint(auth ports.Authenticator, serve SyncServeFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r, id, err := Authenticate(r, auth)
+		r, id, err := Authenticate(r, auth, t.limits)
 		if err != nil {
 			WriteTransportError(w, err)
 			return

@@ -15,6 +15,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
+	"github.com/syncd-dev/syncd/domain/limits"
+	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -429,11 +431,28 @@ func TestAuthenticate(t *testing.T) {
 		{"empty partition is refused", func(*http.Request) (ports.Identity, error) {
 			return ports.Identity{ActorID: "a"}, nil
 		}, syncerr.AuthRequired},
+		// The identity is checked whatever authenticator produced it: the
+		// actor is stored with commits and echoed in COMMIT frames.
+		{"actor that is not UTF-8 is refused", func(*http.Request) (ports.Identity, error) {
+			return ports.Identity{ActorID: "al\xffce", Partition: "p"}, nil
+		}, syncerr.AuthRequired},
+		{"actor with a control character is refused", func(*http.Request) (ports.Identity, error) {
+			return ports.Identity{ActorID: "al\x1bce", Partition: "p"}, nil
+		}, syncerr.AuthRequired},
+		{"actor longer than the id limit is refused", func(*http.Request) (ports.Identity, error) {
+			return ports.Identity{ActorID: strings.Repeat("a", 17), Partition: "p"}, nil
+		}, syncerr.AuthRequired},
+		{"partition that is not UTF-8 is refused", func(*http.Request) (ports.Identity, error) {
+			return ports.Identity{ActorID: "alice", Partition: "\xc3("}, nil
+		}, syncerr.AuthRequired},
+		{"credential scope value that is not UTF-8 is refused", func(*http.Request) (ports.Identity, error) {
+			return ports.Identity{ActorID: "alice", Partition: "p", Scopes: scopes.Allowed{"owner": {"\xff"}}}, nil
+		}, syncerr.AuthRequired},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/sync", nil)
-			r2, id, err := httpapi.Authenticate(r, tc.auth)
+			r2, id, err := httpapi.Authenticate(r, tc.auth, limits.Limits{MaxIDBytes: 16})
 			if syncerr.CodeOf(err) != tc.want {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}

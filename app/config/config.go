@@ -68,6 +68,8 @@ type Config struct {
 	Sync Sync
 	// Segments holds the segment store and download settings.
 	Segments Segments
+	// Limits bound identifiers and request shape.
+	Limits Limits
 	// ConfigFile is the YAML file the values came from, if any.
 	ConfigFile string
 }
@@ -107,6 +109,7 @@ func Default() Config {
 		ShutdownTimeout: 15 * time.Second,
 		Sync:            DefaultSync(),
 		Segments:        DefaultSegments(),
+		Limits:          DefaultLimits(),
 	}
 }
 
@@ -189,6 +192,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Sync.validate()...)
 	errs = append(errs, c.Segments.validate()...)
+	errs = append(errs, c.Limits.validate()...)
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
@@ -258,6 +262,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long graceful shutdown may take")
 	c.Sync.flags(fs)
 	c.Segments.flags(fs)
+	c.Limits.flags(fs)
 	if configFile != nil {
 		fs.StringVar(configFile, "config", *configFile, "optional YAML file with the same keys as the flags")
 	}

@@ -458,6 +458,13 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 	if err != nil {
 		return errTerm(i, err), nil
 	}
+	// A stored scope value is echoed in every COMMIT frame of the row and
+	// keys the scope indexes: one no subscription could request is refused.
+	for v, val := range storedScopes {
+		if err := a.s.o.Limits.StoredScope(v, val); err != nil {
+			return errTerm(i, err), nil
+		}
+	}
 	blobIDs, term, err := a.checkBlobs(ctx, i, t, merged)
 	if term != nil || err != nil {
 		return term, err

@@ -20,6 +20,7 @@ import (
 
 	pullsvc "github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/limits"
 	"github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -75,6 +76,9 @@ type Options struct {
 	MinWireVersion uint16
 	// MaxOperations caps the operations of one request (0 → 500).
 	MaxOperations int
+	// Limits bound the ids and shape of a request and the scope values a
+	// write stores (zero fields: the defaults of domain/limits).
+	Limits limits.Limits
 	// MaxFrameBytes and MaxMessageBytes bound decoding (0 → codec defaults).
 	MaxFrameBytes   int
 	MaxMessageBytes int64
@@ -113,6 +117,7 @@ func New(o Options) (*Service, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	o.Limits = o.Limits.WithDefaults()
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
@@ -199,6 +204,12 @@ func (s *Service) Handle(ctx context.Context, id ports.Identity, body []byte) (*
 	}
 	if rq.hdr == nil {
 		return nil, syncerr.Newf(syncerr.InvalidRequest, "request without REQ_HEADER")
+	}
+	// Host limits on ids and shape, before any storage work: an overlong
+	// id must not reach a lookup, and the subscription count bounds the
+	// pull's planning.
+	if err := s.o.Limits.Request(rq.hdr, rq.commits, rq.subs); err != nil {
+		return nil, err
 	}
 	return s.serve(ctx, rq, pull)
 }
