@@ -95,6 +95,7 @@ type Service struct {
 	validators map[string][]ports.RowValidator
 	mergers    map[string]ports.CRDTMerger
 	log        *zap.Logger
+	vlog       versionLog
 }
 
 // New validates opts and builds the Service.
@@ -181,7 +182,7 @@ func (s *Service) Handle(ctx context.Context, id ports.Identity, body []byte) (*
 		MaxMessageBytes: s.o.MaxMessageBytes,
 	})
 	if err != nil {
-		return nil, asRequestError(err, syncerr.InvalidRequest)
+		return nil, asRequestError(s.refuseVersion(err), syncerr.InvalidRequest)
 	}
 	if msg.Kind != ssp2.KindRequest {
 		return nil, syncerr.Newf(syncerr.InvalidRequest, "message kind %s is not a request", msg.Kind)

@@ -58,6 +58,40 @@ func (o *DecodeOptions) admits(v uint16) bool {
 	return o.Versions == nil || slices.Contains(o.Versions, v)
 }
 
+// admitted lists the versions admits accepts, ascending.
+func (o *DecodeOptions) admitted() []uint16 {
+	var out []uint16
+	for _, v := range KnownVersions {
+		if o.admits(v) {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// VersionError is an envelope whose wire version the decoder does not
+// admit (§1.2). It is a sync.invalid_request decode error (errors.As finds
+// the *syncerr.Error) that also names the request's version and the
+// admitted ones, so a server can tell the client and its operator why.
+type VersionError struct {
+	// Version is the envelope's wire version.
+	Version uint16
+	// Admitted are the versions the decoder would have accepted, ascending.
+	Admitted []uint16
+	err      *syncerr.Error
+}
+
+func newVersionError(v uint16, admitted []uint16) *VersionError {
+	return &VersionError{Version: v, Admitted: admitted,
+		err: syncerr.Newf(syncerr.InvalidRequest, "unsupported wireVersion %d (admitted %v)", v, admitted)}
+}
+
+func (e *VersionError) Error() string { return e.err.Error() }
+
+// Unwrap returns the catalog error.
+func (e *VersionError) Unwrap() error { return e.err }
+
 // ParseHeader validates the 8-byte envelope header (§1.2) and returns the
 // wire version and message kind.
 func ParseHeader(h []byte, o DecodeOptions) (uint16, Kind, error) {
@@ -69,7 +103,7 @@ func ParseHeader(h []byte, o DecodeOptions) (uint16, Kind, error) {
 	}
 	v := binary.LittleEndian.Uint16(h[4:])
 	if !o.admits(v) {
-		return 0, 0, wire.Errorf("unsupported wireVersion %d", v)
+		return 0, 0, newVersionError(v, o.admitted())
 	}
 	k := Kind(h[6])
 	if k != KindRequest && k != KindResponse {

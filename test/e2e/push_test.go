@@ -311,7 +311,10 @@ func TestWireTwoAdmission(t *testing.T) {
 		ep := strict.epoch(c)
 		r := ssptest.Req{Wire: 2, ClientID: "c2", SchemaVersion: strict.sch.Version, Epoch: ep,
 			Commits: []*ssp2.PushCommit{ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", full(strict, "One"), -1))}}
-		strict.jsonError(strict.post(c, r.Encode(t)), http.StatusBadRequest, syncerr.InvalidRequest)
+		body := strict.jsonError(strict.post(c, r.Encode(t)), http.StatusBadRequest, syncerr.InvalidRequest)
+		if msg, _ := body["message"].(string); !strings.Contains(msg, "wire version 2") || !strings.Contains(msg, "--min-wire-version 2") {
+			t.Fatalf("the refusal does not say why: %q", msg)
+		}
 
 		s := start(t, e, serverOpts{minWire: 2})
 		ep = s.epoch(c)
