@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"go.uber.org/fx"
+	"go.uber.org/zap"
 
 	devauth "github.com/syncd-dev/syncd/adapters/auth/dev"
 	jwtauth "github.com/syncd-dev/syncd/adapters/auth/jwt"
@@ -18,6 +19,7 @@ type AuthParams struct {
 	fx.In
 	Config config.Config
 	Schema *schema.Schema
+	Log    *zap.Logger
 }
 
 // AuthResult provides the identity ports.
@@ -48,6 +50,10 @@ func NewAuth(p AuthParams) (AuthResult, error) {
 		return AuthResult{Authenticator: a, Resolver: r}, nil
 	case config.AuthJWT:
 		j := p.Config.JWT
+		leeway := j.Leeway
+		if leeway == 0 {
+			leeway = -1 // the adapter's "none"; its zero means its default
+		}
 		a, err := jwtauth.New(jwtauth.Options{
 			Algorithm:       j.Algorithm,
 			KeyFile:         j.KeyFile,
@@ -57,6 +63,8 @@ func NewAuth(p AuthParams) (AuthResult, error) {
 			PartitionClaim:  j.PartitionClaim,
 			ScopesClaim:     j.ScopesClaim,
 			TokenQueryParam: j.TokenQueryParam,
+			Leeway:          leeway,
+			Log:             p.Log.Named("auth"),
 		})
 		if err != nil {
 			return AuthResult{}, err

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -40,7 +42,7 @@ func TestNewAuth(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := config.Default()
 			tt.cfg(&cfg)
-			res, err := NewAuth(AuthParams{Config: cfg, Schema: s})
+			res, err := NewAuth(AuthParams{Config: cfg, Schema: s, Log: zap.NewNop()})
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v", err)
 			}

@@ -27,6 +27,8 @@ const (
 	DefaultListen      = "127.0.0.1:8787"
 	DefaultAdminListen = "127.0.0.1:8788"
 	DefaultDatabase    = "./syncd.db"
+	// DefaultJWTLeeway is the clock skew tolerated on exp, nbf and iat.
+	DefaultJWTLeeway = 60 * time.Second
 )
 
 // Auth modes.
@@ -97,6 +99,8 @@ type JWT struct {
 	ScopesClaim    string
 	// TokenQueryParam also reads the token from this query parameter.
 	TokenQueryParam string
+	// Leeway tolerates clock skew on exp, nbf and iat (0: none).
+	Leeway time.Duration
 }
 
 // Default returns the configuration of a bare `syncd serve`.
@@ -110,6 +114,7 @@ func Default() Config {
 		Sync:            DefaultSync(),
 		Segments:        DefaultSegments(),
 		Limits:          DefaultLimits(),
+		JWT:             JWT{Leeway: DefaultJWTLeeway},
 	}
 }
 
@@ -181,6 +186,9 @@ func (c *Config) Validate() error {
 		}
 		if c.JWT.KeyFile == "" {
 			errs = append(errs, errors.New("--jwt-key-file is required with --auth jwt"))
+		}
+		if c.JWT.Leeway < 0 {
+			errs = append(errs, fmt.Errorf("--jwt-leeway %s: must not be negative", c.JWT.Leeway))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("--auth %q: want dev or jwt", c.Auth))
@@ -257,6 +265,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.StringVar(&c.JWT.PartitionClaim, "jwt-partition-claim", c.JWT.PartitionClaim, "--auth jwt: claim holding the partition (default partition)")
 	fs.StringVar(&c.JWT.ScopesClaim, "jwt-scopes-claim", c.JWT.ScopesClaim, "--auth jwt: claim holding the allowed scopes (default scopes)")
 	fs.StringVar(&c.JWT.TokenQueryParam, "jwt-token-query-param", c.JWT.TokenQueryParam, "--auth jwt: also read the token from this query parameter (WebSocket upgrades)")
+	fs.DurationVar(&c.JWT.Leeway, "jwt-leeway", c.JWT.Leeway, "--auth jwt: clock skew tolerated on exp, nbf and iat (a token issued further in the future is refused; 0: none)")
 	fs.BoolVar(&c.Dev, "dev", c.Dev, "development mode: human-readable logs; implies --auth dev when --auth is unset")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long graceful shutdown may take")

@@ -5,9 +5,12 @@
 // one that key is for (HS256 with a shared secret, RS256 with an RSA
 // public key, EdDSA with an Ed25519 public key): a token naming any other
 // algorithm is refused before its signature is checked, so a public key
-// can never be replayed as an HMAC secret. Expiry and not-before are
-// enforced with a small leeway; expiry is required unless the options say
-// otherwise.
+// can never be replayed as an HMAC secret. Expiry, not-before and
+// issued-at (a token issued in the future is refused) are enforced with a
+// leeway for clock skew; expiry is required unless the options say
+// otherwise. The server understands no JWS extension, so a token with a
+// crit header is refused (RFC 7515 §4.1.11). A refused token is logged at
+// info with the reason, never the token.
 //
 // The actor, partition and allowed-scope claims are configurable. The
 // scopes claim is an object mapping each scope variable to a list of
@@ -28,6 +31,7 @@ import (
 	"time"
 
 	gojwt "github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -47,7 +51,7 @@ const (
 	DefaultPartitionClaim = "partition"
 	DefaultScopesClaim    = "scopes"
 	DefaultPartition      = "default"
-	DefaultLeeway         = 30 * time.Second
+	DefaultLeeway         = 60 * time.Second
 )
 
 const (
@@ -85,8 +89,8 @@ type Options struct {
 	// Issuer and Audience, when set, must match the iss and aud claims.
 	Issuer   string
 	Audience string
-	// Leeway tolerates clock skew on exp and nbf (default 30s; negative
-	// means none).
+	// Leeway tolerates clock skew on exp, nbf and iat (default 60s;
+	// negative means none).
 	Leeway time.Duration
 	// AllowMissingExpiry accepts tokens without exp.
 	AllowMissingExpiry bool
@@ -97,6 +101,8 @@ type Options struct {
 	TokenQueryParam string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Log receives a line per refused token (default: none).
+	Log *zap.Logger
 }
 
 // Authenticator verifies bearer tokens. It implements ports.Authenticator.
@@ -109,6 +115,7 @@ type Authenticator struct {
 	defPartition   string
 	scopesClaim    string
 	queryParam     string
+	log            *zap.Logger
 }
 
 var _ ports.Authenticator = (*Authenticator)(nil)
@@ -137,6 +144,10 @@ func New(opts Options) (*Authenticator, error) {
 		defPartition:   orDefault(opts.DefaultPartition, DefaultPartition),
 		scopesClaim:    orDefault(opts.ScopesClaim, DefaultScopesClaim),
 		queryParam:     opts.TokenQueryParam,
+		log:            opts.Log,
+	}
+	if a.log == nil {
+		a.log = zap.NewNop()
 	}
 	leeway := opts.Leeway
 	switch {
@@ -148,6 +159,7 @@ func New(opts Options) (*Authenticator, error) {
 	popts := []gojwt.ParserOption{
 		gojwt.WithValidMethods([]string{opts.Algorithm}),
 		gojwt.WithLeeway(leeway),
+		gojwt.WithIssuedAt(),
 	}
 	if !opts.AllowMissingExpiry {
 		popts = append(popts, gojwt.WithExpirationRequired())
@@ -250,26 +262,40 @@ func checkKey(alg string, key any) error {
 }
 
 // Authenticate verifies the request's bearer token and maps its claims
-// to an Identity. Every failure is sync.auth_required.
+// to an Identity. Every failure is sync.auth_required; a presented token
+// that is refused is logged at info with the reason (never the token).
 func (a *Authenticator) Authenticate(r *http.Request) (ports.Identity, error) {
 	raw, err := a.token(r)
 	if err != nil {
+		if !errors.Is(err, errNoToken) {
+			a.refused(err)
+		}
 		return ports.Identity{}, fail(err)
 	}
 	claims := gojwt.MapClaims{}
 	if _, err := a.parser.ParseWithClaims(raw, claims, a.keyFor); err != nil {
+		a.refused(err)
 		return ports.Identity{}, fail(err)
 	}
 	id, err := a.identity(claims)
 	if err != nil {
+		a.refused(err)
 		return ports.Identity{}, fail(err)
 	}
 	return id, nil
 }
 
+// refused logs why a token was refused. The reasons are the parser's and
+// this package's own texts, which name claims and rules, never token bytes.
+func (a *Authenticator) refused(err error) {
+	a.log.Info("bearer token refused", zap.String("reason", err.Error()))
+}
+
 func fail(err error) error {
 	return syncerr.Wrap(syncerr.AuthRequired, fmt.Errorf("jwt auth: %w", err))
 }
+
+var errNoToken = errors.New("no bearer token")
 
 func (a *Authenticator) token(r *http.Request) (string, error) {
 	h := r.Header.Get("Authorization")
@@ -279,7 +305,7 @@ func (a *Authenticator) token(r *http.Request) (string, error) {
 		}
 	}
 	if h == "" {
-		return "", errors.New("no bearer token")
+		return "", errNoToken
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
@@ -302,11 +328,39 @@ func checkLen(t string) (string, error) {
 // keyFor hands the configured key to the verifier only for the configured
 // signing method; the parser's method allow-list already refuses others,
 // this keeps the pin even if that option were dropped.
+//
+// It also enforces RFC 7515 §4.1.11: crit lists header extensions the
+// recipient must understand, and this server understands none, so any
+// crit header is refused — one naming an extension as not understood, a
+// malformed one (not a non-empty array of strings) as malformed.
 func (a *Authenticator) keyFor(t *gojwt.Token) (any, error) {
 	if t.Method == nil || t.Method.Alg() != a.alg {
 		return nil, fmt.Errorf("unexpected signing method %v", t.Header["alg"])
 	}
+	if crit, present := t.Header["crit"]; present {
+		return nil, checkCrit(crit)
+	}
 	return a.key, nil
+}
+
+func checkCrit(v any) error {
+	malformed := errors.New("malformed crit header: want a non-empty array of header parameter names")
+	list, ok := v.([]any)
+	if !ok || len(list) == 0 {
+		return malformed
+	}
+	names := make([]string, 0, len(list))
+	for _, e := range list {
+		name, ok := e.(string)
+		if !ok || name == "" {
+			return malformed
+		}
+		names = append(names, name)
+	}
+	if len(names[0]) > 64 {
+		return errors.New("crit header names an extension this server does not understand")
+	}
+	return fmt.Errorf("crit header names extension %q, which this server does not understand", names[0])
 }
 
 func (a *Authenticator) identity(c gojwt.MapClaims) (ports.Identity, error) {

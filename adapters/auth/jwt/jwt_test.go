@@ -7,15 +7,20 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	gojwt "github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/syncd-dev/syncd/adapters/auth/jwt"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -96,6 +101,20 @@ func sign(t *testing.T, m gojwt.SigningMethod, key any, claims gojwt.MapClaims) 
 	return s
 }
 
+// signHeader signs claims with extra protected header parameters.
+func signHeader(t *testing.T, key []byte, header map[string]any, claims gojwt.MapClaims) string {
+	t.Helper()
+	tok := gojwt.NewWithClaims(gojwt.SigningMethodHS256, claims)
+	for k, v := range header {
+		tok.Header[k] = v
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func base(extra gojwt.MapClaims) gojwt.MapClaims {
 	c := gojwt.MapClaims{
 		"sub": "alice",
@@ -124,6 +143,8 @@ func TestAuthenticate(t *testing.T) {
 	aud.Issuer, aud.Audience = "https://id.example", "syncd"
 	noExp := hs
 	noExp.AllowMissingExpiry = true
+	strict := hs
+	strict.Leeway = -1
 
 	tests := []struct {
 		name  string
@@ -157,6 +178,39 @@ func TestAuthenticate(t *testing.T) {
 		{name: "expired within leeway", opts: hs, token: func() string {
 			return sign(t, gojwt.SigningMethodHS256, k.secret, base(gojwt.MapClaims{"exp": now.Add(-10 * time.Second).Unix()}))
 		}, want: ports.Identity{ActorID: "alice", Partition: "default"}},
+		{name: "expired within the default 60s leeway", opts: hs, token: func() string {
+			return sign(t, gojwt.SigningMethodHS256, k.secret, base(gojwt.MapClaims{"exp": now.Add(-50 * time.Second).Unix()}))
+		}, want: ports.Identity{ActorID: "alice", Partition: "default"}},
+		{name: "issued in the future beyond the leeway", opts: hs, fail: true, token: func() string {
+			return sign(t, gojwt.SigningMethodHS256, k.secret, base(gojwt.MapClaims{"iat": now.Add(2 * time.Minute).Unix()}))
+		}},
+		{name: "issued in the future within the leeway", opts: hs, token: func() string {
+			return sign(t, gojwt.SigningMethodHS256, k.secret, base(gojwt.MapClaims{"iat": now.Add(30 * time.Second).Unix()}))
+		}, want: ports.Identity{ActorID: "alice", Partition: "default"}},
+		{name: "issued in the past", opts: hs, token: func() string {
+			return sign(t, gojwt.SigningMethodHS256, k.secret, base(gojwt.MapClaims{"iat": now.Add(-time.Hour).Unix()}))
+		}, want: ports.Identity{ActorID: "alice", Partition: "default"}},
+		{name: "no leeway: issued a few seconds ahead", opts: strict, fail: true, token: func() string {
+			return sign(t, gojwt.SigningMethodHS256, k.secret, base(gojwt.MapClaims{"iat": now.Add(5 * time.Second).Unix()}))
+		}},
+		{name: "no leeway: expired a few seconds ago", opts: strict, fail: true, token: func() string {
+			return sign(t, gojwt.SigningMethodHS256, k.secret, base(gojwt.MapClaims{"exp": now.Add(-5 * time.Second).Unix()}))
+		}},
+		{name: "crit names an extension the server does not understand", opts: hs, fail: true, token: func() string {
+			return signHeader(t, k.secret, map[string]any{"crit": []string{"b64"}, "b64": false}, base(nil))
+		}},
+		{name: "crit names a registered header", opts: hs, fail: true, token: func() string {
+			return signHeader(t, k.secret, map[string]any{"crit": []string{"exp"}}, base(nil))
+		}},
+		{name: "malformed crit: a string", opts: hs, fail: true, token: func() string {
+			return signHeader(t, k.secret, map[string]any{"crit": "b64"}, base(nil))
+		}},
+		{name: "malformed crit: empty", opts: hs, fail: true, token: func() string {
+			return signHeader(t, k.secret, map[string]any{"crit": []string{}}, base(nil))
+		}},
+		{name: "malformed crit: not strings", opts: hs, fail: true, token: func() string {
+			return signHeader(t, k.secret, map[string]any{"crit": []any{1}}, base(nil))
+		}},
 		{name: "not yet valid", opts: hs, fail: true, token: func() string {
 			return sign(t, gojwt.SigningMethodHS256, k.secret, base(gojwt.MapClaims{"nbf": now.Add(time.Hour).Unix()}))
 		}},
@@ -314,5 +368,49 @@ func TestResolver(t *testing.T) {
 				t.Fatalf("got %v, %v; want %v (err %v)", got, err, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestRefusedTokenIsLogged: a presented token that is refused is logged at
+// info with the reason and never the token; a request without a token is
+// not a refused token.
+func TestRefusedTokenIsLogged(t *testing.T) {
+	k := fixtures(t)
+	core, logs := observer.New(zapcore.DebugLevel)
+	a, err := jwt.New(jwt.Options{Algorithm: jwt.HS256, Key: k.secret, Now: func() time.Time { return now }, Log: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ token, reason string }{
+		{signHeader(t, k.secret, map[string]any{"crit": []string{"b64"}, "b64": false}, base(nil)), `crit header names extension "b64"`},
+		{signHeader(t, k.secret, map[string]any{"crit": "b64"}, base(nil)), "malformed crit header"},
+		{sign(t, gojwt.SigningMethodHS256, k.secret, base(gojwt.MapClaims{"iat": now.Add(time.Hour).Unix()})), "used before issued"},
+		{sign(t, gojwt.SigningMethodHS256, k.otherSecret, base(nil)), "signature"},
+	}
+	for _, tc := range tests {
+		r := httptest.NewRequest("POST", "/sync", nil)
+		r.Header.Set("Authorization", "Bearer "+tc.token)
+		if _, err := a.Authenticate(r); syncerr.CodeOf(err) != syncerr.AuthRequired {
+			t.Fatalf("accepted: %v", err)
+		}
+		all := logs.TakeAll()
+		if len(all) != 1 || all[0].Level != zapcore.InfoLevel {
+			t.Fatalf("want one info line, got %+v", all)
+		}
+		line := fmt.Sprint(all[0].Message, all[0].ContextMap())
+		if !strings.Contains(line, tc.reason) {
+			t.Errorf("line %q lacks the reason %q", line, tc.reason)
+		}
+		for _, part := range strings.Split(tc.token, ".") {
+			if strings.Contains(line, part) {
+				t.Fatalf("line %q carries the token", line)
+			}
+		}
+	}
+	if _, err := a.Authenticate(httptest.NewRequest("POST", "/sync", nil)); err == nil {
+		t.Fatal("no token accepted")
+	}
+	if n := logs.FilterLevelExact(zapcore.InfoLevel).Len(); n != 0 {
+		t.Fatalf("a request without a token logged %d info lines", n)
 	}
 }
