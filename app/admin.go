@@ -1,18 +1,36 @@
 package app
 
 import (
+	"crypto/subtle"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 )
 
+// AdminOptions configure the admin handler.
+type AdminOptions struct {
+	// Token, when set, is the bearer token every route except the health
+	// probes requires: orchestrator probes cannot send one, and /livez and
+	// /readyz reveal nothing but the phase, while /metrics and pprof
+	// expose the process.
+	Token string
+	// Pprof serves /debug/pprof.
+	Pprof bool
+}
+
 // NewAdminHandler serves the admin listener: /livez (the process answers),
 // /readyz (the readiness document; 503 until ready), /metrics (Prometheus)
-// and /debug/pprof. It is never mounted on the sync API listener.
-func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger) http.Handler {
+// and, with o.Pprof, /debug/pprof. It is never mounted on the sync API
+// listener.
+func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger, o AdminOptions) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -29,15 +47,71 @@ func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger) http.Handler {
 		Registry: m.Registry,
 		ErrorLog: zap.NewStdLog(log.Named("metrics")),
 	}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if o.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
 	})
-	return mux
+	if o.Token == "" {
+		return mux
+	}
+	return requireAdminToken(mux, o.Token)
+}
+
+// requireAdminToken answers 401 to any request but a health probe that
+// does not carry "Authorization: Bearer <token>".
+func requireAdminToken(next http.Handler, token string) http.Handler {
+	want := []byte(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/livez" || r.URL.Path == "/readyz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="syncd-admin"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "admin token required"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Admin token file bounds: a short token is guessable, a huge file is a
+// mistake.
+const (
+	minAdminTokenBytes = 16
+	maxAdminTokenBytes = 4 << 10
+)
+
+// ReadAdminToken reads the admin bearer token from path: the file's
+// content without surrounding white space, at least 16 bytes.
+func ReadAdminToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("--admin-token-file: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(io.LimitReader(f, maxAdminTokenBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("--admin-token-file: %w", err)
+	}
+	if len(b) > maxAdminTokenBytes {
+		return "", fmt.Errorf("--admin-token-file %s: larger than %d bytes", path, maxAdminTokenBytes)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < minAdminTokenBytes {
+		return "", fmt.Errorf("--admin-token-file %s: the token must be at least %d bytes", path, minAdminTokenBytes)
+	}
+	if strings.ContainsAny(tok, " \t\r\n") {
+		return "", errors.New("--admin-token-file: the token must be one line without spaces")
+	}
+	return tok, nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -133,8 +133,8 @@ func TestServeEmbeddedDefault(t *testing.T) {
 			t.Fatalf("metrics lacks %q (%d)", want, code)
 		}
 	}
-	if code, _ := get(t, "GET", h.url(app.ServerAdmin, "/debug/pprof/")); code != 200 {
-		t.Fatalf("pprof %d", code)
+	if code, _ := get(t, "GET", h.url(app.ServerAdmin, "/debug/pprof/")); code != 404 {
+		t.Fatalf("pprof without --pprof: %d", code)
 	}
 	if code, _ := get(t, "GET", h.url(app.ServerSync, "/debug/pprof/")); code != 404 {
 		t.Fatalf("pprof on the sync listener: %d", code)

@@ -45,11 +45,21 @@ var CoreModule = fx.Module("syncd.core",
 	fx.Invoke(registerPreparer),
 )
 
-// AdminModule serves /livez, /readyz, /metrics and /debug/pprof on the
-// admin listener.
+// AdminModule serves /livez, /readyz, /metrics and (--pprof) /debug/pprof
+// on the admin listener; with --admin-token-file every route but the
+// health probes requires that bearer token.
 var AdminModule = fx.Module("syncd.admin",
-	fx.Invoke(func(p serverParams, cfg config.Config, r *Readiness, m *Metrics) {
-		registerServer(p, ServerAdmin, cfg.AdminListen, NewAdminHandler(r, m, p.Log))
+	fx.Invoke(func(p serverParams, cfg config.Config, r *Readiness, m *Metrics) error {
+		o := AdminOptions{Pprof: cfg.Admin.Pprof}
+		if cfg.Admin.TokenFile != "" {
+			tok, err := ReadAdminToken(cfg.Admin.TokenFile)
+			if err != nil {
+				return err
+			}
+			o.Token = tok
+		}
+		registerServer(p, ServerAdmin, cfg.AdminListen, NewAdminHandler(r, m, p.Log, o))
+		return nil
 	}),
 )
 

@@ -29,7 +29,7 @@ esac
 "$out/syncd" seed --schema "$schema" --database "$db" --rows 100000 --value storm | tee "$out/seed.txt"
 "$out/syncd" seed --schema "$schema" --database "$db" --rows 20000 --value storm20k | tee -a "$out/seed.txt"
 
-"$out/syncd" serve --schema "$schema" --auth dev --database "$db" --log-level warn >"$out/server.log" 2>&1 &
+"$out/syncd" serve --schema "$schema" --auth dev --database "$db" --log-level warn --pprof >"$out/server.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; [ "$engine" = postgres ] && psql "$pg/postgres" -qc "DROP DATABASE IF EXISTS $name WITH (FORCE)"' EXIT
 for _ in $(seq 100); do curl -sf http://127.0.0.1:8788/readyz >/dev/null && break; sleep 0.1; done

@@ -72,6 +72,8 @@ type Config struct {
 	Segments Segments
 	// Limits bound identifiers and request shape.
 	Limits Limits
+	// Admin holds the admin listener's access settings.
+	Admin Admin
 	// ConfigFile is the YAML file the values came from, if any.
 	ConfigFile string
 }
@@ -82,6 +84,8 @@ type DevAuth struct {
 	Actor string
 	// Partition is the partition of requests that name none.
 	Partition string
+	// AllowInsecure lets --auth dev start on a non-loopback --listen.
+	AllowInsecure bool
 }
 
 // JWT are the settings of bearer-token authentication.
@@ -201,6 +205,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Sync.validate()...)
 	errs = append(errs, c.Segments.validate()...)
 	errs = append(errs, c.Limits.validate()...)
+	errs = append(errs, c.validateExposure()...)
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
@@ -272,6 +277,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	c.Sync.flags(fs)
 	c.Segments.flags(fs)
 	c.Limits.flags(fs)
+	c.exposureFlags(fs)
 	if configFile != nil {
 		fs.StringVar(configFile, "config", *configFile, "optional YAML file with the same keys as the flags")
 	}

@@ -74,6 +74,18 @@ func (s Segments) validate() []error {
 	if s.SignedURLKeyFile != "" && s.PublicURL == "" {
 		errs = append(errs, fmt.Errorf("--signed-url-key-file needs --public-url (the base signed URLs start with)"))
 	}
+	// Settings the chosen store or a disabled feature would ignore.
+	if s.Dir != "" && s.Store != SegmentStoreFS {
+		errs = append(errs, fmt.Errorf("--segment-dir only applies to --segment-store fs (--segment-store is %s)", s.Store))
+	}
+	if s.SignedURLKeyFile == "" {
+		if s.PublicURL != "" {
+			errs = append(errs, fmt.Errorf("--public-url is only used by signed URLs, which are off without --signed-url-key-file"))
+		}
+		if s.SignedURLTTL != DefaultSegments().SignedURLTTL {
+			errs = append(errs, fmt.Errorf("--signed-url-ttl is only used by signed URLs, which are off without --signed-url-key-file"))
+		}
+	}
 	if s.PublicURL != "" {
 		u, err := url.Parse(s.PublicURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(u.Path, "/") {

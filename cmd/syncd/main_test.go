@@ -21,6 +21,8 @@ func TestRun(t *testing.T) {
 		{"version", []string{"version"}, nil, 0, "syncd dev", ""},
 		{"serve help", []string{"serve", "--help"}, nil, 0, "SYNCD_ADMIN_LISTEN", ""},
 		{"serve bad flag", []string{"serve", "--listen", "nope"}, nil, 2, "", "want host:port"},
+		{"dev auth exposed", []string{"serve", "--listen", "0.0.0.0:8787"}, nil, 2, "", "--allow-insecure-dev-auth"},
+		{"open admin listener", []string{"serve", "--admin-listen", "0.0.0.0:8788"}, nil, 2, "", "--admin-token-file"},
 		{"print config", []string{"serve", "--print-config", "--database", "postgres://u:hunter2@h/db", "--mount", "/x"},
 			[]string{"SYNCD_DEV=true"}, 0, `database: "postgres://u:xxxxx@h/db"`, ""},
 	}

@@ -1,0 +1,123 @@
+package app_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/app"
+)
+
+// TestAdminAccess: with a token every admin route but the health probes
+// needs it (probes cannot send one), and pprof is served only when
+// enabled.
+func TestAdminAccess(t *testing.T) {
+	const token = "0123456789abcdef-admin"
+	r := app.NewReadiness()
+	m, err := app.NewMetrics(app.BuildInfo{}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := func(o app.AdminOptions) http.Handler {
+		return app.NewAdminHandler(r, m, zap.NewNop(), o)
+	}
+	tests := []struct {
+		name string
+		opts app.AdminOptions
+		path string
+		auth string
+		want int
+	}{
+		{"liveness needs no token", app.AdminOptions{Token: token}, "/livez", "", 200},
+		{"readiness needs no token", app.AdminOptions{Token: token}, "/readyz", "", 503}, // not ready yet, but answered
+		{"metrics without a token", app.AdminOptions{Token: token}, "/metrics", "", 401},
+		{"metrics with a wrong token", app.AdminOptions{Token: token}, "/metrics", "Bearer " + token + "x", 401},
+		{"metrics with a basic credential", app.AdminOptions{Token: token}, "/metrics", "Basic " + token, 401},
+		{"metrics with the token", app.AdminOptions{Token: token}, "/metrics", "Bearer " + token, 200},
+		{"pprof without a token", app.AdminOptions{Token: token, Pprof: true}, "/debug/pprof/", "", 401},
+		{"pprof with the token", app.AdminOptions{Token: token, Pprof: true}, "/debug/pprof/", "bearer " + token, 200},
+		{"pprof off", app.AdminOptions{Token: token}, "/debug/pprof/", "Bearer " + token, 404},
+		{"unknown path without a token", app.AdminOptions{Token: token}, "/nope", "", 401},
+		{"no token configured: metrics open", app.AdminOptions{}, "/metrics", "", 200},
+		{"no token configured: pprof off by default", app.AdminOptions{}, "/debug/pprof/", "", 404},
+		{"no token configured: pprof on", app.AdminOptions{Pprof: true}, "/debug/pprof/cmdline", "", 200},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, tc.path, nil)
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			rec := httptest.NewRecorder()
+			handler(tc.opts).ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.want, rec.Body)
+			}
+			if rec.Code == 401 && !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Bearer") {
+				t.Fatalf("401 without a Bearer challenge")
+			}
+		})
+	}
+}
+
+func TestReadAdminToken(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name, path, want string
+		fail             bool
+	}{
+		{"one line with a newline", write("ok", "0123456789abcdef\n"), "0123456789abcdef", false},
+		{"too short", write("short", "secret\n"), "", true},
+		{"two words", write("words", "0123456789 abcdef\n"), "", true},
+		{"too large", write("large", strings.Repeat("k", 5000)), "", true},
+		{"missing", filepath.Join(dir, "none"), "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := app.ReadAdminToken(tc.path)
+			if (err != nil) != tc.fail || got != tc.want {
+				t.Fatalf("got %q, %v", got, err)
+			}
+		})
+	}
+}
+
+// TestAdminTokenOnTheListener: the assembled server enforces the token
+// file on its admin listener and refuses to start with an unusable one.
+func TestAdminTokenOnTheListener(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Admin.TokenFile = filepath.Join(t.TempDir(), "admin.token")
+	if err := os.WriteFile(cfg.Admin.TokenFile, []byte("0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Admin.Pprof = true
+	h := start(t, cfg)
+	if code, _ := get(t, "GET", h.url(app.ServerAdmin, "/metrics")); code != 401 {
+		t.Fatalf("metrics without the token: %d", code)
+	}
+	req, _ := http.NewRequest("GET", h.url(app.ServerAdmin, "/debug/pprof/"), nil)
+	req.Header.Set("Authorization", "Bearer 0123456789abcdef0123")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("pprof with the token: %d", resp.StatusCode)
+	}
+	if code, _ := get(t, "GET", h.url(app.ServerAdmin, "/livez")); code != 200 {
+		t.Fatalf("livez: %d", code)
+	}
+}
