@@ -14,6 +14,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/segments/sqlseg"
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
+	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -136,5 +137,59 @@ func TestOpenStreamsChunks(t *testing.T) {
 				t.Fatalf("read of a removed segment: %d bytes, %v; want an error", len(got), err)
 			}
 		})
+	}
+}
+
+// TestOpenTakesTheSchemaLock: on PostgreSQL, Open creates missing tables
+// only under the schema lock the storage engine's migration holds (so
+// nodes starting together never race on CREATE … IF NOT EXISTS), and once
+// the tables exist it opens without taking the lock.
+func TestOpenTakesTheSchemaLock(t *testing.T) {
+	ctx := t.Context()
+	st, err := postgres.Open(ctx, postgres.Options{DSN: pgtest.DSN(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	pool := st.DB().DB
+	holder, err := pool.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Close() }()
+	if _, err := holder.ExecContext(ctx, "SELECT pg_advisory_lock("+sqlstore.SchemaLockArgs+")", sqlstore.SchemaLockKey); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		_, err := sqlseg.Open(ctx, sqlseg.Options{DB: st.DB()})
+		opened <- err
+	}()
+	// Open waits on the lock: its backend shows an ungranted advisory lock.
+	for waiting := false; !waiting; {
+		select {
+		case err := <-opened:
+			t.Fatalf("Open created the tables while another process held the schema lock (%v)", err)
+		default:
+		}
+		if err := pool.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND classid::bigint = $1 AND objid::bigint = (hashtext(current_schema())::bigint & 4294967295))`,
+			sqlstore.SchemaLockKey).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := holder.ExecContext(ctx, "SELECT pg_advisory_unlock("+sqlstore.SchemaLockArgs+")", sqlstore.SchemaLockKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatal(err)
+	}
+	// The tables exist now: Open does not wait for a held lock.
+	if _, err := holder.ExecContext(ctx, "SELECT pg_advisory_lock("+sqlstore.SchemaLockArgs+")", sqlstore.SchemaLockKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlseg.Open(ctx, sqlseg.Options{DB: st.DB()}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -9,6 +9,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -170,13 +171,37 @@ func (*dialect) LockSchema(ctx context.Context, tx sqlstore.WriteTx) error {
 	return err
 }
 
-// coreDDLLock keys the advisory lock that serializes concurrent core DDL
-// (CREATE TABLE IF NOT EXISTS races on the catalog otherwise).
-const coreDDLLock = 0x73796e6364 // "syncd"
+// LockSchemaWork takes the session-level advisory schema lock (sqlstore.SchemaLockKey)
+// on a connection of its own, so the lock spans the several transactions
+// of an ensure (core DDL, migration, layout check). unlock releases it;
+// when that fails the connection is discarded instead of returned to the
+// pool, and closing the session releases the lock with it.
+func (d *dialect) LockSchemaWork(ctx context.Context) (func(), error) {
+	conn, err := d.pool.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock("+sqlstore.SchemaLockArgs+")", sqlstore.SchemaLockKey); err != nil {
+		// A cancelled wait may have been granted meanwhile: never pool it.
+		discardConn(conn)
+		return nil, err
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var released bool
+		if err := conn.QueryRowContext(ctx, "SELECT pg_advisory_unlock("+sqlstore.SchemaLockArgs+")", sqlstore.SchemaLockKey).Scan(&released); err != nil || !released {
+			discardConn(conn)
+			return
+		}
+		_ = conn.Close()
+	}, nil
+}
 
-func (*dialect) LockCoreDDL(ctx context.Context, tx sqlstore.WriteTx) error {
-	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(coreDDLLock))
-	return err
+// discardConn closes conn's session rather than returning it to the pool.
+func discardConn(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
 }
 
 func quote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }

@@ -199,8 +199,12 @@ func (*dialect) LockPartition(ctx context.Context, tx sqlstore.WriteTx, partitio
 	return err
 }
 
-func (*dialect) LockSchema(context.Context, sqlstore.WriteTx) error  { return nil }
-func (*dialect) LockCoreDDL(context.Context, sqlstore.WriteTx) error { return nil }
+func (*dialect) LockSchema(context.Context, sqlstore.WriteTx) error { return nil }
+
+// LockSchemaWork needs no lock of its own: every DDL and migration runs in
+// a BEGIN IMMEDIATE transaction, which waits (busy timeout) for another
+// process's, and the migration re-reads the marker inside it.
+func (*dialect) LockSchemaWork(context.Context) (func(), error) { return func() {}, nil }
 
 func (*dialect) TableColumns(ctx context.Context, q sqlstore.Querier, table string) ([]sqlstore.PhysicalColumn, error) {
 	return sqlstore.ReadColumns(ctx, q, `SELECT name, type, "notnull", pk FROM pragma_table_info(?)`, table)

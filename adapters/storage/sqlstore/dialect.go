@@ -55,6 +55,18 @@ type Types struct {
 	Column func(schema.ColumnType) string
 }
 
+// SchemaLockKey is the PostgreSQL advisory lock every syncd process holds
+// while it creates or checks tables: the core schema, its migration and
+// layout check, and side stores' tables (the in-database segment store).
+// It is the two-key lock (SchemaLockKey, hashtext(current_schema())), so
+// servers whose tables live in different schemas of one database do not
+// wait for each other; SchemaLockArgs renders the arguments.
+const SchemaLockKey int32 = 0x73796e63 // "sync"
+
+// SchemaLockArgs is the argument list of pg_advisory_lock and its siblings
+// for the schema lock, with $1 bound to SchemaLockKey.
+const SchemaLockArgs = "$1, hashtext(current_schema())"
+
 // Dialect is everything engine-specific.
 type Dialect interface {
 	// Name is "sqlite" or "postgres".
@@ -75,8 +87,12 @@ type Dialect interface {
 	LockPartition(ctx context.Context, tx WriteTx, partition string) error
 	// LockSchema is the first statement of a schema migration transaction.
 	LockSchema(ctx context.Context, tx WriteTx) error
-	// LockCoreDDL serializes concurrent core DDL across processes.
-	LockCoreDDL(ctx context.Context, tx WriteTx) error
+	// LockSchemaWork serializes schema work across processes: it returns
+	// once this process holds the lock, and unlock releases it (the lock
+	// must not outlive a failed call). PostgreSQL's CREATE … IF NOT EXISTS
+	// races on the catalog otherwise; SQLite's BEGIN IMMEDIATE already
+	// serializes every write transaction.
+	LockSchemaWork(ctx context.Context) (unlock func(), err error)
 
 	// TableColumns reads a table's physical columns (empty: no table),
 	// resolving the name the way unqualified statements do.

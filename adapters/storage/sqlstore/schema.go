@@ -41,7 +41,15 @@ func (s *Store) EnsureSchema(ctx context.Context, sc *schema.Schema, decls []che
 	return s.checkCoverage(ctx, sc.Version, decls)
 }
 
+// ensureSchema holds the schema lock for the whole of its work, so nodes
+// starting together on one database take turns: the first creates or
+// migrates, the others then only check what it wrote.
 func (s *Store) ensureSchema(ctx context.Context, sc *schema.Schema, decls []checkpoint.Declaration) error {
+	unlock, err := s.d.LockSchemaWork(ctx)
+	if err != nil {
+		return internal("take the schema lock", err)
+	}
+	defer unlock()
 	if !s.coreDone.Load() {
 		if err := s.ensureCore(ctx); err != nil {
 			return err
@@ -111,9 +119,6 @@ func tooNew(stored, running int32) error {
 // ensureCore applies the core DDL, added columns and the fence trigger.
 func (s *Store) ensureCore(ctx context.Context) error {
 	return s.writeTx(ctx, "ensure core schema", "", func(tx WriteTx) error {
-		if err := s.d.LockCoreDDL(ctx, tx); err != nil {
-			return err
-		}
 		for _, stmt := range CoreStatements(s.d) {
 			if _, err := tx.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("core ddl: %w", err)
