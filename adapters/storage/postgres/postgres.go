@@ -33,7 +33,7 @@ type Options struct {
 	// mode is kept: every statement the engine runs is a fixed,
 	// parameterized text, so each is prepared once per connection.
 	DSN string
-	// MaxConns bounds the pool (default 16).
+	// MaxConns bounds the pool (default 16, at least 2).
 	MaxConns int
 	// ConnMaxLifetime recycles connections (default 30m).
 	ConnMaxLifetime time.Duration
@@ -64,6 +64,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if n <= 0 {
 		n = 16
 	}
+	// EnsureSchema holds the schema lock on one connection while its
+	// transactions run on another.
+	n = max(n, 2)
 	pool.SetMaxOpenConns(n)
 	pool.SetMaxIdleConns(n)
 	life := o.ConnMaxLifetime

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
@@ -107,5 +108,20 @@ WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2
 	}
 	if n := heldSchemaLocks(t, v2); n != 0 {
 		t.Fatalf("%d sessions hold the schema lock after the waiting ensure", n)
+	}
+}
+
+// A one-connection pool still ensures its schema: the schema lock holds a
+// connection of its own, so the pool keeps at least two.
+func TestEnsureSchemaWithOneConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s, err := postgres.Open(ctx, postgres.Options{DSN: pgtest.DSN(t), MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	if err := s.EnsureSchema(ctx, storetest.Schema(t, storetest.IR), nil); err != nil {
+		t.Fatal(err)
 	}
 }
