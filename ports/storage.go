@@ -57,8 +57,8 @@ type PartitionStore interface {
 	// epoch), refreshes last-seen, and returns the current epoch.
 	TouchPartition(ctx context.Context, partition string, nowMs int64) (string, error)
 	// RotateLogEpoch mints a new epoch, marks it required and deletes the
-	// partition's client cursor records (restore procedure). It serializes
-	// with pruning.
+	// partition's client cursor records (restore procedure), keeping the
+	// client-id bindings. It serializes with pruning.
 	RotateLogEpoch(ctx context.Context, partition string) (string, error)
 	// LogEpoch returns the partition's epoch; ok is false when unregistered.
 	LogEpoch(ctx context.Context, partition string) (epoch string, ok bool, err error)
@@ -68,7 +68,7 @@ type PartitionStore interface {
 // PushStore runs partition-serialized write transactions.
 type PushStore interface {
 	// GetPushResult is the optimistic idempotency lookup outside any transaction.
-	GetPushResult(ctx context.Context, partition, clientID, clientCommitID string) (result []byte, ok bool, err error)
+	GetPushResult(ctx context.Context, partition, clientID, clientCommitID string) (rec PushRecord, ok bool, err error)
 	// Push begins a write transaction on partition, takes the partition
 	// lock (SQLite: BEGIN IMMEDIATE; PostgreSQL: the partition row FOR
 	// UPDATE), runs fn, and commits when fn returns nil; otherwise it
@@ -82,6 +82,18 @@ type PushStore interface {
 type PushOptions struct {
 	// WriterVersion stamps sync_commits.writer_version (the running schema version).
 	WriterVersion int32
+	// ActorID is the actor the transaction writes for: PushTx.BindClient
+	// binds client ids to it and PutPushResult records it as the owner of
+	// the stored result.
+	ActorID string
+}
+
+// PushRecord is a stored idempotency record (SPEC §2.3).
+type PushRecord struct {
+	Result []byte
+	// ActorID is the actor whose push stored the record; "" for a record
+	// stored before records carried their actor.
+	ActorID string
 }
 
 // RowWrite is a current-row write.
@@ -155,8 +167,12 @@ type PushTx interface {
 	// ReadServeGate reads the gate on the transaction's own connection,
 	// with PushOptions.WriterVersion as the running schema version.
 	ReadServeGate(ctx context.Context) (checkpoint.ServeGate, error)
+	// BindClient is ClientStore.BindClient for PushOptions.ActorID, under
+	// the partition lock: the binding commits or rolls back with the
+	// transaction, and DiscardWrites keeps it.
+	BindClient(ctx context.Context, clientID string) (boundActor string, err error)
 	// GetPushResult is the locked idempotency re-check.
-	GetPushResult(ctx context.Context, clientID, clientCommitID string) ([]byte, bool, error)
+	GetPushResult(ctx context.Context, clientID, clientCommitID string) (PushRecord, bool, error)
 	// GetRow returns the current row (sees staged writes) or nil.
 	GetRow(ctx context.Context, table, rowID string) (*commit.Row, error)
 	// TombstoneSeq returns the commit seq of the row's live tombstone.
@@ -182,7 +198,8 @@ type PushTx interface {
 	// sync.storage.writer_fence_rejected.
 	AppendCommit(ctx context.Context, c NewCommit) (seq int64, err error)
 	EnqueueReactions(ctx context.Context, source ReactionSource, rs []Reaction) error
-	// PutPushResult stores a result first-writer-wins and returns the stored one.
+	// PutPushResult stores a result first-writer-wins, owned by
+	// PushOptions.ActorID, and returns the stored one.
 	PutPushResult(ctx context.Context, clientID, clientCommitID string, result []byte) ([]byte, error)
 	// DiscardWrites rolls back everything staged since the lock was taken,
 	// keeping the lock, so a rejection can be persisted cleanly.
@@ -270,10 +287,26 @@ type ClientRecord struct {
 	UpdatedAtMs   int64
 }
 
-// ClientStore keeps client records and cursors.
+// ClientStore keeps client records and cursors, and the binding of client
+// ids to actors (SPEC §1.5).
+//
+// A binding is separate from the client record: a client that has only
+// pushed is bound but has no record (no cursor, so it never holds back
+// the retention floor). A binding is never changed or removed, not even
+// by RotateLogEpoch: the idempotency records it guards outlive epochs.
 type ClientStore interface {
 	GetClient(ctx context.Context, partition, clientID string) (*ClientRecord, error)
+	// PutClient writes the record of a client already bound to r.ActorID
+	// (BindClient first).
 	PutClient(ctx context.Context, r ClientRecord) error
+	// BindClient binds clientID to actorID in the partition unless it is
+	// bound already, atomically (of two racing actors exactly one binds),
+	// and returns the actor it is bound to: actorID, or the other actor
+	// that holds it.
+	BindClient(ctx context.Context, partition, clientID, actorID string) (boundActor string, err error)
+	// ClientBinding returns the actor clientID is bound to in the
+	// partition; ok is false while it is unbound.
+	ClientBinding(ctx context.Context, partition, clientID string) (actorID string, ok bool, err error)
 	// AdvanceClientCursor is a realtime ack: when a record exists for the
 	// client with the same actor and the partition's live epoch, it sets
 	// cursor = max(cursor, a.Cursor) and updatedAt = max(updatedAt, a.NowMs)

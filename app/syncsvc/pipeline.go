@@ -92,16 +92,20 @@ func observation(o outcome, ops int) CommitObservation {
 }
 
 func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.PushCommit) (outcome, error) {
-	part, clientID, ccid := rq.id.Partition, rq.hdr.ClientID, pc.ClientCommitID
-	// 1. Optimistic idempotency lookup outside any transaction.
-	if b, ok, err := s.o.Store.GetPushResult(ctx, part, clientID, ccid); err != nil {
+	part, clientID, ccid, actor := rq.id.Partition, rq.hdr.ClientID, pc.ClientCommitID, rq.id.ActorID
+	// 1. Optimistic idempotency lookup outside any transaction. A record is
+	// replayed only to the actor that stored it; one stored before records
+	// carried their actor waits for the locked re-check, after the binding.
+	if r, ok, err := s.o.Store.GetPushResult(ctx, part, clientID, ccid); err != nil {
 		return outcome{}, fmt.Errorf("idempotency lookup: %w", err)
-	} else if ok {
-		return replay(b, ccid).forWire(rq.wire), nil
+	} else if ok && r.ActorID == actor {
+		return replay(r.Result, ccid).forWire(rq.wire), nil
+	} else if ok && r.ActorID != "" {
+		return outcome{}, push.CheckClientID(clientID, actor, r.ActorID, true)
 	}
 	var out outcome
 	var applied *commit.Commit
-	err := s.o.Store.Push(ctx, part, ports.PushOptions{WriterVersion: rq.sch.Version}, func(tx ports.PushTx) error {
+	err := s.o.Store.Push(ctx, part, ports.PushOptions{WriterVersion: rq.sch.Version, ActorID: actor}, func(tx ports.PushTx) error {
 		// 2–3. The store took the partition lock. 4. Serve gate on the
 		// transaction's own connection (0.24): a refusal rolls back.
 		gate, err := tx.ReadServeGate(ctx)
@@ -112,11 +116,23 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 		if r := checkpoint.GateRefusal(gate, rq.sch.Version, s.o.Declarations); r != nil {
 			return r.Err()
 		}
-		// 5. Locked idempotency re-check.
-		if b, ok, err := tx.GetPushResult(ctx, clientID, ccid); err != nil {
+		// §1.5: the first use binds the client id to the actor, under the
+		// partition lock and atomically with this commit, so of two actors
+		// racing for a fresh id exactly one gets it; the other is refused.
+		if boundTo, err := tx.BindClient(ctx, clientID); err != nil {
+			return fmt.Errorf("bind client id: %w", err)
+		} else if err := push.CheckClientID(clientID, actor, boundTo, true); err != nil {
+			return err
+		}
+		// 5. Locked idempotency re-check, replayed only to its owner (a
+		// record without one belongs to the id's actor, bound just above).
+		if r, ok, err := tx.GetPushResult(ctx, clientID, ccid); err != nil {
 			return fmt.Errorf("locked idempotency lookup: %w", err)
 		} else if ok {
-			out = replay(b, ccid)
+			if r.ActorID != "" && r.ActorID != actor {
+				return push.CheckClientID(clientID, actor, r.ActorID, true)
+			}
+			out = replay(r.Result, ccid)
 			return nil
 		}
 		a := &applier{s: s, rq: rq, tx: tx, pc: pc}

@@ -35,6 +35,8 @@ type Store interface {
 	ports.PushStore
 	TouchPartition(ctx context.Context, partition string, nowMs int64) (string, error)
 	GetClient(ctx context.Context, partition, clientID string) (*ports.ClientRecord, error)
+	BindClient(ctx context.Context, partition, clientID, actorID string) (string, error)
+	ClientBinding(ctx context.Context, partition, clientID string) (string, bool, error)
 	ReadServeGate(ctx context.Context, partition string, running int32) (checkpoint.ServeGate, error)
 }
 
@@ -232,7 +234,9 @@ type request struct {
 	// read; the read-verify compares its token with the last read.
 	gate     checkpoint.ServeGate
 	gateRead bool
-	codecs   map[string]*rowcodec.Codec
+	// bound: the client id was bound to this actor when the request began.
+	bound  bool
+	codecs map[string]*rowcodec.Codec
 }
 
 func (rq *request) codec(t *schema.Table) *rowcodec.Codec {
@@ -308,17 +312,26 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	if err := pullsvc.Validate(rq.sch, rq.pullHdr, rq.subs); err != nil {
 		return early(nil, err)
 	}
-	// §1.5 client id binding and §6.1 operation cap: request-level.
-	rec, err := s.o.Store.GetClient(ctx, part, rq.hdr.ClientID)
+	// §1.5 client id binding and §6.1 operation cap: request-level. The
+	// binding read here refuses another actor's id before any work; an
+	// unbound id is bound by its first use, atomically with it: in the
+	// first push's transaction, or right before a pull is served.
+	boundTo, bound, err := s.o.Store.ClientBinding(ctx, part, rq.hdr.ClientID)
 	if err != nil {
-		return early(nil, fmt.Errorf("read client record: %w", err))
+		return early(nil, fmt.Errorf("read client binding: %w", err))
 	}
-	bound := ""
-	if rec != nil {
-		bound = rec.ActorID
-	}
-	if err := push.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, bound, rec != nil); err != nil {
+	if err := push.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, boundTo, bound); err != nil {
 		return early(nil, err)
+	}
+	rq.bound = bound
+	var rec *ports.ClientRecord
+	if rq.pullHdr != nil {
+		if rec, err = s.o.Store.GetClient(ctx, part, rq.hdr.ClientID); err != nil {
+			return early(nil, fmt.Errorf("read client record: %w", err))
+		}
+		if rec != nil && rec.ActorID != rq.id.ActorID {
+			return early(nil, push.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, rec.ActorID, true))
+		}
 	}
 	perCommit := make([]int, len(rq.commits))
 	for i, c := range rq.commits {
@@ -346,6 +359,11 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	// Pull sections after the pushes, built completely into a bounded
 	// buffer (memory, then a temporary file) before the gate re-read.
 	if rq.pullHdr != nil {
+		if !rq.bound {
+			if err := s.bindForPull(ctx, rq); err != nil {
+				return nil, err
+			}
+		}
 		resp.Sections = s.o.Pull.NewSpool()
 		err := s.o.Pull.Pull(ctx, pullsvc.Request{
 			Partition: part, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID,
@@ -392,6 +410,16 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		}
 	}
 	return resp, nil
+}
+
+// bindForPull binds a client id first used by this request's pull (the
+// pushes before it, if any, bound it already: then this is a cached read).
+func (s *Service) bindForPull(ctx context.Context, rq *request) error {
+	boundTo, err := s.o.Store.BindClient(ctx, rq.id.Partition, rq.hdr.ClientID, rq.id.ActorID)
+	if err != nil {
+		return fmt.Errorf("bind client id: %w", err)
+	}
+	return push.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, boundTo, true)
 }
 
 // resolve makes the request's one resolveScopes call (SPEC §3.2 rule 3).

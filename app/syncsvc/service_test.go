@@ -250,7 +250,7 @@ func TestRequestLevelRefusals(t *testing.T) {
 	r.ClientID = `["remote-command","a","b"]`
 	_, _, err = e.do(r)
 	wantCode(t, err, syncerr.InvalidClientID)
-	if err := e.store.PutClient(context.Background(), ports.ClientRecord{Partition: "p1", ClientID: "c1", ActorID: "bob", WireVersion: 3}); err != nil {
+	if _, err := e.store.BindClient(context.Background(), "p1", "c1", "bob"); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = e.do(e.req(ssptest.Commit("k1", ops[0])))

@@ -290,8 +290,8 @@ func testDiscardWrites(t *testing.T, h Harness) {
 	}
 	got, ok, err := e.s.GetPushResult(e.ctx, "p1", "c", "cc")
 	must(t, err)
-	if !ok || !bytes.Equal(got, rejection) {
-		t.Fatalf("persisted rejection = %s, %v", got, ok)
+	if !ok || !bytes.Equal(got.Result, rejection) {
+		t.Fatalf("persisted rejection = %s, %v", got.Result, ok)
 	}
 	if r, err := e.s.GetRow(e.ctx, "p1", "tasks", "a"); err != nil || r != nil {
 		t.Fatalf("row persisted despite DiscardWrites: %+v %v", r, err)
@@ -421,13 +421,13 @@ func testIdempotencyFirstWriter(t *testing.T, h Harness) {
 	}
 	got, ok, err := e.s.GetPushResult(e.ctx, "p1", "c", "cc")
 	must(t, err)
-	if !ok || !bytes.Equal(got, first) {
-		t.Fatalf("stored result = %s, %v", got, ok)
+	if !ok || !bytes.Equal(got.Result, first) {
+		t.Fatalf("stored result = %s, %v", got.Result, ok)
 	}
 	must(t, e.push("p1", func(tx ports.PushTx) error {
 		got, ok, err := tx.GetPushResult(e.ctx, "c", "cc")
-		if err != nil || !ok || !bytes.Equal(got, first) {
-			return fmt.Errorf("locked re-check = %s, %v, %v", got, ok, err)
+		if err != nil || !ok || !bytes.Equal(got.Result, first) {
+			return fmt.Errorf("locked re-check = %s, %v, %v", got.Result, ok, err)
 		}
 		return nil
 	}))
@@ -464,8 +464,8 @@ func testRacingDuplicate(t *testing.T, h Harness) {
 		t.Fatal("no result stored")
 	}
 	for i := range n {
-		if !bytes.Equal(got[i], stored) {
-			t.Fatalf("writer %d saw %s, stored %s", i, got[i], stored)
+		if !bytes.Equal(got[i], stored.Result) {
+			t.Fatalf("writer %d saw %s, stored %s", i, got[i], stored.Result)
 		}
 	}
 }
@@ -526,8 +526,8 @@ func testConstraintThenReject(t *testing.T, h Harness) {
 	}))
 	got, ok, err := e.s.GetPushResult(e.ctx, "p1", "c", "cc")
 	must(t, err)
-	if !ok || !bytes.Equal(got, rejection) {
-		t.Fatalf("rejection not persisted: %s", got)
+	if !ok || !bytes.Equal(got.Result, rejection) {
+		t.Fatalf("rejection not persisted: %s", got.Result)
 	}
 	if r, _ := e.s.GetRow(e.ctx, "p1", "tasks", "ok"); r != nil {
 		t.Fatal("a discarded write persisted")

@@ -75,9 +75,15 @@ type gatedStore struct {
 	ports.Storage
 	version int32
 	armed   atomic.Bool
+	// beforePush, when set, runs as each push begins, before its
+	// transaction (a test holds pushes at a barrier with it).
+	beforePush atomic.Pointer[func()]
 }
 
 func (g *gatedStore) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {
+	if f := g.beforePush.Load(); f != nil {
+		(*f)()
+	}
 	if g.armed.Swap(false) {
 		if _, err := g.DeclareCheckpoint(ctx, checkpoint.Declaration{Partition: partition, Name: "projection", SchemaVersion: g.version}, time.Now().UnixMilli()); err != nil {
 			return err

@@ -68,7 +68,7 @@ type data struct {
 	tombstones  map[rowKey]int64
 	blobRefs    map[rowKey][]string // sorted, distinct
 	reactions   map[string]*ports.StoredReaction
-	results     map[resultKey][]byte
+	results     map[resultKey]ports.PushRecord
 	checkpoints map[string]*checkpoint.Checkpoint
 	fence       int32
 	hasFence    bool
@@ -80,7 +80,7 @@ func newData() *data {
 		tombstones:  map[rowKey]int64{},
 		blobRefs:    map[rowKey][]string{},
 		reactions:   map[string]*ports.StoredReaction{},
-		results:     map[resultKey][]byte{},
+		results:     map[resultKey]ports.PushRecord{},
 		checkpoints: map[string]*checkpoint.Checkpoint{},
 	}
 }
@@ -116,6 +116,9 @@ type partition struct {
 	horizon int64
 	d       *data
 	clients map[string]*ports.ClientRecord
+	// bindings maps client ids to their actors (SPEC §1.5); written only
+	// under the partition's write lock, never changed or removed.
+	bindings map[string]string
 }
 
 // physTable is an app table as the "catalog" holds it.

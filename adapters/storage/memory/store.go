@@ -161,7 +161,7 @@ func (s *Store) withPartition(ctx context.Context, name string, fn func(p *parti
 func (d *db) part(name string) *partition {
 	p := d.parts[name]
 	if p == nil {
-		p = &partition{d: newData(), clients: map[string]*ports.ClientRecord{}}
+		p = &partition{d: newData(), clients: map[string]*ports.ClientRecord{}, bindings: map[string]string{}}
 		d.parts[name] = p
 	}
 	return p
@@ -262,18 +262,19 @@ func (s *Store) ListPartitions(ctx context.Context) ([]ports.PartitionInfo, erro
 // ---- idempotency ----
 
 // GetPushResult reads a committed push result.
-func (s *Store) GetPushResult(ctx context.Context, name, clientID, clientCommitID string) ([]byte, bool, error) {
+func (s *Store) GetPushResult(ctx context.Context, name, clientID, clientCommitID string) (ports.PushRecord, bool, error) {
 	if err := s.ready(ctx); err != nil {
-		return nil, false, err
+		return ports.PushRecord{}, false, err
 	}
 	s.db.mu.Lock()
 	defer s.db.mu.Unlock()
 	p := s.db.peek(name)
 	if p == nil {
-		return nil, false, nil
+		return ports.PushRecord{}, false, nil
 	}
 	r, ok := p.d.results[resultKey{clientID, clientCommitID}]
-	return slices.Clone(r), ok, nil
+	r.Result = slices.Clone(r.Result)
+	return r, ok, nil
 }
 
 // ---- log reads ----
@@ -628,6 +629,39 @@ func (s *Store) PutClient(ctx context.Context, r ports.ClientRecord) error {
 	r.Subscriptions = slices.Clone(r.Subscriptions)
 	s.db.part(r.Partition).clients[r.ClientID] = &r
 	return nil
+}
+
+// BindClient binds the client id to actorID unless it is bound, under the
+// partition's write lock (so it serializes with push transactions), and
+// returns the bound actor.
+func (s *Store) BindClient(ctx context.Context, name, clientID, actorID string) (string, error) {
+	if err := s.ready(ctx); err != nil {
+		return "", err
+	}
+	var bound string
+	err := s.withPartition(ctx, name, func(p *partition) error {
+		var ok bool
+		if bound, ok = p.bindings[clientID]; !ok {
+			p.bindings[clientID], bound = actorID, actorID
+		}
+		return nil
+	})
+	return bound, err
+}
+
+// ClientBinding returns the actor the client id is bound to.
+func (s *Store) ClientBinding(ctx context.Context, name, clientID string) (string, bool, error) {
+	if err := s.ready(ctx); err != nil {
+		return "", false, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return "", false, nil
+	}
+	a, ok := p.bindings[clientID]
+	return a, ok, nil
 }
 
 // AdvanceClientCursor moves an existing record's cursor forward for the

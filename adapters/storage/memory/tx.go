@@ -43,7 +43,12 @@ func (s *Store) Push(ctx context.Context, name string, opts ports.PushOptions, f
 		return err
 	}
 	s.db.mu.Lock()
-	s.db.part(name).d = d
+	p := s.db.part(name)
+	p.d = d
+	// The partition lock is held: nobody bound these since the tx read them.
+	for c, a := range tx.binds {
+		p.bindings[c] = a
+	}
 	s.db.mu.Unlock()
 	return nil
 }
@@ -57,6 +62,9 @@ type pushTx struct {
 	mu   sync.Mutex
 	done bool
 	d    *data
+	// binds are the bindings this transaction made, published on commit;
+	// kept apart from d so DiscardWrites keeps them.
+	binds map[string]string
 }
 
 var _ ports.PushTx = (*pushTx)(nil)
@@ -95,13 +103,35 @@ func (tx *pushTx) ReadServeGate(ctx context.Context) (checkpoint.ServeGate, erro
 	return tx.s.db.gate(tx.partition, tx.opts.WriterVersion, tx.d), nil
 }
 
-func (tx *pushTx) GetPushResult(ctx context.Context, clientID, clientCommitID string) ([]byte, bool, error) {
+func (tx *pushTx) BindClient(ctx context.Context, clientID string) (string, error) {
 	if err := tx.begin(ctx); err != nil {
-		return nil, false, err
+		return "", err
+	}
+	defer tx.mu.Unlock()
+	if a, ok := tx.binds[clientID]; ok {
+		return a, nil
+	}
+	tx.s.db.mu.Lock()
+	a, ok := tx.s.db.part(tx.partition).bindings[clientID]
+	tx.s.db.mu.Unlock()
+	if ok {
+		return a, nil
+	}
+	if tx.binds == nil {
+		tx.binds = map[string]string{}
+	}
+	tx.binds[clientID] = tx.opts.ActorID
+	return tx.opts.ActorID, nil
+}
+
+func (tx *pushTx) GetPushResult(ctx context.Context, clientID, clientCommitID string) (ports.PushRecord, bool, error) {
+	if err := tx.begin(ctx); err != nil {
+		return ports.PushRecord{}, false, err
 	}
 	defer tx.mu.Unlock()
 	r, ok := tx.d.results[resultKey{clientID, clientCommitID}]
-	return slices.Clone(r), ok, nil
+	r.Result = slices.Clone(r.Result)
+	return r, ok, nil
 }
 
 func (tx *pushTx) GetRow(ctx context.Context, table, rowID string) (*commit.Row, error) {
@@ -455,9 +485,9 @@ func (tx *pushTx) PutPushResult(ctx context.Context, clientID, clientCommitID st
 	defer tx.mu.Unlock()
 	k := resultKey{clientID, clientCommitID}
 	if r, ok := tx.d.results[k]; ok {
-		return slices.Clone(r), nil
+		return slices.Clone(r.Result), nil
 	}
-	tx.d.results[k] = slices.Clone(result)
+	tx.d.results[k] = ports.PushRecord{Result: slices.Clone(result), ActorID: tx.opts.ActorID}
 	return slices.Clone(result), nil
 }
 

@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS sync_change_scopes(
 CREATE TABLE IF NOT EXISTS sync_push_results(
   partition TEXT NOT NULL, client_id TEXT NOT NULL,
   client_commit_id TEXT NOT NULL, result {DOC} NOT NULL,
+  actor_id TEXT,
   PRIMARY KEY(partition, client_id, client_commit_id)
 );
 CREATE TABLE IF NOT EXISTS sync_reactions(
@@ -77,6 +78,10 @@ CREATE TABLE IF NOT EXISTS sync_clients(
   wire_version {INT} NOT NULL DEFAULT 1,
   cursor {SEQ} NOT NULL, subscriptions {DOC} NOT NULL,
   updated_at_ms {SEQ} NOT NULL,
+  PRIMARY KEY(partition, client_id)
+);
+CREATE TABLE IF NOT EXISTS sync_client_bindings(
+  partition TEXT NOT NULL, client_id TEXT NOT NULL, actor_id TEXT NOT NULL,
   PRIMARY KEY(partition, client_id)
 );
 CREATE TABLE IF NOT EXISTS sync_blob_refs(
@@ -117,6 +122,27 @@ CREATE TABLE IF NOT EXISTS sync_schema_meta(
 var addedCoreColumns = []struct{ table, column, decl string }{
 	{"sync_clients", "wire_version", "{INT} NOT NULL DEFAULT 1"},
 	{"sync_commits", "writer_version", "{SEQ}"},
+	// NULL on records stored before results carried their actor.
+	{"sync_push_results", "actor_id", "TEXT"},
+}
+
+// bindingsTable holds the client-id bindings (SPEC §1.5), added after the
+// reference layout: a database that predates it gets it filled once, in
+// the transaction that creates it, with bindingBackfill.
+const bindingsTable = "sync_client_bindings"
+
+// bindingBackfill binds the client ids an older database already knows:
+// first each pulled client to its record's actor, then each client id
+// still unbound to the actor of its commits (the smallest, should the log
+// hold several). Push results stored without an actor are then replayed
+// only to that actor.
+var bindingBackfill = []string{
+	`INSERT INTO sync_client_bindings(partition, client_id, actor_id)
+SELECT partition, client_id, actor_id FROM sync_clients WHERE true
+ON CONFLICT (partition, client_id) DO NOTHING`,
+	`INSERT INTO sync_client_bindings(partition, client_id, actor_id)
+SELECT partition, client_id, MIN(actor_id) FROM sync_commits WHERE true GROUP BY partition, client_id
+ON CONFLICT (partition, client_id) DO NOTHING`,
 }
 
 func expandTypes(ddl string, t Types) string {

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 	"strings"
@@ -13,20 +14,21 @@ import (
 )
 
 // GetPushResult implements ports.PushStore.
-func (s *Store) GetPushResult(ctx context.Context, partition, clientID, clientCommitID string) ([]byte, bool, error) {
-	b, ok, err := s.getPushResult(ctx, s.rd, partition, clientID, clientCommitID)
-	return b, ok, internal("get push result", err)
+func (s *Store) GetPushResult(ctx context.Context, partition, clientID, clientCommitID string) (ports.PushRecord, bool, error) {
+	r, ok, err := s.getPushResult(ctx, s.rd, partition, clientID, clientCommitID)
+	return r, ok, internal("get push result", err)
 }
 
-func (s *Store) getPushResult(ctx context.Context, q Querier, partition, clientID, clientCommitID string) ([]byte, bool, error) {
+func (s *Store) getPushResult(ctx context.Context, q Querier, partition, clientID, clientCommitID string) (ports.PushRecord, bool, error) {
 	var raw string
+	var actor sql.NullString
 	ok, err := scanOne(q.QueryRowContext(ctx, s.q(
-		"SELECT result FROM sync_push_results WHERE partition=? AND client_id=? AND client_commit_id=?"),
-		partition, clientID, clientCommitID), &raw)
+		"SELECT result, actor_id FROM sync_push_results WHERE partition=? AND client_id=? AND client_commit_id=?"),
+		partition, clientID, clientCommitID), &raw, &actor)
 	if err != nil || !ok {
-		return nil, false, err
+		return ports.PushRecord{}, false, err
 	}
-	return []byte(raw), true, nil
+	return ports.PushRecord{Result: []byte(raw), ActorID: actor.String}, true, nil
 }
 
 // Push implements ports.PushStore. fn's own error comes back unchanged;
@@ -39,12 +41,13 @@ func (s *Store) Push(ctx context.Context, partition string, opts ports.PushOptio
 	var fnErr error
 	var ptx *pushTx
 	err := s.writeTx(ctx, "push", partition, func(tx WriteTx) error {
-		ptx = &pushTx{s: s, tx: tx, partition: partition, writerVersion: opts.WriterVersion}
+		ptx = &pushTx{s: s, tx: tx, partition: partition, writerVersion: opts.WriterVersion, actorID: opts.ActorID}
 		fnErr = fn(ptx)
 		return fnErr
 	})
 	if err == nil {
 		s.noteWrites(ptx.written)
+		s.noteBindings(ptx.bound)
 	}
 	if err != nil && fnErr != nil && !s.d.Retryable(fnErr) {
 		return fnErr
@@ -58,8 +61,13 @@ type pushTx struct {
 	tx            WriteTx
 	partition     string
 	writerVersion int32
+	actorID       string
 	savepoint     bool
 	written       int // rows staged, for statistics refresh
+	// bound are the bindings seen or made, cached after commit; rebind
+	// the client ids bound after the savepoint, redone by DiscardWrites.
+	bound  []binding
+	rebind []string
 }
 
 const savepointName = "sync_push_apply"
@@ -84,9 +92,9 @@ func (t *pushTx) ReadServeGate(ctx context.Context) (checkpoint.ServeGate, error
 	return g, internal("read serve gate", err)
 }
 
-func (t *pushTx) GetPushResult(ctx context.Context, clientID, clientCommitID string) ([]byte, bool, error) {
-	b, ok, err := t.s.getPushResult(ctx, t.tx, t.partition, clientID, clientCommitID)
-	return b, ok, internal("get push result", err)
+func (t *pushTx) GetPushResult(ctx context.Context, clientID, clientCommitID string) (ports.PushRecord, bool, error) {
+	r, ok, err := t.s.getPushResult(ctx, t.tx, t.partition, clientID, clientCommitID)
+	return r, ok, internal("get push result", err)
 }
 
 func (t *pushTx) GetRow(ctx context.Context, table, rowID string) (*commit.Row, error) {
@@ -417,8 +425,8 @@ func (t *pushTx) PutPushResult(ctx context.Context, clientID, clientCommitID str
 	if err := t.beforeWrite(ctx); err != nil {
 		return nil, err
 	}
-	res, err := t.tx.ExecContext(ctx, t.s.q(`INSERT INTO sync_push_results(partition, client_id, client_commit_id, result)
-VALUES (?, ?, ?, ?) ON CONFLICT (partition, client_id, client_commit_id) DO NOTHING`), t.partition, clientID, clientCommitID, string(result))
+	res, err := t.tx.ExecContext(ctx, t.s.q(`INSERT INTO sync_push_results(partition, client_id, client_commit_id, result, actor_id)
+VALUES (?, ?, ?, ?, ?) ON CONFLICT (partition, client_id, client_commit_id) DO NOTHING`), t.partition, clientID, clientCommitID, string(result), sql.NullString{String: t.actorID, Valid: t.actorID != ""})
 	if err != nil {
 		return nil, internal("put push result", err)
 	}
@@ -434,7 +442,7 @@ VALUES (?, ?, ?, ?) ON CONFLICT (partition, client_id, client_commit_id) DO NOTH
 	if !ok {
 		return nil, syncerr.Newf(syncerr.IdempotencyCacheMiss, "push result vanished")
 	}
-	return stored, nil
+	return stored.Result, nil
 }
 
 func (t *pushTx) DiscardWrites(ctx context.Context) error {
@@ -443,6 +451,11 @@ func (t *pushTx) DiscardWrites(ctx context.Context) error {
 	}
 	if _, err := t.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+savepointName); err != nil {
 		return internal("discard writes", err)
+	}
+	for _, c := range t.rebind {
+		if _, err := t.s.bind(ctx, t.tx, t.partition, c, t.actorID); err != nil {
+			return internal("discard writes: bind client", err)
+		}
 	}
 	return nil
 }

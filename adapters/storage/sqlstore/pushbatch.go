@@ -92,6 +92,7 @@ type pushReq struct {
 	fnErr error     // fn's own error, when it failed
 	panic any       // a panic of fn, re-raised on the caller's goroutine
 	wrote int       // rows staged, for statistics refresh
+	bound []binding // client bindings seen or made, cached after commit
 }
 
 // errGroupAborted is returned to the innocent pushes of a group that
@@ -114,6 +115,7 @@ func (s *Store) pushGrouped(ctx context.Context, partition string, opts ports.Pu
 		}
 		if r.err == nil {
 			s.noteWrites(r.wrote)
+			s.noteBindings(r.bound)
 			return nil
 		}
 		if r.fnErr != nil && !s.d.Retryable(r.fnErr) {
@@ -294,7 +296,7 @@ func (s *Store) runGrouped(tx WriteTx, r *pushReq) error {
 	if r.one != nil {
 		err = callGuarded(r, func() error { return r.one(q) })
 	} else if err = s.d.LockPartition(r.ctx, q, r.partition); err == nil {
-		ptx = &pushTx{s: s, tx: q, partition: r.partition, writerVersion: r.opts.WriterVersion}
+		ptx = &pushTx{s: s, tx: q, partition: r.partition, writerVersion: r.opts.WriterVersion, actorID: r.opts.ActorID}
 		err = callGuarded(r, func() error {
 			err := r.fn(ptx)
 			r.fnErr = err
@@ -308,7 +310,7 @@ func (s *Store) runGrouped(tx WriteTx, r *pushReq) error {
 		}
 		r.ok = true
 		if ptx != nil {
-			r.wrote = ptx.written
+			r.wrote, r.bound = ptx.written, ptx.bound
 		}
 		return nil
 	}

@@ -119,9 +119,20 @@ func tooNew(stored, running int32) error {
 // ensureCore applies the core DDL, added columns and the fence trigger.
 func (s *Store) ensureCore(ctx context.Context) error {
 	return s.writeTx(ctx, "ensure core schema", "", func(tx WriteTx) error {
+		bindings, err := s.d.TableColumns(ctx, tx, bindingsTable)
+		if err != nil {
+			return err
+		}
 		for _, stmt := range CoreStatements(s.d) {
 			if _, err := tx.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("core ddl: %w", err)
+			}
+		}
+		if len(bindings) == 0 {
+			for _, stmt := range bindingBackfill {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return fmt.Errorf("backfill client bindings: %w", err)
+				}
 			}
 		}
 		for _, add := range addedCoreColumns {

@@ -66,6 +66,9 @@ type Store struct {
 
 	// pushes groups push transactions (nil: one transaction per push).
 	pushes *pushBatcher
+
+	// binds caches committed client-id bindings (bindings.go).
+	binds bindingCache
 }
 
 var _ ports.Storage = (*Store)(nil)

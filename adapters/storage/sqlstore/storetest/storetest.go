@@ -264,8 +264,8 @@ func basic(t *testing.T, e Engine) {
 	}
 	res, ok, err := s.GetPushResult(ctx, "p", "c", "cc1")
 	must(t, err)
-	if !ok || string(res) != `{"status":"applied"}` {
-		t.Fatalf("push result %q %v", res, ok)
+	if !ok || string(res.Result) != `{"status":"applied"}` {
+		t.Fatalf("push result %q %v", res.Result, ok)
 	}
 	b, err := s.LogBounds(ctx, "p")
 	must(t, err)

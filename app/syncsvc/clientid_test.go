@@ -1,0 +1,261 @@
+package syncsvc_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/syncd-dev/syncd/adapters/storage/memory"
+	pullsvc "github.com/syncd-dev/syncd/app/pull"
+	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/ssptest"
+)
+
+// as runs one request as actor under client.
+func (e *env) as(actor, client string, r ssptest.Req) (ssptest.Resp, error) {
+	e.t.Helper()
+	id := e.id
+	e.id.ActorID = actor
+	defer func() { e.id = id }()
+	r.ClientID = client
+	resp, _, err := e.do(r)
+	return resp, err
+}
+
+func (e *env) own(ccid, rowID, owner string) *ssp2.PushCommit {
+	return ssptest.Commit(ccid, ssptest.Upsert("projects", rowID, e.project(rowID, owner, owner+"'s"), -1))
+}
+
+func (e *env) noRow(t *testing.T, id string) {
+	t.Helper()
+	if row, err := e.store.GetRow(context.Background(), "p1", "projects", id); err != nil || row != nil {
+		t.Fatalf("row %s of a refused request: %+v, %v", id, row, err)
+	}
+}
+
+func TestClientIDBoundByFirstPush(t *testing.T) {
+	tests := []struct {
+		name string
+		// first uses the client id; second is another actor using it next.
+		first, second string
+		// secondPull makes the second request a pull instead of a push.
+		secondPull bool
+	}{
+		{"Bob pushes, then Alice pushes her own row under his ids", "bob", "alice", false},
+		{"Alice squats Carol's ids, then Carol's real commit", "alice", "carol", false},
+		{"Bob pushes, then Alice pulls under his client id", "bob", "alice", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, withPull)
+			resp, err := e.as(tt.first, "k", e.req(e.own("k1", "p-"+tt.first, tt.first)))
+			if err != nil || resp.Results[0].Status != ssp2.PushApplied {
+				t.Fatalf("first push %+v, %v", resp.Results, err)
+			}
+			second := e.req(e.own("k1", "p-"+tt.second, tt.second))
+			if tt.secondPull {
+				second = ssptest.Req{SchemaVersion: e.sch.Version, Epoch: e.epoch, Pull: true, SubTable: "projects"}
+			}
+			_, err = e.as(tt.second, "k", second)
+			wantCode(t, err, syncerr.InvalidClientID)
+			e.noRow(t, "p-"+tt.second)
+			if rec, _ := e.store.GetClient(context.Background(), "p1", "k"); rec != nil {
+				t.Fatalf("a refused pull recorded the client: %+v", rec)
+			}
+			// The owner's replay is still cached with its seq.
+			resp, err = e.as(tt.first, "k", e.req(e.own("k1", "p-"+tt.first, tt.first)))
+			if err != nil || resp.Results[0].Status != ssp2.PushCached || resp.Results[0].CommitSeq != 1 {
+				t.Fatalf("owner's replay %+v, %v", resp.Results, err)
+			}
+		})
+	}
+}
+
+func TestClientIDBoundByFirstPull(t *testing.T) {
+	e := newEnv(t, nil)
+	pull := ssptest.Req{SchemaVersion: e.sch.Version, Epoch: e.epoch, Pull: true, SubTable: "projects"}
+	// Without a pull service, a pull is refused before it binds.
+	_, err := e.as("carol", "k", pull)
+	wantCode(t, err, syncerr.NotImplemented)
+	if a, ok, _ := e.store.ClientBinding(context.Background(), "p1", "k"); ok {
+		t.Fatalf("a refused request bound the client to %s", a)
+	}
+	e.svc = newService(t, e, withPull)
+	if _, err := e.as("carol", "k", pull); err != nil {
+		t.Fatal(err)
+	}
+	if a, ok, _ := e.store.ClientBinding(context.Background(), "p1", "k"); !ok || a != "carol" {
+		t.Fatalf("binding after carol's pull: %q, %v", a, ok)
+	}
+	_, err = e.as("alice", "k", e.req(e.own("k1", "p-alice", "alice")))
+	wantCode(t, err, syncerr.InvalidClientID)
+	e.noRow(t, "p-alice")
+	if _, err := e.as("carol", "k", pull); err != nil {
+		t.Fatalf("carol's next pull: %v", err)
+	}
+}
+
+// withPull gives the service a pull half over the same store.
+func withPull(o *syncsvc.Options) {
+	p, err := pullsvc.New(pullsvc.Options{Store: o.Store.(*memory.Store), Now: o.Now})
+	if err != nil {
+		panic(err)
+	}
+	o.Pull = p
+}
+
+// unboundStore stores results owned by their actor but never binds: the
+// shape of a record whose client id is not bound.
+type unboundStore struct{ *memory.Store }
+
+func (u unboundStore) Push(ctx context.Context, p string, o ports.PushOptions, fn func(ports.PushTx) error) error {
+	return u.Store.Push(ctx, p, o, func(tx ports.PushTx) error { return fn(unboundTx{tx, o.ActorID}) })
+}
+
+type unboundTx struct {
+	ports.PushTx
+	actor string
+}
+
+func (u unboundTx) BindClient(context.Context, string) (string, error) { return u.actor, nil }
+
+// lockedOnly hides results from the optimistic lookup, so the locked
+// re-check decides.
+type lockedOnly struct{ *memory.Store }
+
+func (lockedOnly) GetPushResult(context.Context, string, string, string) (ports.PushRecord, bool, error) {
+	return ports.PushRecord{}, false, nil
+}
+
+func TestIdempotencyRecordReplayedOnlyToItsActor(t *testing.T) {
+	for _, lookup := range []string{"optimistic", "locked"} {
+		t.Run(lookup, func(t *testing.T) {
+			e := newEnv(t, nil)
+			// Bob's record exists, but his client id is not bound.
+			bob := *e
+			bob.svc = newService(t, e, func(o *syncsvc.Options) { o.Store = unboundStore{e.store} })
+			if resp, err := bob.as("bob", "k", e.req(e.own("k1", "p-bob", "bob"))); err != nil || resp.Results[0].Status != ssp2.PushApplied {
+				t.Fatalf("bob's push %+v, %v", resp.Results, err)
+			}
+			if _, ok, _ := e.store.ClientBinding(context.Background(), "p1", "k"); ok {
+				t.Fatal("the unbound store bound")
+			}
+			if lookup == "locked" {
+				e.svc = newService(t, e, func(o *syncsvc.Options) { o.Store = lockedOnly{e.store} })
+			}
+			_, err := e.as("alice", "k", e.req(e.own("k1", "p-alice", "alice")))
+			wantCode(t, err, syncerr.InvalidClientID)
+			e.noRow(t, "p-alice")
+			if a, ok, _ := e.store.ClientBinding(context.Background(), "p1", "k"); ok {
+				t.Fatalf("the refused push bound the client to %s", a)
+			}
+		})
+	}
+}
+
+// A record stored before records carried their actor is replayed to the
+// actor its client id is bound to, and refused to every other.
+func TestLegacyRecordReplayedToTheBoundActor(t *testing.T) {
+	e := newEnv(t, nil)
+	if resp, err := e.as("alice", "k", e.req(e.own("k1", "p-alice", "alice"))); err != nil || resp.Results[0].Status != ssp2.PushApplied {
+		t.Fatalf("alice's push %+v, %v", resp.Results, err)
+	}
+	ctx := context.Background()
+	rec, ok, err := e.store.GetPushResult(ctx, "p1", "k", "k1")
+	if err != nil || !ok || rec.ActorID != "alice" {
+		t.Fatalf("stored record %+v %v %v", rec, ok, err)
+	}
+	// The same bytes under client "old", without an owner.
+	if err := e.store.Push(ctx, "p1", ports.PushOptions{WriterVersion: e.sch.Version}, func(tx ports.PushTx) error {
+		_, err := tx.PutPushResult(ctx, "old", "k1", rec.Result)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.BindClient(ctx, "p1", "old", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.as("bob", "old", e.req(e.own("k1", "p-bob", "bob")))
+	wantCode(t, err, syncerr.InvalidClientID)
+	e.noRow(t, "p-bob")
+	resp, err := e.as("alice", "old", e.req(e.own("k1", "p-alice", "alice")))
+	if err != nil || resp.Results[0].Status != ssp2.PushCached || resp.Results[0].CommitSeq != 1 {
+		t.Fatalf("alice's legacy replay %+v, %v", resp.Results, err)
+	}
+}
+
+// barrierStore holds every push until n of them have begun, so both
+// requests pass the request-level check before either transaction runs.
+type barrierStore struct {
+	*memory.Store
+	wg *sync.WaitGroup
+}
+
+func (b barrierStore) Push(ctx context.Context, p string, o ports.PushOptions, fn func(ports.PushTx) error) error {
+	b.wg.Done()
+	b.wg.Wait()
+	return b.Store.Push(ctx, p, o, fn)
+}
+
+func TestClientIDRaceExactlyOneActorWins(t *testing.T) {
+	actors := []string{"alice", "bob"}
+	for round := range 8 {
+		var wg sync.WaitGroup
+		wg.Add(len(actors))
+		e := newEnv(t, nil)
+		e.svc = newService(t, e, func(o *syncsvc.Options) { o.Store = barrierStore{e.store, &wg} })
+		client := fmt.Sprint("fresh-", round)
+		errs := make([]error, len(actors))
+		var done sync.WaitGroup
+		for i, a := range actors {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				r := ssptest.Req{ClientID: client, SchemaVersion: e.sch.Version, Epoch: e.epoch,
+					Commits: []*ssp2.PushCommit{e.own("k1", "p-"+a, a)}}
+				_, errs[i] = e.svc.Handle(context.Background(), ports.Identity{ActorID: a, Partition: "p1"}, r.Encode(t))
+			}()
+		}
+		done.Wait()
+		winners := 0
+		for i, err := range errs {
+			row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-"+actors[i])
+			if err == nil {
+				winners++
+				if row == nil {
+					t.Fatalf("round %d: %s won but its row is missing", round, actors[i])
+				}
+				if a, _, _ := e.store.ClientBinding(context.Background(), "p1", client); a != actors[i] {
+					t.Fatalf("round %d: %s won, the id is bound to %q", round, actors[i], a)
+				}
+				continue
+			}
+			wantCode(t, err, syncerr.InvalidClientID)
+			if row != nil {
+				t.Fatalf("round %d: the refused %s's row landed", round, actors[i])
+			}
+		}
+		if winners != 1 {
+			t.Fatalf("round %d: %d actors won a fresh client id", round, winners)
+		}
+	}
+}
+
+// newService builds another service over e's schema and clock.
+func newService(t *testing.T, e *env, mut func(*syncsvc.Options)) *syncsvc.Service {
+	t.Helper()
+	o := syncsvc.Options{Schema: func() *schema.Schema { return e.sch }, Store: e.store, Resolver: allowAll,
+		Now: func() time.Time { return time.UnixMilli(1_700_000_000_000) }}
+	mut(&o)
+	svc, err := syncsvc.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
