@@ -18,6 +18,7 @@ func clientGroups() []group {
 			{"AdvanceCursorRules", testAdvanceCursor},
 			{"ActiveCursorFloor", testCursorFloor},
 		}},
+		{"Bindings", bindingCases()},
 	}
 }
 

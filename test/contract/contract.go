@@ -21,6 +21,9 @@
 //     commits whole), keyset scans in byte order, argument refusals.
 //   - Prune: epoch binding, atomic horizon, monotonicity, pushes racing.
 //   - Partitions, Clients: registry, rotation, cursor rules, floors.
+//   - Bindings: client ids bound to the first actor (also racing, and
+//     beside an open push), with the push transaction, kept by rotation,
+//     never a cursor; the owner of push results.
 //   - Checkpoints, ServeGate: the state machine, fence, gate reads.
 //   - ReactionQueue: run when the storage implements ports.ReactionQueue.
 //   - Engine (hooks only): fence trigger, physical layout, query plans.

@@ -146,6 +146,7 @@ func Run(t *testing.T, e Engine) {
 	t.Run("layout", func(t *testing.T) { layout(t, e) })
 	t.Run("migrate", func(t *testing.T) { migrate(t, e) })
 	t.Run("migrate_ddl", func(t *testing.T) { migrateDDL(t, e) })
+	t.Run("upgrade_client_bindings", func(t *testing.T) { upgradeClientBindings(t, e) })
 	t.Run("checkpoints", func(t *testing.T) { checkpoints(t, e) })
 	t.Run("prune", func(t *testing.T) { prune(t, e) })
 	t.Run("plans", func(t *testing.T) { plans(t, e) })
@@ -538,7 +539,7 @@ func layout(t *testing.T, e Engine) {
 var snapshotTables = []string{
 	"sync_partitions", "sync_partition_registry", "sync_row_scopes", "sync_commits", "sync_changes",
 	"sync_change_scopes", "sync_push_results", "sync_reactions", "sync_clients", "sync_blob_refs",
-	"sync_tombstones", "sync_backfill_checkpoints", "sync_writer_fence", "sync_schema_meta", "items",
+	"sync_tombstones", "sync_backfill_checkpoints", "sync_writer_fence", "sync_schema_meta", "sync_client_bindings", "items",
 }
 
 // snapshot renders the catalog (columns, indexes) and row counts of the
@@ -718,6 +719,56 @@ func migrateDDL(t *testing.T, e Engine) {
 	must(t, err)
 	if got := strings.Join(ixs, ","); !strings.Contains(got, "sync_ix_items_extra") || strings.Contains(got, "sync_ix_items_title") {
 		t.Fatalf("items indexes after bump = %s", got)
+	}
+}
+
+// upgradeClientBindings: a database from before client-id bindings (no
+// sync_client_bindings, no sync_push_results.actor_id) is upgraded by the
+// next EnsureSchema: the table is created and filled once from what the
+// database knows (pulled clients first, then the actors of the commits),
+// the column is added, and the old results stay readable without owner.
+func upgradeClientBindings(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s := e.open(t)
+	for _, q := range []string{
+		"DROP TABLE sync_client_bindings",
+		"ALTER TABLE sync_push_results DROP COLUMN actor_id",
+		"INSERT INTO sync_clients(partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms) VALUES " +
+			"('p', 'pulled', 'carol', 3, 0, '[]', 1), ('p', 'both', 'carol', 3, 0, '[]', 1)",
+		"INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version) VALUES " +
+			"('p', 1, 'pushed', 'k1', 'bob', 1, 1), ('p', 2, 'shared', 'k1', 'bob', 1, 1), ('p', 3, 'shared', 'k2', 'alice', 1, 1), " +
+			"('p', 4, 'both', 'k1', 'bob', 1, 1), ('q', 1, 'pushed', 'k1', 'dave', 1, 1)",
+		`INSERT INTO sync_push_results(partition, client_id, client_commit_id, result) VALUES ('p', 'pushed', 'k1', '{"status":"applied"}')`,
+	} {
+		must(t, e.Exec(ctx, s, q))
+	}
+	up := e.Reopen(t, s)
+	must(t, up.EnsureSchema(ctx, Schema(t, IR), nil))
+	for _, w := range []struct{ partition, client, actor string }{
+		{"p", "pulled", "carol"}, {"p", "both", "carol"}, {"p", "pushed", "bob"}, {"p", "shared", "alice"}, {"q", "pushed", "dave"},
+	} {
+		if a, ok, err := up.ClientBinding(ctx, w.partition, w.client); err != nil || !ok || a != w.actor {
+			t.Errorf("binding %s/%s = %q, %v, %v; want %s", w.partition, w.client, a, ok, err, w.actor)
+		}
+	}
+	r, ok, err := up.GetPushResult(ctx, "p", "pushed", "k1")
+	if err != nil || !ok || r.ActorID != "" || string(r.Result) != `{"status":"applied"}` {
+		t.Fatalf("legacy result = %+v, %v, %v", r, ok, err)
+	}
+	must(t, up.Push(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "bob"}, func(tx ports.PushTx) error {
+		_, err := tx.PutPushResult(ctx, "pushed", "k2", []byte(`{"status":"applied"}`))
+		return err
+	}))
+	if r, _, _ := up.GetPushResult(ctx, "p", "pushed", "k2"); r.ActorID != "bob" {
+		t.Fatalf("owner of a result stored after the upgrade = %q", r.ActorID)
+	}
+	// The fill runs once, when the table is created: a later start adds
+	// nothing from the client records.
+	must(t, e.Exec(ctx, s, "INSERT INTO sync_clients(partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms) VALUES ('p', 'late', 'erin', 3, 0, '[]', 1)"))
+	again := e.Reopen(t, s)
+	must(t, again.EnsureSchema(ctx, Schema(t, IR), nil))
+	if a, ok, err := again.ClientBinding(ctx, "p", "late"); err != nil || ok {
+		t.Fatalf("a later start filled bindings again: %q, %v, %v", a, ok, err)
 	}
 }
 
