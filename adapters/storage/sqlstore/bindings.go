@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 )
 
@@ -14,12 +15,13 @@ import (
 // which is what makes the per-process cache below safe: an entry, once
 // read from committed state, stays true for every process on the database.
 
-// bindingCacheMax bounds the cache; when full it is emptied and refilled.
-const bindingCacheMax = 1 << 16
+// bindingCacheMax bounds the cache; when full it is emptied and refilled
+// (past that many active clients per process, a miss costs one read).
+const bindingCacheMax = 1 << 15
 
-// bindingKeyMax is the longest partition + client id the cache keeps, so
-// its memory stays bounded whatever ids clients send.
-const bindingKeyMax = 512
+// bindingKeyMax is the longest partition + client id (and actor) the cache
+// keeps, so its memory stays bounded (a few MiB) whatever ids clients send.
+const bindingKeyMax = 256
 
 // bindingCache remembers committed bindings, so a known client's pushes
 // and pulls check their binding without a round trip. It holds only
@@ -27,18 +29,17 @@ const bindingKeyMax = 512
 // transaction that committed); absence is always asked of the database.
 type bindingCache struct {
 	mu sync.RWMutex
-	m  map[string]string
+	m  map[bindingKey]string
 }
 
-func bindingKey(partition, clientID string) (string, bool) {
-	if len(partition)+len(clientID)+1 > bindingKeyMax {
-		return "", false
-	}
-	return partition + "\x00" + clientID, true
+type bindingKey struct{ partition, clientID string }
+
+func cacheKey(partition, clientID string) (bindingKey, bool) {
+	return bindingKey{partition, clientID}, len(partition)+len(clientID) <= bindingKeyMax
 }
 
 func (c *bindingCache) get(partition, clientID string) (string, bool) {
-	k, ok := bindingKey(partition, clientID)
+	k, ok := cacheKey(partition, clientID)
 	if !ok {
 		return "", false
 	}
@@ -49,14 +50,17 @@ func (c *bindingCache) get(partition, clientID string) (string, bool) {
 }
 
 func (c *bindingCache) put(partition, clientID, actorID string) {
-	k, ok := bindingKey(partition, clientID)
-	if !ok {
+	k, ok := cacheKey(partition, clientID)
+	if !ok || len(actorID) > bindingKeyMax {
 		return
 	}
+	// Copies, so an entry never pins the request buffer its ids came from.
+	k = bindingKey{strings.Clone(k.partition), strings.Clone(k.clientID)}
+	actorID = strings.Clone(actorID)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= bindingCacheMax {
-		c.m = make(map[string]string)
+		c.m = make(map[bindingKey]string)
 	}
 	c.m[k] = actorID
 }
