@@ -17,8 +17,9 @@ const DefaultMaxOperationsPerRequest = 500
 // CheckClientID is the request-level clientId rule of SPEC §1.5: a client
 // id in the reserved server-command namespace, or one already bound to a
 // different actor in the partition, fails the whole request with
-// sync.invalid_client_id. boundActor is the actor of the partition's
-// client record for clientID, and bound reports whether one exists.
+// sync.invalid_client_id. boundActor is the actor clientID is bound to
+// in the partition (its first user, by push or pull), and bound reports
+// whether it is bound.
 func CheckClientID(clientID, actorID, boundActor string, bound bool) error {
 	if strings.HasPrefix(clientID, ReservedClientIDPrefix) {
 		return syncerr.Newf(syncerr.InvalidClientID, "client id uses the reserved remote-command namespace")
