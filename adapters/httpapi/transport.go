@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -26,7 +29,12 @@ const (
 	DefaultMaxBodyBytes        = 16 << 20
 	DefaultMaxDecodedBodyBytes = 64 << 20
 	DefaultCompressMinBytes    = 1024
+	DefaultBodyReadTimeout     = 30 * time.Second
 )
+
+// initialBodyBuffer is the first buffer of a request body; it grows with
+// what actually arrives, never to a declared Content-Length up front.
+const initialBodyBuffer = 4 << 10
 
 // TransportOptions configure the body handling of the sync routes.
 type TransportOptions struct {
@@ -47,6 +55,16 @@ type TransportOptions struct {
 	ZstdLevel zstd.EncoderLevel
 	// Limits bound the identity an authenticator returns (zero: defaults).
 	Limits limits.Limits
+	// BodyReadTimeout bounds how long SyncEndpoint waits for a request
+	// body to arrive, from the handler's start (default 30 s; negative:
+	// no bound). It is a read deadline on the connection, cleared once the
+	// body is read, so a long response is never cut by it.
+	BodyReadTimeout time.Duration
+	// Limiter, when set, bounds SyncEndpoint's in-flight requests and the
+	// body memory they hold.
+	Limiter *Limiter
+	// Now is the clock of the body deadline (default time.Now).
+	Now func() time.Time
 }
 
 // Transport reads sync request bodies and writes encoded responses with
@@ -61,6 +79,10 @@ type Transport struct {
 	limits     limits.Limits
 	gzipPool   sync.Pool
 	zstdPool   sync.Pool
+
+	bodyTimeout time.Duration
+	limiter     *Limiter
+	now         func() time.Time
 }
 
 // NewTransport validates opts and builds a Transport.
@@ -72,6 +94,19 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		gzipLevel:  opts.GzipLevel,
 		zstdLevel:  opts.ZstdLevel,
 		limits:     opts.Limits.WithDefaults(),
+
+		bodyTimeout: opts.BodyReadTimeout,
+		limiter:     opts.Limiter,
+		now:         opts.Now,
+	}
+	switch {
+	case t.bodyTimeout == 0:
+		t.bodyTimeout = DefaultBodyReadTimeout
+	case t.bodyTimeout < 0:
+		t.bodyTimeout = 0
+	}
+	if t.now == nil {
+		t.now = time.Now
 	}
 	if t.maxBody == 0 {
 		t.maxBody = DefaultMaxBodyBytes
@@ -160,6 +195,10 @@ func errMalformedBody(cause error) *StatusError {
 }
 
 func errBodyRead(cause error) error {
+	if errors.Is(cause, os.ErrDeadlineExceeded) {
+		return &StatusError{Status: http.StatusRequestTimeout, Err: syncerr.Wrap(syncerr.InvalidRequest, cause).
+			WithMessage("request body not received in time")}
+	}
 	return &StatusError{Status: http.StatusBadRequest, Err: syncerr.Wrap(syncerr.InvalidRequest, cause).
 		WithMessage("request body could not be read")}
 }
@@ -185,28 +224,96 @@ func CheckSyncContentType(r *http.Request) error {
 // the content type, then reads the decoded body within the limits. Every
 // failure is a *StatusError for WriteTransportError.
 func (t *Transport) ReadSyncRequest(r *http.Request) ([]byte, error) {
+	return t.readSyncRequest(r, nil)
+}
+
+func (t *Transport) readSyncRequest(r *http.Request, lease *Lease) ([]byte, error) {
 	if err := CheckSyncContentType(r); err != nil {
 		return nil, err
 	}
-	return t.ReadBody(r)
+	return t.readBody(r, lease)
 }
 
 // ReadBody reads r's body with its Content-Encoding undone, refusing a
-// body past MaxBodyBytes as sent or past MaxDecodedBodyBytes decoded.
-func (t *Transport) ReadBody(r *http.Request) ([]byte, error) {
+// body past MaxBodyBytes as sent or past MaxDecodedBodyBytes decoded. Its
+// buffer starts small and grows with the bytes that arrive: a declared
+// Content-Length only caps the growth.
+func (t *Transport) ReadBody(r *http.Request) ([]byte, error) { return t.readBody(r, nil) }
+
+// readBody is ReadBody charging every buffer to lease (nil: no bound).
+func (t *Transport) readBody(r *http.Request, lease *Lease) ([]byte, error) {
 	body, err := t.OpenBody(r)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = body.Close() }()
-	var buf bytes.Buffer
-	if r.ContentLength > 0 && r.ContentLength <= t.maxBody {
-		buf.Grow(int(r.ContentLength))
+	ceiling := t.maxDecoded
+	if len(r.Header.Values("Content-Encoding")) == 0 {
+		ceiling = min(t.maxBody, t.maxDecoded)
+		if r.ContentLength > 0 {
+			ceiling = min(ceiling, r.ContentLength)
+		}
 	}
-	if _, err := buf.ReadFrom(body); err != nil {
+	return readGrowing(body, ceiling, lease)
+}
+
+// readGrowing reads r to EOF into a buffer that doubles as it fills, up
+// to ceiling (the body limit, or the declared length of an identity
+// body, so an exact-length body is never copied into a buffer twice its
+// size). Each buffer's capacity is reserved on lease before it is
+// allocated; the one it replaces is released, so a body holds at most
+// its ceiling of the bound.
+func readGrowing(r io.Reader, ceiling int64, lease *Lease) ([]byte, error) {
+	size := min(int64(initialBodyBuffer), max(ceiling, 1))
+	if err := lease.reserve(size); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			var probe []byte
+			if int64(cap(buf)) >= ceiling {
+				// Full at the ceiling: only EOF should follow. Past a
+				// limit the capped reader fails the probe itself.
+				var one [1]byte
+				n, err := readSome(r, one[:])
+				if n == 0 {
+					if err == io.EOF {
+						return buf, nil
+					}
+					return nil, err
+				}
+				probe, ceiling = one[:n], math.MaxInt64
+			}
+			next := min(2*int64(cap(buf)), max(ceiling, int64(cap(buf)+len(probe))))
+			lease.unreserve(int64(cap(buf)))
+			if err := lease.reserve(next); err != nil {
+				return nil, err
+			}
+			grown := make([]byte, len(buf), next)
+			copy(grown, buf)
+			buf = append(grown, probe...)
+			continue
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// readSome reads until at least one byte or an error arrives.
+func readSome(r io.Reader, p []byte) (int, error) {
+	for {
+		n, err := r.Read(p)
+		if n > 0 || err != nil {
+			return n, err
+		}
+	}
 }
 
 // OpenBody returns r's body as a stream with its Content-Encoding (gzip,

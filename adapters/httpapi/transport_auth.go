@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/syncd-dev/syncd/domain/limits"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -48,9 +49,13 @@ type SyncServeFunc func(w http.ResponseWriter, r *http.Request, id ports.Identit
 
 // SyncEndpoint composes the transport steps of POST /sync in the
 // reference order: authenticate (401), content type (415), then the body
-// with its encoding undone and its limits enforced (413, 415, 400); each
-// failure is answered as §10.1 JSON before anything else runs. serve gets
-// the rest of the request.
+// with its encoding undone and its limits enforced (413, 415, 400, 408
+// past the body read deadline); each failure is answered as §10.1 JSON
+// before anything else runs. With a Limiter, the body's buffers are
+// charged to the body-memory bound as they grow and the request takes a
+// processing slot once its body is in; past either bound it is answered
+// sync.rate_limited (429, Retry-After). serve gets the rest of the
+// request.
 func (t *Transport) SyncEndpoint(auth ports.Authenticator, serve SyncServeFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r, id, err := Authenticate(r, auth, t.limits)
@@ -58,11 +63,39 @@ func (t *Transport) SyncEndpoint(auth ports.Authenticator, serve SyncServeFunc) 
 			WriteTransportError(w, err)
 			return
 		}
-		body, err := t.ReadSyncRequest(r)
+		lease := t.limiter.Lease()
+		defer lease.Release()
+		body, err := t.readSyncBody(w, r, lease)
+		if err == nil {
+			err = lease.acquire()
+		}
 		if err != nil {
+			setRetryAfter(w, err)
 			WriteTransportError(w, err)
 			return
 		}
 		serve(w, r, id, body)
 	})
+}
+
+// readSyncBody reads the request under the body read deadline. The
+// deadline is cleared once the body is in, so neither a long response nor
+// the server's wait for the next request is cut by it. On failure the
+// connection is closed after the answer: net/http would otherwise drain
+// the unread rest of a slow body with no deadline at all.
+func (t *Transport) readSyncBody(w http.ResponseWriter, r *http.Request, lease *Lease) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	if t.bodyTimeout > 0 {
+		// ErrNotSupported (a writer without a connection) leaves it unbounded.
+		_ = rc.SetReadDeadline(t.now().Add(t.bodyTimeout))
+	}
+	body, err := t.readSyncRequest(r, lease)
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		return nil, err
+	}
+	if t.bodyTimeout > 0 {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return body, nil
 }
