@@ -33,6 +33,7 @@ func testConfig(t *testing.T) config.Config {
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Database = filepath.Join(t.TempDir(), "syncd.db")
 	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.ShutdownDelay = 0
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -37,12 +37,13 @@ type RouteHandler struct {
 var CoreModule = fx.Module("syncd.core",
 	fx.Provide(
 		NewReadiness,
+		NewClock,
 		NewMetrics,
 		NewListeners,
 		NewSchemaSource,
 		NewSchema,
 	),
-	fx.Invoke(registerPreparer),
+	fx.Invoke(registerPreparer, registerChecks),
 )
 
 // AdminModule serves /livez, /readyz, /metrics and (--pprof) /debug/pprof
@@ -66,8 +67,12 @@ var AdminModule = fx.Module("syncd.admin",
 // SyncAPIModule serves the sync API on the main listener.
 var SyncAPIModule = fx.Module("syncd.syncapi",
 	fx.Provide(NewRouter),
-	fx.Invoke(func(p serverParams, cfg config.Config, router *httpapi.Router) {
-		registerServer(p, ServerSync, cfg.Listen, router)
+	fx.Invoke(func(p serverParams, cfg config.Config, router *httpapi.Router, r *Readiness) {
+		registerServerWith(p, ServerSync, cfg.Listen, router, serverOptions{
+			IdleTimeout: cfg.HTTP.IdleTimeout,
+			// /readyz never says ready before clients can connect.
+			Bound: r.setListening,
+		})
 	}),
 )
 
@@ -154,6 +159,50 @@ func registerPreparer(p PrepareParams) {
 	})
 }
 
+// checkParams are the inputs of the readiness dependency checks.
+type checkParams struct {
+	fx.In
+	Readiness *Readiness
+	Clock     Clock
+	Storage   ports.HealthChecker `optional:"true"`
+}
+
+// registerChecks makes /readyz probe storage (when the graph has a
+// ports.HealthChecker) once the phases are done.
+func registerChecks(p checkParams) {
+	if p.Storage != nil {
+		p.Readiness.AddCheck(Check{Name: "storage", Probe: p.Storage.Ping, Now: p.Clock.Now})
+	}
+}
+
+// drainParams are the inputs of the lame-duck stop.
+type drainParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+	Readiness *Readiness
+	Clock     Clock
+	Log       *zap.Logger
+}
+
+// registerDrain is the first stop step (its hook is registered last):
+// /readyz turns 503 draining while the listeners keep serving for
+// --shutdown-delay, so load balancers stop routing here before the
+// listeners close; then the servers' own hooks let in-flight requests
+// finish.
+func registerDrain(p drainParams) {
+	p.Lifecycle.Append(fx.StopHook(func(ctx context.Context) error {
+		p.Readiness.Drain()
+		p.Log.Info("draining: readiness off, listeners open until the shutdown delay ends",
+			zap.Duration("shutdown_delay", p.Config.ShutdownDelay))
+		if err := p.Clock.Sleep(ctx, p.Config.ShutdownDelay); err != nil {
+			return fmt.Errorf("shutdown delay: %w", err)
+		}
+		p.Log.Info("closing listeners")
+		return nil
+	}))
+}
+
 // bannerParams are the inputs of the startup banner.
 type bannerParams struct {
 	fx.In
@@ -174,8 +223,7 @@ type Banner struct{ Out io.Writer }
 func WithBanner(w io.Writer) fx.Option { return fx.Supply(&Banner{Out: w}) }
 
 // registerBanner logs where the server listens once both listeners are
-// bound, prints client instructions for development setups, and on stop
-// drains readiness first (its hook is registered last, so it stops first).
+// bound and prints client instructions for development setups.
 func registerBanner(p bannerParams) {
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(context.Context) error {
@@ -213,11 +261,6 @@ Never expose this server to untrusted clients in this mode.`, dev.HeaderActor, d
 			}
 			return nil
 		},
-		OnStop: func(context.Context) error {
-			p.Readiness.Drain()
-			p.Log.Info("draining: readiness off, closing listeners")
-			return nil
-		},
 	})
 }
 
@@ -243,7 +286,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 	return fx.Options(
 		fx.Supply(cfg, info, log),
 		fx.WithLogger(FxLogger),
-		fx.StopTimeout(cfg.ShutdownTimeout),
+		fx.StopTimeout(cfg.ShutdownDelay+cfg.ShutdownTimeout),
 		CoreModule,
 		AuthModule,
 		AdminModule,
@@ -252,6 +295,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		SegmentsModule,
 		fx.Options(extra...),
 		fx.Invoke(registerBanner),
+		fx.Invoke(registerDrain),
 	)
 }
 

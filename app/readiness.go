@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -49,6 +50,13 @@ type StatusError struct {
 	Message string `json:"message"`
 }
 
+// Reasons a ready phase is not ready, as /readyz reports them.
+const (
+	ReasonDraining        = "draining"
+	ReasonListenerUnbound = "sync_listener_not_bound"
+	ReasonDependencyDown  = "dependency_down"
+)
+
 // Status is the /readyz document.
 type Status struct {
 	Ready         bool         `json:"ready"`
@@ -57,20 +65,111 @@ type Status struct {
 	Draining      bool         `json:"draining,omitempty"`
 	Since         time.Time    `json:"since"`
 	Error         *StatusError `json:"error,omitempty"`
+	// Reason says why the server is not ready: the phase while it is
+	// starting, else draining, sync_listener_not_bound or dependency_down.
+	Reason string `json:"reason,omitempty"`
+	// Down names the dependencies whose check failed.
+	Down []string `json:"down,omitempty"`
+	// Checks are the dependency checks' last results (once ready).
+	Checks map[string]CheckStatus `json:"checks,omitempty"`
+}
+
+// CheckStatus is one dependency check's last result.
+type CheckStatus struct {
+	OK        bool         `json:"ok"`
+	CheckedAt time.Time    `json:"checkedAt"`
+	Error     *StatusError `json:"error,omitempty"`
+}
+
+// Check is a dependency /readyz probes once the phases are done.
+type Check struct {
+	// Name is how /readyz names the dependency ("storage").
+	Name string
+	// Probe fails while the dependency is down.
+	Probe func(ctx context.Context) error
+	// Now is the clock of the cache (default time.Now).
+	Now func() time.Time
+	// TTL is how long a result is reused (default 1 s), so probes of
+	// /readyz and /metrics cost at most one Probe per TTL.
+	TTL time.Duration
+	// Timeout bounds one Probe (default 2 s).
+	Timeout time.Duration
 }
 
 // Readiness holds the current phase, the compiled schema once there is
 // one, and the last preparation error. It is safe for concurrent use and
 // implements httpapi.Gate.
 type Readiness struct {
-	mu       sync.RWMutex
-	phase    Phase
-	since    time.Time
-	schema   *schema.Schema
-	err      error
-	draining bool
-	now      func() time.Time
-	onChange func(Phase)
+	mu        sync.RWMutex
+	phase     Phase
+	since     time.Time
+	schema    *schema.Schema
+	err       error
+	draining  bool
+	listening bool
+	checks    []*check
+	now       func() time.Time
+	onChange  func(Phase)
+}
+
+// check caches one Check's result; mu is held across a probe, so
+// concurrent callers wait for it instead of probing again.
+type check struct {
+	Check
+	mu  sync.Mutex
+	at  time.Time
+	ok  bool
+	err error
+}
+
+func (c *check) result() CheckStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.Now()
+	if c.at.IsZero() || now.Sub(c.at) >= c.TTL || now.Before(c.at) {
+		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+		c.err = c.Probe(ctx)
+		cancel()
+		c.at, c.ok = now, c.err == nil
+	}
+	st := CheckStatus{OK: c.ok, CheckedAt: c.at.UTC()}
+	if c.err != nil {
+		st.Error = statusError(c.err)
+	}
+	return st
+}
+
+func statusError(err error) *StatusError {
+	e := &StatusError{Code: string(syncerr.CodeOf(err)), Message: err.Error()}
+	if e.Code == "" {
+		e.Code = string(syncerr.InternalError)
+	}
+	return e
+}
+
+// AddCheck registers a dependency check: /readyz is 503 with reason
+// dependency_down while its Probe fails, and ready again once it passes.
+func (r *Readiness) AddCheck(c Check) {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.TTL <= 0 {
+		c.TTL = time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 2 * time.Second
+	}
+	r.mu.Lock()
+	r.checks = append(r.checks, &check{Check: c})
+	r.mu.Unlock()
+}
+
+// setListening records that the sync API listener accepts connections;
+// the server is never ready before.
+func (r *Readiness) setListening() {
+	r.mu.Lock()
+	r.listening = true
+	r.mu.Unlock()
 }
 
 // NewReadiness starts in phase schema_compile.
@@ -122,27 +221,25 @@ func (r *Readiness) Phase() Phase {
 	return r.phase
 }
 
-// Ready reports whether the sync API may serve.
-func (r *Readiness) Ready() bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.phase == PhaseReady && !r.draining
-}
+// Ready reports whether /readyz answers ready: the phases are done, the
+// sync listener is bound, the server is not draining and every dependency
+// check passes.
+func (r *Readiness) Ready() bool { return r.Status().Ready }
 
-// Drain marks the server as shutting down: /readyz turns 503 and the sync
-// API refuses new requests.
+// Drain marks the server as shutting down: /readyz turns 503 draining.
+// The sync API keeps serving (the lame-duck delay) until its listener
+// shuts down.
 func (r *Readiness) Drain() {
 	r.mu.Lock()
 	r.draining = true
 	r.mu.Unlock()
 }
 
-// Status returns the /readyz document.
+// Status returns the /readyz document. Once the phases are done it runs
+// the dependency checks (each cached for its TTL).
 func (r *Readiness) Status() Status {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
 	st := Status{
-		Ready:    r.phase == PhaseReady && !r.draining,
 		Phase:    r.phase,
 		Draining: r.draining,
 		Since:    r.since.UTC(),
@@ -153,23 +250,50 @@ func (r *Readiness) Status() Status {
 	if r.err != nil {
 		// Operators read /readyz: the precise internal reason is useful
 		// here, and the admin listener is not the public API.
-		st.Error = &StatusError{Code: string(syncerr.CodeOf(r.err)), Message: r.err.Error()}
-		if st.Error.Code == "" {
-			st.Error.Code = string(syncerr.InternalError)
+		st.Error = statusError(r.err)
+	}
+	listening, checks := r.listening, r.checks
+	r.mu.RUnlock()
+	switch {
+	case st.Phase != PhaseReady:
+		st.Reason = string(st.Phase)
+	case st.Draining:
+		st.Reason = ReasonDraining
+	case !listening:
+		st.Reason = ReasonListenerUnbound
+	default:
+		// Probed outside the lock: a slow dependency must not hold up
+		// the sync API's gate.
+		for _, c := range checks {
+			if st.Checks == nil {
+				st.Checks = map[string]CheckStatus{}
+			}
+			cs := c.result()
+			st.Checks[c.Name] = cs
+			if !cs.OK {
+				st.Down = append(st.Down, c.Name)
+			}
+		}
+		if len(st.Down) > 0 {
+			st.Reason = ReasonDependencyDown
 		}
 	}
+	st.Ready = st.Reason == ""
 	return st
 }
 
-// ServeError implements httpapi.Gate: nil when ready, otherwise
-// sync.schema_not_ready (503). The details of a storage refusal that
+// ServeError implements httpapi.Gate: nil once the phases are done,
+// otherwise sync.schema_not_ready (503). The details of a storage refusal that
 // clients may see pass through: a pending checkpoint's {partition,
 // projection}, a too-new stored schema's {storedSchemaVersion,
 // runningSchemaVersion}.
 func (r *Readiness) ServeError() error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.phase == PhaseReady && !r.draining {
+	// Draining keeps serving: load balancers still route here until they
+	// notice /readyz, and refusing them would fail requests for nothing.
+	// A dependency that is down fails its requests by itself.
+	if r.phase == PhaseReady {
 		return nil
 	}
 	e := syncerr.New(syncerr.SchemaNotReady)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,12 +74,102 @@ func TestPreparerPhases(t *testing.T) {
 			t.Fatalf("phases %v, want %v", seen, want)
 		}
 	}
+	// Prepared, but nobody can connect yet: not ready.
+	if st := r.Status(); r.Schema() == nil || st.Ready || st.Reason != ReasonListenerUnbound || r.ServeError() != nil || st.Error != nil {
+		t.Fatalf("ready before the sync listener: %+v", st)
+	}
+	r.setListening()
 	if r.Schema() == nil || !r.Ready() || r.ServeError() != nil || r.Status().Error != nil {
 		t.Fatalf("not ready: %+v", r.Status())
 	}
 	r.Drain()
-	if r.Ready() || syncerr.CodeOf(r.ServeError()) != syncerr.SchemaNotReady || !r.Status().Draining {
-		t.Fatal("drain")
+	// Draining turns /readyz off while the sync API keeps serving.
+	if st := r.Status(); r.Ready() || r.ServeError() != nil || !st.Draining || st.Reason != ReasonDraining {
+		t.Fatalf("drain: %+v", st)
+	}
+}
+
+// fakeClock is a Clock the test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
+// TestReadinessDependencyCheck: a dependency that goes down turns /readyz
+// 503 naming it, results are reused within the TTL, and readiness returns
+// by itself once the probe passes again.
+func TestReadinessDependencyCheck(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	var mu sync.Mutex
+	probes, down := 0, error(nil)
+	r := NewReadiness()
+	r.AddCheck(Check{Name: "storage", Now: clock.Now, TTL: time.Second, Probe: func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		probes++
+		return down
+	}})
+	setDown := func(err error) { mu.Lock(); down = err; mu.Unlock() }
+	count := func() int { mu.Lock(); defer mu.Unlock(); return probes }
+
+	// Not probed while starting: the phases report storage themselves.
+	if st := r.Status(); st.Ready || st.Reason != string(PhaseSchemaCompile) || count() != 0 {
+		t.Fatalf("starting: %+v, %d probes", st, count())
+	}
+	r.enter(PhaseReady, nil)
+	r.setListening()
+	steps := []struct {
+		name    string
+		down    error
+		advance time.Duration
+		ready   bool
+		probes  int
+	}{
+		{"up", nil, 0, true, 1},
+		{"down within the TTL: cached", errors.New("connection refused"), 500 * time.Millisecond, true, 1},
+		{"down after the TTL", errors.New("connection refused"), 500 * time.Millisecond, false, 2},
+		{"still down", errors.New("connection refused"), time.Second, false, 3},
+		{"back up within the TTL: cached", nil, 999 * time.Millisecond, false, 3},
+		{"back up", nil, time.Millisecond, true, 4},
+	}
+	for _, s := range steps {
+		setDown(s.down)
+		clock.advance(s.advance)
+		st := r.Status()
+		if st.Ready != s.ready || count() != s.probes {
+			t.Fatalf("%s: ready %v after %d probes, want %v after %d: %+v", s.name, st.Ready, count(), s.ready, s.probes, st)
+		}
+		cs := st.Checks["storage"]
+		if s.ready {
+			if st.Reason != "" || len(st.Down) != 0 || !cs.OK || cs.Error != nil {
+				t.Fatalf("%s: %+v", s.name, st)
+			}
+			continue
+		}
+		if st.Reason != ReasonDependencyDown || len(st.Down) != 1 || st.Down[0] != "storage" || cs.OK ||
+			cs.Error == nil || cs.Error.Message != "connection refused" || r.ServeError() != nil {
+			t.Fatalf("%s: %+v", s.name, st)
+		}
+	}
+	// Draining is reported first and probes nothing.
+	r.Drain()
+	clock.advance(time.Hour)
+	if st := r.Status(); st.Ready || st.Reason != ReasonDraining || count() != 4 {
+		t.Fatalf("draining: %+v, %d probes", st, count())
 	}
 }
 

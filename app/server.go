@@ -54,13 +54,33 @@ type serverParams struct {
 // serves in a goroutine, and shuts down gracefully in OnStop. If serving
 // fails after start, the whole app shuts down with exit code 1.
 func registerServer(p serverParams, name, addr string, h http.Handler) {
-	log := p.Log.With(zap.String("server", name))
-	srv := &http.Server{
+	registerServerWith(p, name, addr, h, serverOptions{IdleTimeout: 120 * time.Second})
+}
+
+// serverOptions tune one listener.
+type serverOptions struct {
+	// IdleTimeout closes keep-alive connections idle this long. There is
+	// no server-wide read timeout: it would cut long responses and the
+	// realtime route; the sync route bounds its body read itself.
+	IdleTimeout time.Duration
+	// Bound, when set, runs in OnStart once the socket accepts connections.
+	Bound func()
+}
+
+// newHTTPServer builds the server of one listener.
+func newHTTPServer(h http.Handler, o serverOptions, log *zap.Logger) *http.Server {
+	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		IdleTimeout:       o.IdleTimeout,
 		ErrorLog:          zap.NewStdLog(log),
 	}
+}
+
+// registerServerWith is registerServer with options.
+func registerServerWith(p serverParams, name, addr string, h http.Handler, o serverOptions) {
+	log := p.Log.With(zap.String("server", name))
+	srv := newHTTPServer(h, o, log)
 	done := make(chan struct{})
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(ctx context.Context) error {
@@ -72,6 +92,9 @@ func registerServer(p serverParams, name, addr string, h http.Handler) {
 			}
 			p.Listeners.set(name, ln.Addr())
 			log.Info("listening", zap.String("addr", ln.Addr().String()))
+			if o.Bound != nil {
+				o.Bound()
+			}
 			go func() {
 				defer close(done)
 				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

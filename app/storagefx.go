@@ -15,13 +15,15 @@ import (
 )
 
 // StorageModule opens the engine --database names and provides it as
-// ports.Storage and, as its own binding, ports.SchemaStore, so the
-// readiness phases create or verify the layout before anything is served.
+// ports.Storage and, as their own bindings, ports.SchemaStore, so the
+// readiness phases create or verify the layout before anything is served,
+// and ports.HealthChecker, which /readyz probes.
 // Programs that bring their own storage leave this module out and
 // provide both themselves.
 var StorageModule = fx.Module("syncd.storage",
 	fx.Provide(NewStorage),
 	fx.Provide(func(s ports.Storage) ports.SchemaStore { return s }),
+	fx.Provide(func(s ports.Storage) ports.HealthChecker { return s }),
 )
 
 // StorageParams are the inputs of NewStorage.

@@ -74,12 +74,27 @@ func ProvideReactionPlanner(ctor any) fx.Option {
 	return fx.Provide(fx.Annotate(ctor, fx.As(new(ports.ReactionPlanner))))
 }
 
-// NewSyncTransport builds the body and compression handling of /sync.
-func NewSyncTransport(cfg config.Config) (*httpapi.Transport, error) {
+// NewSyncTransport builds the body and compression handling of /sync,
+// with the in-flight bounds and the body read deadline of cfg.HTTP.
+func NewSyncTransport(cfg config.Config, clock Clock) (*httpapi.Transport, error) {
+	lim, err := httpapi.NewLimiter(httpapi.LimiterOptions{
+		MaxRequests:  cfg.HTTP.MaxInflightRequests,
+		MaxBodyBytes: cfg.HTTP.MaxInflightBodyBytes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	timeout := cfg.HTTP.BodyReadTimeout
+	if timeout == 0 {
+		timeout = -1 // the transport's "no bound"
+	}
 	return httpapi.NewTransport(httpapi.TransportOptions{
 		MaxBodyBytes:        cfg.Sync.MaxBodyBytes,
 		MaxDecodedBodyBytes: cfg.Sync.MaxDecodedBodyBytes,
 		Limits:              cfg.Limits.Domain(),
+		BodyReadTimeout:     timeout,
+		Limiter:             lim,
+		Now:                 clock.Now,
 	})
 }
 

@@ -24,7 +24,16 @@ type Storage interface {
 	CheckpointStore
 	BlobRefReader
 	ReactionReader
+	HealthChecker
 	Close() error
+}
+
+// HealthChecker answers readiness probes.
+type HealthChecker interface {
+	// Ping runs the cheapest statement that proves the engine answers
+	// (SELECT 1); it fails when the database cannot be reached or the
+	// store is closed.
+	Ping(ctx context.Context) error
 }
 
 // SchemaStore creates and verifies the database layout.

@@ -64,8 +64,13 @@ type Config struct {
 	Dev bool
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
-	// ShutdownTimeout bounds graceful shutdown.
+	// ShutdownDelay is how long the listeners keep serving after a stop
+	// signal turned /readyz to draining, so load balancers notice first.
+	ShutdownDelay time.Duration
+	// ShutdownTimeout bounds the in-flight requests' finish after the delay.
 	ShutdownTimeout time.Duration
+	// HTTP holds the connection and admission bounds of the sync API.
+	HTTP HTTP
 	// Sync holds the per-request limits of POST /sync.
 	Sync Sync
 	// Segments holds the segment store and download settings.
@@ -114,7 +119,9 @@ func Default() Config {
 		AdminListen:     DefaultAdminListen,
 		Database:        DefaultDatabase,
 		LogLevel:        "info",
+		ShutdownDelay:   5 * time.Second,
 		ShutdownTimeout: 15 * time.Second,
+		HTTP:            DefaultHTTP(),
 		Sync:            DefaultSync(),
 		Segments:        DefaultSegments(),
 		Limits:          DefaultLimits(),
@@ -206,6 +213,10 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Segments.validate()...)
 	errs = append(errs, c.Limits.validate()...)
 	errs = append(errs, c.validateExposure()...)
+	errs = append(errs, c.HTTP.validate(c.Sync)...)
+	if c.ShutdownDelay < 0 {
+		errs = append(errs, errors.New("--shutdown-delay must not be negative"))
+	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
@@ -273,7 +284,9 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.DurationVar(&c.JWT.Leeway, "jwt-leeway", c.JWT.Leeway, "--auth jwt: clock skew tolerated on exp, nbf and iat (a token issued further in the future is refused; 0: none)")
 	fs.BoolVar(&c.Dev, "dev", c.Dev, "development mode: human-readable logs; implies --auth dev when --auth is unset")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long graceful shutdown may take")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", c.ShutdownDelay, "on SIGTERM, how long /readyz answers draining while the listeners keep serving, before they close (0: none)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "after the shutdown delay, how long in-flight requests may take to finish")
+	c.HTTP.flags(fs)
 	c.Sync.flags(fs)
 	c.Segments.flags(fs)
 	c.Limits.flags(fs)

@@ -67,6 +67,21 @@ func TestLoadPrecedence(t *testing.T) {
 				t.Fatalf("got %+v", c)
 			}
 		}, ""},
+		{"http bounds", []string{"--body-read-timeout", "5s", "--idle-timeout", "10s", "--max-inflight-requests", "8",
+			"--max-inflight-body-bytes", "100000000", "--shutdown-delay", "0"}, nil, func(t *testing.T, c config.Config) {
+			if c.HTTP != (config.HTTP{BodyReadTimeout: 5 * time.Second, IdleTimeout: 10 * time.Second, MaxInflightRequests: 8,
+				MaxInflightBodyBytes: 100000000}) || c.ShutdownDelay != 0 {
+				t.Fatalf("got %+v delay %s", c.HTTP, c.ShutdownDelay)
+			}
+		}, ""},
+		{"http defaults", nil, nil, func(t *testing.T, c config.Config) {
+			if c.HTTP != config.DefaultHTTP() || c.HTTP.MaxInflightBodyBytes != 64<<20 || c.ShutdownDelay != 5*time.Second {
+				t.Fatalf("got %+v delay %s", c.HTTP, c.ShutdownDelay)
+			}
+		}, ""},
+		{"body bound below the body limit", []string{"--max-inflight-body-bytes", "1000"}, nil, nil, "--max-inflight-body-bytes 1000"},
+		{"no inflight requests", []string{"--max-inflight-requests", "0"}, nil, nil, "--max-inflight-requests 0"},
+		{"negative shutdown delay", []string{"--shutdown-delay", "-1s"}, nil, nil, "--shutdown-delay"},
 		{"bad listen", []string{"--listen", "8787"}, nil, nil, "want host:port"},
 		{"same listeners", []string{"--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"}, nil, nil, "must differ"},
 		{"bad mount", []string{"--mount", "api/"}, nil, nil, "--mount"},

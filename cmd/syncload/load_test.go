@@ -38,6 +38,7 @@ func startServer(t *testing.T, minWire, seedRows int) string {
 	}
 	cfg := config.Default()
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.ShutdownDelay = 0
 	cfg.Schema, cfg.Auth = schemaPath, config.AuthDev
 	cfg.Database = filepath.Join(dir, "syncd.db")
 	cfg.Sync.MinWireVersion = minWire

@@ -24,7 +24,9 @@ import (
 func TestEmbeddedServer(t *testing.T) {
 	var ready *app.Readiness
 	var ls *app.Listeners
-	a := fx.New(app.Options(Config("127.0.0.1:0", "127.0.0.1:0"), app.BuildInfo{}, zaptest.NewLogger(t),
+	cfg := Config("127.0.0.1:0", "127.0.0.1:0")
+	cfg.ShutdownDelay = 0
+	a := fx.New(app.Options(cfg, app.BuildInfo{}, zaptest.NewLogger(t),
 		Options(filepath.Join(t.TempDir(), "embed.db")), fx.Populate(&ready, &ls)))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

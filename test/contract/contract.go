@@ -112,7 +112,7 @@ type group struct {
 // allGroups lists every case group, in run order.
 func allGroups() []group {
 	var gs []group
-	for _, part := range [][]group{checkpointGroups(), clientGroups(), engineGroups(), logGroups(), pushGroups(), reactionGroups(), schemaGroups()} {
+	for _, part := range [][]group{checkpointGroups(), clientGroups(), engineGroups(), healthGroups(), logGroups(), pushGroups(), reactionGroups(), schemaGroups()} {
 		gs = append(gs, part...)
 	}
 	return gs

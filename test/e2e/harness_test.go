@@ -130,6 +130,7 @@ func start(t *testing.T, e engine, so serverOpts) *server {
 	}
 	cfg := config.Default()
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.ShutdownDelay = 0
 	cfg.Schema, cfg.Auth = irPath, config.AuthDev
 	cfg.Database = filepath.Join(dir, "unused.db")
 	if so.minWire != 0 {

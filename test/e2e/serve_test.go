@@ -35,7 +35,7 @@ func startServe(t *testing.T, database string) (base string, st ports.Storage, s
 		t.Fatal(err)
 	}
 	res, err := config.Load([]string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-		"--database", database, "--schema", irPath, "--auth", "dev"}, nil, io.Discard)
+		"--database", database, "--schema", irPath, "--auth", "dev", "--shutdown-delay", "0"}, nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -685,3 +685,11 @@ func (s *Store) AdvanceClientCursor(ctx context.Context, a ports.CursorAdvance) 
 	p.clients[a.ClientID] = &n
 	return true, nil
 }
+
+// Ping implements ports.HealthChecker: it fails once the handle is closed.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	return s.open()
+}

@@ -298,3 +298,19 @@ func (s *Store) noteWrites(n int) {
 		}
 	}()
 }
+
+// Ping implements ports.HealthChecker: SELECT 1 on the read path (the
+// SQLite read pool; the PostgreSQL pool), which never queues behind the
+// writer. One failure is retried at once: after a database restart the
+// first query on each stale pooled connection fails before the pool
+// drops it, which says nothing about the database.
+func (s *Store) Ping(ctx context.Context) error {
+	var err error
+	for range 2 {
+		var one int
+		if err = s.rd.QueryRowContext(ctx, "SELECT 1").Scan(&one); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	return internal("ping", err)
+}
