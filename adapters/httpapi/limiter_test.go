@@ -130,7 +130,8 @@ func okAuth() ports.Authenticator {
 // past it they are answered sync.rate_limited with Retry-After and
 // dropped, and the bound frees again when they go.
 func TestLimiterBoundsSlowBodies(t *testing.T) {
-	const budget = 64 << 10 // sixteen initial 4 KiB buffers
+	const first = httpapi.InitialBodyBufferBytes
+	const budget = 16 * first
 	lim, err := httpapi.NewLimiter(httpapi.LimiterOptions{MaxRequests: 4, MaxBodyBytes: budget})
 	if err != nil {
 		t.Fatal(err)
@@ -143,9 +144,9 @@ func TestLimiterBoundsSlowBodies(t *testing.T) {
 	addr := srv.Listener.Addr().String()
 
 	var held []net.Conn
-	for i := range budget / (4 << 10) {
+	for i := range budget / first {
 		held = append(held, rawPost(t, addr, 16<<20, []byte("x")))
-		waitInUse(t, lim, int64(i+1)*(4<<10))
+		waitInUse(t, lim, int64(i+1)*first)
 	}
 	// The bound is spent: the next slow body is refused at once.
 	resp, eb := readAnswer(t, rawPost(t, addr, 16<<20, []byte("x")))
@@ -154,13 +155,13 @@ func TestLimiterBoundsSlowBodies(t *testing.T) {
 		t.Fatalf("past the bound: %d %+v Retry-After %q close %v", resp.StatusCode, eb, resp.Header.Get("Retry-After"), resp.Close)
 	}
 	// A held body that grows past its buffer needs more of the bound.
-	if _, err := held[0].Write(bytes.Repeat([]byte("y"), 5000)); err != nil {
+	if _, err := held[0].Write(bytes.Repeat([]byte("y"), first+10)); err != nil {
 		t.Fatal(err)
 	}
 	if resp, eb := readAnswer(t, held[0]); resp.StatusCode != http.StatusTooManyRequests || eb.Code != string(syncerr.RateLimited) {
 		t.Fatalf("growing body: %d %+v", resp.StatusCode, eb)
 	}
-	waitInUse(t, lim, budget-(4<<10))
+	waitInUse(t, lim, budget-first)
 	for _, c := range held {
 		_ = c.Close()
 	}

@@ -32,9 +32,11 @@ const (
 	DefaultBodyReadTimeout     = 30 * time.Second
 )
 
-// initialBodyBuffer is the first buffer of a request body; it grows with
-// what actually arrives, never to a declared Content-Length up front.
-const initialBodyBuffer = 4 << 10
+// InitialBodyBufferBytes is the first buffer of a request body; it grows
+// with what actually arrives, never to a declared Content-Length up
+// front. It is small because a slow client holds it for as long as its
+// body takes.
+const InitialBodyBufferBytes = 512
 
 // TransportOptions configure the body handling of the sync routes.
 type TransportOptions struct {
@@ -264,7 +266,7 @@ func (t *Transport) readBody(r *http.Request, lease *Lease) ([]byte, error) {
 // allocated; the one it replaces is released, so a body holds at most
 // its ceiling of the bound.
 func readGrowing(r io.Reader, ceiling int64, lease *Lease) ([]byte, error) {
-	size := min(int64(initialBodyBuffer), max(ceiling, 1))
+	size := min(int64(InitialBodyBufferBytes), max(ceiling, 1))
 	if err := lease.reserve(size); err != nil {
 		return nil, err
 	}

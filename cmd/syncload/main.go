@@ -6,7 +6,7 @@
 //	syncload [flags] SCENARIO...
 //
 // Scenarios: push-pull, bootstrap-storm, catch-up, mixed-soak,
-// maintenance-churn ("syncload -h" describes each). The virtual clients are
+// maintenance-churn, slow-bodies ("syncload -h" describes each). The virtual clients are
 // the project's Go client (package client); any protocol error
 // fails the run: the exit status is 1 when a scenario recorded an error,
 // 2 on usage errors.
@@ -67,6 +67,9 @@ type options struct {
 	maxErrors      int
 	jsonOut        string
 	runID          string
+	slowConns      int
+	slowDeclared   int64
+	slowInterval   time.Duration
 }
 
 // headerList is a repeatable "Name: value" flag.
@@ -131,6 +134,9 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.IntVar(&o.maxErrors, "max-errors", 100, "stop a scenario after this many errors (0: never)")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file (\"-\": standard output)")
 	fs.StringVar(&o.runID, "run-id", "", "names this run's clients and projects (default: random)")
+	fs.IntVar(&o.slowConns, "slow-conns", 1000, "slow-bodies: slow connections held open beside the clients")
+	fs.Int64Var(&o.slowDeclared, "slow-declared-bytes", 16<<20, "slow-bodies: Content-Length each slow connection declares")
+	fs.DurationVar(&o.slowInterval, "slow-interval", time.Second, "slow-bodies: pause between the bytes a slow connection sends")
 	fs.Usage = func() {
 		w := fs.Output()
 		_, _ = fmt.Fprint(w, "Usage: syncload [flags] SCENARIO...\n\nScenarios:\n")
@@ -164,6 +170,8 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 		return nil, nil, errors.New("--partitions must be at least 1")
 	case o.ops < 1 || o.rowsPerClient < 1 || o.maxOps < 1:
 		return nil, nil, errors.New("--ops, --rows-per-client and --max-ops must be positive")
+	case o.slowConns < 0 || o.slowDeclared < 1 || o.slowInterval <= 0:
+		return nil, nil, errors.New("--slow-conns must not be negative, --slow-declared-bytes and --slow-interval must be positive")
 	}
 	for _, h := range o.headers {
 		if k, _, ok := strings.Cut(h, ":"); !ok || strings.TrimSpace(k) == "" {

@@ -153,6 +153,9 @@ type scenario struct {
 	init func(ctx context.Context, e *env, v *vu) error
 	// step is one iteration of the client's loop.
 	step func(ctx context.Context, e *env, v *vu) error
+	// background, when set, starts load beside the virtual clients for
+	// the whole run; the returned func stops it and notes its figures.
+	background func(ctx context.Context, e *env) func()
 }
 
 // run drives o.vus virtual clients until the duration or the request
@@ -177,6 +180,10 @@ func run(ctx context.Context, e *env, sc *scenario) (*Result, error) {
 	e.cancel = cancel
 	watchCtx, stopWatch := context.WithCancel(runCtx)
 	stopMem := mem.watch(watchCtx)
+	stopBackground := func() {}
+	if sc.background != nil {
+		stopBackground = sc.background(runCtx, e)
+	}
 	start := time.Now()
 	timer := time.AfterFunc(e.o.duration, func() { e.stop.Store(true) })
 	defer timer.Stop()
@@ -189,6 +196,7 @@ func run(ctx context.Context, e *env, sc *scenario) (*Result, error) {
 			wg.Wait()
 			stopWatch()
 			stopMem()
+			stopBackground()
 			return nil, err
 		}
 		v.c = c
@@ -215,6 +223,7 @@ func run(ctx context.Context, e *env, sc *scenario) (*Result, error) {
 	stopWatch()
 	stopMem()
 	mem.sample(context.Background())
+	stopBackground()
 	return e.result(sc, elapsed, mem), nil
 }
 
