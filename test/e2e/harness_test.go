@@ -131,6 +131,9 @@ func start(t *testing.T, e engine, so serverOpts) *server {
 	cfg := config.Default()
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.ShutdownDelay = 0
+	// Suites deliver one commit 100 times at once; the in-flight bound has
+	// its own tests (adapters/httpapi) and must not refuse them here.
+	cfg.HTTP.MaxInflightRequests = 1024
 	cfg.Schema, cfg.Auth = irPath, config.AuthDev
 	cfg.Database = filepath.Join(dir, "unused.db")
 	if so.minWire != 0 {
