@@ -45,6 +45,8 @@ type Options struct {
 	TouchInterval time.Duration
 	// NewEpoch mints log epochs (default: random).
 	NewEpoch func() string
+	// Now: see sqlstore.Config.
+	Now func() time.Time
 	// PushGroup bounds group commit: pushes that queue while the writer
 	// is busy share one transaction and one COMMIT (one WAL fsync), at most
 	// PushGroup of them (default 64; 1 commits every push alone).
@@ -131,7 +133,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	st := &Store{writer: w, reader: r, w: d.w}
 	st.Store = sqlstore.New(sqlstore.Config{
 		Dialect: d, DB: wdb, ReadDB: rdb, Reader: rs,
-		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval,
+		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now,
 		Close: func() error {
 			d.w.close()
 			rs.Close()

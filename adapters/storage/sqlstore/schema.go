@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -283,7 +282,7 @@ func (s *Store) migrate(ctx context.Context, sc *schema.Schema, decls []checkpoi
 	if err != nil {
 		return syncerr.Wrap(syncerr.SchemaInvalid, err)
 	}
-	nowMs := time.Now().UnixMilli()
+	nowMs := s.now().UnixMilli()
 	return s.writeTx(ctx, "migrate schema", "", func(tx WriteTx) error {
 		if err := s.d.LockSchema(ctx, tx); err != nil {
 			return err

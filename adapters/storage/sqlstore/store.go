@@ -34,6 +34,9 @@ type Config struct {
 	TouchInterval time.Duration
 	// MaxRetries bounds retries of transient write conflicts (default 5).
 	MaxRetries int
+	// Now is the clock of the store's own stamps (the schema marker);
+	// nil is the wall clock. Row and log stamps come from the callers.
+	Now func() time.Time
 	// Close releases the engine's handles.
 	Close func() error
 }
@@ -48,6 +51,7 @@ type Store struct {
 	epoch    func() string
 	touch    int64
 	retries  int
+	now      func() time.Time
 	closeFn  func() error
 	closed   sync.Once
 	closeErr error
@@ -78,7 +82,10 @@ func New(c Config) *Store {
 	s := &Store{
 		d: c.Dialect, db: c.DB, rdb: c.ReadDB, rd: c.Reader, types: c.Dialect.Types(),
 		epoch: c.NewEpoch, touch: c.TouchInterval.Milliseconds(), retries: c.MaxRetries,
-		closeFn: c.Close, sqlCache: map[string]string{},
+		closeFn: c.Close, sqlCache: map[string]string{}, now: c.Now,
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	if s.rdb == nil {
 		s.rdb = s.db
