@@ -293,6 +293,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		SyncAPIModule,
 		SyncModule,
 		SegmentsModule,
+		TestControlModule,
 		fx.Options(extra...),
 		fx.Invoke(registerBanner),
 		fx.Invoke(registerDrain),

@@ -79,6 +79,9 @@ type Config struct {
 	Limits Limits
 	// Admin holds the admin listener's access settings.
 	Admin Admin
+	// TestControlListen is host:port of the conformance test-control
+	// plane; empty (the default) leaves it out entirely.
+	TestControlListen string
 	// ConfigFile is the YAML file the values came from, if any.
 	ConfigFile string
 }
@@ -217,6 +220,7 @@ func (c *Config) Validate() error {
 	if c.ShutdownDelay < 0 {
 		errs = append(errs, errors.New("--shutdown-delay must not be negative"))
 	}
+	errs = append(errs, c.validateTestControl()...)
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
@@ -291,6 +295,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	c.Segments.flags(fs)
 	c.Limits.flags(fs)
 	c.exposureFlags(fs)
+	c.testControlFlags(fs)
 	if configFile != nil {
 		fs.StringVar(configFile, "config", *configFile, "optional YAML file with the same keys as the flags")
 	}

@@ -85,7 +85,8 @@ type Options struct {
 	Segments Segments
 	// Signer issues signed URLs (accept bit 3); nil issues none.
 	Signer URLSigner
-	// InlineMaxBytes is the §5.7 inline threshold (0 → 256 KiB).
+	// InlineMaxBytes is the §5.7 inline threshold (0 → 256 KiB; negative:
+	// never inline a page a client can take as a SEGMENT_REF).
 	InlineMaxBytes int
 	// SegmentTTL is a publication's lifetime (0 → 24 h).
 	SegmentTTL time.Duration
@@ -125,7 +126,7 @@ func New(o Options) (*Service, error) {
 	if o.Store == nil {
 		return nil, errors.New("pull: Store is required")
 	}
-	if o.InlineMaxBytes <= 0 {
+	if o.InlineMaxBytes == 0 {
 		o.InlineMaxBytes = DefaultInlineMaxBytes
 	}
 	if o.SegmentTTL <= 0 {

@@ -95,8 +95,12 @@ type Pruner struct {
 type Options struct {
 	Store  Store
 	Policy Policy
-	Now    func() time.Time
-	Log    *zap.Logger
+	// Unfloored takes Policy as given, below the normative floors too
+	// (zero included). Only conformance hosts set it: a production
+	// server must keep the §4.6 minimums.
+	Unfloored bool
+	Now       func() time.Time
+	Log       *zap.Logger
 }
 
 // New builds a Pruner (the policy is normalized).
@@ -110,7 +114,11 @@ func New(o Options) (*Pruner, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	return &Pruner{store: o.Store, policy: o.Policy.Normalize(), now: o.Now, log: o.Log}, nil
+	policy := o.Policy
+	if !o.Unfloored {
+		policy = policy.Normalize()
+	}
+	return &Pruner{store: o.Store, policy: policy, now: o.Now, log: o.Log}, nil
 }
 
 // PartitionResult is one partition's pass.

@@ -1,0 +1,307 @@
+package testcontrol
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/adapters/auth/granttable"
+	"github.com/syncd-dev/syncd/adapters/clock"
+	"github.com/syncd-dev/syncd/adapters/httpapi"
+	"github.com/syncd-dev/syncd/adapters/segments/memseg"
+	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
+	"github.com/syncd-dev/syncd/app/pull"
+	"github.com/syncd-dev/syncd/app/segments"
+	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/signedurl"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// instance is one test server: its own SQLite database in its own
+// directory, a virtual clock, a grant table, and the same use-case
+// services the real server assembles, behind the public routes.
+type instance struct {
+	id      string
+	base    string // URL of the instance's routes, "http://host:port/i/<id>"
+	spec    spec
+	dir     string
+	dbPath  string
+	clock   *clock.Virtual
+	grants  *granttable.Table
+	auth    granttable.Authenticator
+	segs    *memseg.Store
+	signer  *signedurl.Signer // nil without signedUrls
+	ttlSecs atomic.Int64
+	rules   rules
+	log     *zap.Logger
+
+	failIdempotency atomic.Bool
+	// nextEpoch, when set, is the log epoch the next rotation mints.
+	nextEpoch atomic.Pointer[string]
+
+	// mu is held shared by every request and method that reads the live
+	// services, exclusively by restore and close, which replace or end them.
+	mu     sync.RWMutex
+	live   *services
+	closed bool
+	backup string // path of the captured snapshot, "" before captureBackup
+	routes http.Handler
+}
+
+// services are what one open database serves with.
+type services struct {
+	store *sqlite.Store
+	sync  *syncsvc.Service
+	seg   *segments.Service
+}
+
+func newInstance(ctx context.Context, id, base, parentDir string, s spec, log *zap.Logger) (*instance, error) {
+	dir, err := os.MkdirTemp(parentDir, "syncd-test-instance-*")
+	if err != nil {
+		return nil, err
+	}
+	inst := &instance{
+		id: id, base: base, spec: s, dir: dir, dbPath: filepath.Join(dir, "sync.db"),
+		clock: clock.NewVirtual(s.nowMs), grants: granttable.NewTable(),
+		auth: granttable.Authenticator{Partition: s.partition}, segs: memseg.New(),
+		log: log,
+	}
+	inst.ttlSecs.Store(s.signedURLSeconds)
+	if s.signedURLs {
+		key := make([]byte, signedurl.MinKeyBytes)
+		_, _ = rand.Read(key)
+		if inst.signer, err = signedurl.NewSigner(key); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	live, err := inst.open(ctx)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	inst.live = live
+	inst.routes, err = inst.router()
+	if err != nil {
+		_ = live.store.Close()
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return inst, nil
+}
+
+// open opens the instance database, ensures its schema and assembles the
+// services over it. The instance answers only once this returned.
+func (in *instance) open(ctx context.Context) (*services, error) {
+	st, err := sqlite.Open(ctx, sqlite.Options{
+		Path: in.dbPath, Synchronous: "NORMAL", NewEpoch: in.mintEpoch, Now: in.clock.Now,
+		// One push per transaction: a test drives few pushes, and group
+		// commit only delays them.
+		PushGroup: 1,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sch := in.spec.schema
+	if err := st.EnsureSchema(ctx, sch, nil); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	schemaFn := func() *schema.Schema { return sch }
+	var signer pull.URLSigner
+	if in.signer != nil {
+		signer = urlSigner{in}
+	}
+	pl, err := pull.New(pull.Options{
+		Store: st, Segments: in.segs, Signer: signer,
+		InlineMaxBytes: in.spec.inlineMaxBytes, SegmentTTL: in.spec.segmentTTL,
+		ClientRefresh: -1, // every pull stamps last-seen, as the reference does
+		Now:           in.clock.Now, Log: in.log.Named("pull"),
+	})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	var validators []ports.RowValidator
+	for _, t := range sch.Tables {
+		validators = append(validators, rowValidator{table: t.Name, rules: &in.rules})
+	}
+	sv, err := syncsvc.New(syncsvc.Options{
+		Schema: schemaFn, Store: faultStore{Store: st, in: in}, Resolver: in.grants,
+		RowValidators: validators, CommitValidator: commitValidator{rules: &in.rules},
+		Pull: pl, MinWireVersion: syncsvc.LowestMinWireVersion, MaxOperations: in.spec.maxOperations,
+		Now: in.clock.Now, Log: in.log.Named("sync"),
+	})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	sg, err := segments.New(segments.Options{
+		Segments: in.segs, Storage: st, Resolver: in.grants, Schema: schemaFn,
+		Signer: in.signer, Now: in.clock.Now, Log: in.log.Named("segments"),
+	})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	return &services{store: st, sync: sv, seg: sg}, nil
+}
+
+// mintEpoch is the store's epoch source: the pending rotation name once,
+// random otherwise.
+func (in *instance) mintEpoch() string {
+	if p := in.nextEpoch.Swap(nil); p != nil {
+		return *p
+	}
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}
+
+// router mounts the public sync API routes of the instance.
+func (in *instance) router() (http.Handler, error) {
+	t, err := httpapi.NewTransport(httpapi.TransportOptions{})
+	if err != nil {
+		return nil, err
+	}
+	r, err := httpapi.New(httpapi.Options{
+		Handlers: map[httpapi.Route]http.Handler{
+			httpapi.RouteSync:    t.SyncEndpoint(in.auth, syncServe(t, in)),
+			httpapi.RouteSegment: t.SegmentEndpoint(in.auth, segmentService{in}, in.log.Named("segments")),
+		},
+		Logger: in.log.Named("routes"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ServeHTTP serves the instance routes while it is open.
+func (in *instance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	if in.closed {
+		httpapi.WriteError(w, syncerr.New(syncerr.NotFound).WithMessage("test instance closed"))
+		return
+	}
+	in.routes.ServeHTTP(w, r)
+}
+
+// syncServe answers an authenticated POST /sync like the server's own
+// route: request-level failures as §10.1 JSON, the frames otherwise.
+func syncServe(t *httpapi.Transport, in *instance) httpapi.SyncServeFunc {
+	return func(w http.ResponseWriter, r *http.Request, id ports.Identity, body []byte) {
+		resp, err := in.live.sync.Handle(r.Context(), id, body)
+		if err != nil {
+			httpapi.WriteTransportError(w, err)
+			return
+		}
+		defer resp.Release()
+		out := t.Respond(w, r, http.StatusOK, httpapi.ContentTypeSync)
+		enc := ssp2.NewEncoder(out, ssp2.KindResponse, resp.WireVersion)
+		for _, f := range resp.Frames {
+			if err = enc.WriteFrame(f); err != nil {
+				break
+			}
+		}
+		if err == nil && resp.Sections != nil {
+			_, err = resp.Sections.WriteTo(out)
+		}
+		if err == nil {
+			err = enc.Close()
+		}
+		if err != nil && out.Discard() {
+			httpapi.WriteTransportError(w, syncerr.Wrap(syncerr.InternalError, err))
+			return
+		}
+		_ = out.Close()
+	}
+}
+
+// segmentService forwards downloads to the live segment use case.
+type segmentService struct{ in *instance }
+
+func (s segmentService) AuthorizeDirect(ctx context.Context, id ports.Identity, segmentID string, scopesJSON []byte) (ports.SegmentPublication, error) {
+	return s.in.live.seg.AuthorizeDirect(ctx, id, segmentID, scopesJSON)
+}
+
+func (s segmentService) AuthorizeSigned(ctx context.Context, segmentID, token string) (ports.SegmentPublication, error) {
+	return s.in.live.seg.AuthorizeSigned(ctx, segmentID, token)
+}
+
+func (s segmentService) Open(ctx context.Context, p ports.SegmentPublication) (io.ReadCloser, int64, error) {
+	return s.in.live.seg.Open(ctx, p)
+}
+
+// urlSigner mints §5.4 native signed URLs pointing at this instance's
+// segment route, with the TTL of the moment (0: born expired).
+type urlSigner struct{ in *instance }
+
+func (u urlSigner) SignSegmentURL(_ context.Context, r pull.SignRequest) (string, int64, error) {
+	s := u.in.signer
+	now := time.UnixMilli(r.NowMs)
+	var tok string
+	var exp int64
+	if ttl := u.in.ttlSecs.Load(); ttl > 0 {
+		tok, exp = s.Mint(r.SegmentID, r.ScopeDigest, r.Partition, now, time.Duration(ttl)*time.Second)
+	} else {
+		sec := now.Unix()
+		tok = s.Sign(signedurl.Claims{Segment: r.SegmentID, ScopeDigest: r.ScopeDigest, Audience: s.Audience(r.Partition), Expires: sec})
+		exp = sec * 1000
+	}
+	return u.in.base + "/segments/" + r.SegmentID + "?" + httpapi.ParamSignedToken + "=" + tok, exp, nil
+}
+
+// faultStore is the instance storage with the one-shot idempotency fault:
+// the next record read returns bytes no stored result can be decoded
+// from, the unreadable record of SPEC §6.3.
+type faultStore struct {
+	*sqlite.Store
+	in *instance
+}
+
+// unreadableRecord is what the fault returns in place of a push result.
+var unreadableRecord = []byte("\x00unreadable push result")
+
+func (f faultStore) GetPushResult(ctx context.Context, partition, clientID, clientCommitID string) ([]byte, bool, error) {
+	if f.in.failIdempotency.CompareAndSwap(true, false) {
+		return unreadableRecord, true, nil
+	}
+	return f.Store.GetPushResult(ctx, partition, clientID, clientCommitID)
+}
+
+// close ends the instance and deletes its directory. Idempotent.
+func (in *instance) close() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return nil
+	}
+	in.closed = true
+	err := in.live.store.Close()
+	return errors.Join(err, os.RemoveAll(in.dir))
+}
+
+// bounds reads the partition's log bounds.
+func (in *instance) bounds(ctx context.Context) (ports.LogBounds, error) {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	if in.closed {
+		return ports.LogBounds{}, errors.New("instance closed")
+	}
+	return in.live.store.LogBounds(ctx, in.spec.partition)
+}
