@@ -141,11 +141,11 @@ func TestServeEmbeddedDefault(t *testing.T) {
 		t.Fatalf("pprof on the sync listener: %d", code)
 	}
 	code, body = get(t, "POST", h.url(app.ServerSync, "/sync"))
-	if code != 501 || !strings.Contains(body, `"code":"sync.not_implemented"`) {
+	if code != 404 || !strings.Contains(body, `"code":"sync.not_found"`) {
 		t.Fatalf("sync %d %s", code, body)
 	}
 	_, body = get(t, "GET", h.url(app.ServerAdmin, "/metrics"))
-	if !strings.Contains(body, `syncd_http_requests_total{route="POST /sync",status="501"} 1`) {
+	if !strings.Contains(body, `syncd_http_requests_total{route="POST /sync",status="404"} 1`) {
 		t.Fatal("request not counted")
 	}
 	h.app.RequireStop()
@@ -167,7 +167,7 @@ func TestMountAndRouteGroup(t *testing.T) {
 	if code, _ := get(t, "POST", h.url(app.ServerSync, "/api/sync")); code != 204 {
 		t.Fatalf("provided route: %d", code)
 	}
-	if code, body := get(t, "GET", h.url(app.ServerSync, "/api/segments/s1")); code != 501 || !strings.Contains(body, "not_implemented") {
+	if code, body := get(t, "GET", h.url(app.ServerSync, "/api/segments/s1")); code != 404 || !strings.Contains(body, `"code":"sync.not_found"`) {
 		t.Fatalf("segments: %d %s", code, body)
 	}
 	if code, _ := get(t, "POST", h.url(app.ServerSync, "/sync")); code != 404 {

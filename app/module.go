@@ -24,7 +24,7 @@ import (
 )
 
 // RouteHandler serves one sync API route. Provide it into the value group
-// "syncd.routes" to replace the route's sync.not_implemented answer:
+// "syncd.routes" to replace the route's sync.not_found answer:
 //
 //	fx.Provide(fx.Annotate(newSyncRoute, fx.ResultTags(`group:"syncd.routes"`)))
 type RouteHandler struct {

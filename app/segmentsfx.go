@@ -30,7 +30,7 @@ import (
 // URL signer, and
 // serves GET <mount>/segments/{id}; it sweeps expired segments every
 // --segment-sweep-interval. Without a ports.Storage in the graph it
-// provides nothing and the route keeps answering sync.not_implemented.
+// provides nothing and the route keeps answering sync.not_found.
 //
 // A host replaces the store with fx.Decorate:
 //

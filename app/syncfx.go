@@ -32,7 +32,7 @@ const (
 // ports.ScopeResolver of the graph (AuthModule builds them from --auth)
 // and the host hooks provided into the groups below. Without a
 // ports.Storage in the graph the route keeps answering
-// sync.not_implemented.
+// sync.not_found.
 //
 // A host that embeds the server replaces the configured identity with its
 // own implementations (see examples/embed):

@@ -62,8 +62,8 @@ type Options struct {
 	Mount string
 	// Gate, when set, runs before every route handler.
 	Gate Gate
-	// Handlers serve routes; a route without one answers
-	// sync.not_implemented (501).
+	// Handlers serve routes; a route without one (its feature is not
+	// built or not configured) answers sync.not_found (404).
 	Handlers map[Route]http.Handler
 	// Logger logs failures; nil discards.
 	Logger *zap.Logger
@@ -108,7 +108,7 @@ func New(opts Options) (*Router, error) {
 	for _, route := range Routes() {
 		h := opts.Handlers[route]
 		if h == nil {
-			h = notImplemented(route)
+			h = absent(route)
 		}
 		r.mux.Handle(route.Method()+" "+opts.Mount+route.Path(), r.wrap(route, opts.Gate, h))
 	}
@@ -152,10 +152,13 @@ func (r *Router) Mount() string { return r.mount }
 // ServeHTTP dispatches to the route handlers.
 func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }
 
-func notImplemented(route Route) http.Handler {
+// absent answers a route whose feature this server does not offer. The
+// catalog is closed (SPEC §10.3), so it is the catalog's "unknown sync
+// resource", sync.not_found, never a code of the server's own.
+func absent(route Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		WriteError(w, syncerr.New(syncerr.NotImplemented).
-			WithMessage("this route is not implemented by this server yet").
+		WriteError(w, syncerr.New(syncerr.NotFound).
+			WithMessage("this server does not offer this route").
 			WithDetails(map[string]string{"route": string(route)}))
 	})
 }

@@ -41,7 +41,7 @@ func do(t *testing.T, h http.Handler, method, path string) (int, body) {
 	return rec.Code, b
 }
 
-func TestRoutesAnswerNotImplemented(t *testing.T) {
+func TestRoutesWithoutFeatureAnswerNotFound(t *testing.T) {
 	for _, mount := range []string{"", "/api/sync"} {
 		r, err := httpapi.New(httpapi.Options{Mount: mount})
 		if err != nil {
@@ -58,8 +58,8 @@ func TestRoutesAnswerNotImplemented(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(mount+" "+tt.method+" "+tt.path, func(t *testing.T) {
 				code, b := do(t, r, tt.method, mount+tt.path)
-				if code != http.StatusNotImplemented || b.Code != "sync.not_implemented" || b.Category != "internal" ||
-					b.RecommendedAction != "inspectServer" || len(b.Details) == 0 {
+				if code != http.StatusNotFound || b.Code != "sync.not_found" || b.Category != "not-found" ||
+					b.RecommendedAction != "forceResync" || len(b.Details) == 0 {
 					t.Fatalf("got %d %+v", code, b)
 				}
 			})

@@ -42,7 +42,7 @@ func TestServeGatePushOnly(t *testing.T) {
 	r := e.req(ssptest.Commit("k2", ssptest.Upsert("projects", "p-2", e.project("p-2", "alice", "Two"), -1)))
 	r.Pull, r.SubTable = true, "projects"
 	_, _, err := e.do(r) // this service has no pull: refused after the entry read
-	if cs.reads != 1 || syncerr.CodeOf(err) != syncerr.NotImplemented {
+	if cs.reads != 1 || syncerr.CodeOf(err) != syncerr.InternalError {
 		t.Fatalf("a request with a pull read the gate %d times on the read pool before its refusal (%v), want 1 (entry)", cs.reads, err)
 	}
 

@@ -6,7 +6,7 @@
 //
 // Pull (PULL_HEADER and subscriptions) runs after the pushes, in the same
 // response, through app/pull; without a pull service a request that carries
-// one is refused as a whole with sync.not_implemented before any push is
+// one is refused as a whole with sync.internal_error before any push is
 // applied, so a client never mistakes it for a caught-up pull.
 package syncsvc
 
@@ -71,7 +71,7 @@ type Options struct {
 	// Observe, when set, is called with every commit's answer (metrics).
 	Observe func(CommitObservation)
 	// Pull serves PULL_HEADER and its subscriptions; nil refuses pulls
-	// with sync.not_implemented.
+	// with sync.internal_error (a server assembled without it is broken).
 	Pull *pullsvc.Service
 
 	// MinWireVersion is the oldest admitted wire version (2 or 3; 0 → 3).
@@ -305,8 +305,7 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		return early(resp, nil)
 	}
 	if pull && s.o.Pull == nil {
-		return early(nil, syncerr.New(syncerr.NotImplemented).
-			WithMessage("pull is not implemented by this server yet"))
+		return early(nil, syncerr.Newf(syncerr.InternalError, "no pull service configured"))
 	}
 	// §1.7 and §4.1–§4.3: pull validation is request-level, before any push.
 	if err := pullsvc.Validate(rq.sch, rq.pullHdr, rq.subs); err != nil {

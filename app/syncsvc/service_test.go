@@ -259,7 +259,7 @@ func TestRequestLevelRefusals(t *testing.T) {
 	r = e.req(ssptest.Commit("k9", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1)))
 	r.ClientID, r.Pull, r.SubTable = "c2", true, "projects"
 	_, _, err = e.do(r)
-	wantCode(t, err, syncerr.NotImplemented)
+	wantCode(t, err, syncerr.InternalError)
 	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
 		t.Fatal("push applied in a refused request")
 	}

@@ -90,7 +90,7 @@ func TestRefusedWireVersionSaysWhy(t *testing.T) {
 		t.Fatalf("wire 4 to a wire-2 server: %v", err)
 	}
 	// (This service has no pull: getting that far means wire 2 decoded.)
-	if _, err := e2.svc.Handle(context.Background(), e2.id, body(t, e2.req(), 2)); syncerr.CodeOf(err) != syncerr.NotImplemented {
+	if _, err := e2.svc.Handle(context.Background(), e2.id, body(t, e2.req(), 2)); syncerr.CodeOf(err) != syncerr.InternalError {
 		t.Fatalf("wire 2 to a wire-2 server: %v", err)
 	}
 }

@@ -45,7 +45,6 @@ const (
 
 // Host-only storage and server codes (never sent to a client verbatim).
 const (
-	NotImplemented                Code = "sync.not_implemented"
 	StorageStoredLayoutMismatch   Code = "sync.storage.stored_layout_mismatch"
 	StoragePhysicalLayoutMismatch Code = "sync.storage.physical_layout_mismatch"
 	StorageCheckpointIncomplete   Code = "sync.storage.checkpoint_incomplete"

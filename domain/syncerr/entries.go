@@ -28,9 +28,6 @@ func resultOnly(e Entry) Entry { e.Surface = SurfaceResult; return e }
 // subStartOnly marks a wire code delivered only as a SUB_START reason.
 func subStartOnly(e Entry) Entry { e.Surface = SurfaceSubStart; return e }
 
-// exposed marks a host code that is rendered to clients verbatim.
-func exposed(e Entry) Entry { e.Exposed = true; return e }
-
 func host(code Code, cat Category, retry bool, act Action, status int, msg string) Entry {
 	return Entry{Code: code, Category: cat, Retryable: retry, RecommendedAction: act, HTTPStatus: status, Message: msg}
 }
@@ -77,7 +74,6 @@ var entries = []Entry{
 	wire(BlobHashMismatch, CategoryInvalidRequest, false, ActionFixRequest, 400, "blob hash mismatch"),
 	wire(BlobTooLarge, CategoryInvalidRequest, false, ActionFixRequest, 413, "blob too large"),
 
-	exposed(host(NotImplemented, CategoryInternal, false, ActionInspectServer, 501, "not implemented by this server")),
 	host(StorageStoredLayoutMismatch, CategoryInternal, false, ActionInspectServer, 500, "stored table layout differs from the running schema"),
 	host(StoragePhysicalLayoutMismatch, CategoryInternal, false, ActionInspectServer, 500, "database table layout differs from the storage layout"),
 	host(StorageCheckpointIncomplete, CategoryInternal, true, ActionRetryLater, 503, "a backfill checkpoint for the running schema version is not activated"),

@@ -60,8 +60,8 @@ type Entry struct {
 	// for host-only storage, readiness and server codes.
 	Wire bool
 	// Exposed is true for codes rendered to clients verbatim: every wire
-	// code, plus the few host codes a client may see (sync.not_implemented).
-	// Any other code is rendered as sync.internal_error.
+	// code and nothing else (SPEC §10.3: the catalog is closed). Any other
+	// code is rendered as sync.internal_error.
 	Exposed bool
 	// Surface is where a wire code is delivered.
 	Surface Surface

@@ -67,7 +67,6 @@ var hostSpec = []struct {
 	status  int
 	exposed bool
 }{
-	{"sync.not_implemented", false, 501, true},
 	{"sync.storage.stored_layout_mismatch", false, 500, false},
 	{"sync.storage.physical_layout_mismatch", false, 500, false},
 	{"sync.storage.checkpoint_incomplete", true, 503, false},
@@ -203,7 +202,7 @@ func TestPublic(t *testing.T) {
 		{"wrapped wire code", wrapped, syncerr.Forbidden},
 		{"host code", syncerr.Wrap(syncerr.StorageInvalidLimit, cause), syncerr.InternalError},
 		{"unknown code", &syncerr.Error{Code: "x.y"}, syncerr.InternalError},
-		{"exposed host code", syncerr.New(syncerr.NotImplemented), syncerr.NotImplemented},
+		{"former exposed host code", &syncerr.Error{Code: "sync.not_implemented"}, syncerr.InternalError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,5 +243,16 @@ func TestErrorHelpers(t *testing.T) {
 	}
 	if syncerr.Lookup("nope").Code != syncerr.InternalError {
 		t.Fatal("unknown lookup")
+	}
+}
+
+// SPEC §0, §10.1 and §10.3: the catalog is closed. No host code may reach a
+// client verbatim (sync.* is reserved for the protocol), so every exposed
+// code is a wire code; anything else renders as sync.internal_error.
+func TestOnlyWireCodesAreExposed(t *testing.T) {
+	for _, e := range syncerr.Entries() {
+		if e.Exposed && !e.Wire {
+			t.Errorf("%s is exposed to clients but is not a §10.2 catalog code", e.Code)
+		}
 	}
 }
