@@ -1,0 +1,48 @@
+package config_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/syncd-dev/syncd/app/config"
+)
+
+// The test-control plane has no authentication: it starts only on a
+// loopback literal, and is absent unless asked for.
+func TestTestControlListenIsLoopbackOnly(t *testing.T) {
+	tests := []struct {
+		listen string
+		ok     bool
+	}{
+		{"127.0.0.1:47100", true},
+		{"[::1]:47100", true},
+		{"localhost:47100", true},
+		{"LOCALHOST:47100", true},
+		{"0.0.0.0:47100", false},
+		{":47100", false},
+		{"127.0.0.2:47100", false}, // loopback, but not the literal the plane takes
+		{"192.0.2.7:47100", false},
+		{"sync.internal:47100", false},
+		{"127.0.0.1", false},
+		{"127.0.0.1:8787", false}, // the sync listener's own address
+	}
+	for _, tt := range tests {
+		t.Run(tt.listen, func(t *testing.T) {
+			_, err := config.Load([]string{"--test-control-listen", tt.listen}, nil, &bytes.Buffer{})
+			if tt.ok && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tt.ok && (err == nil || !strings.Contains(err.Error(), "--test-control-listen")) {
+				t.Fatalf("accepted or unnamed: %v", err)
+			}
+		})
+	}
+	if _, err := config.Load(nil, []string{"SYNCD_TEST_CONTROL_LISTEN=0.0.0.0:1"}, &bytes.Buffer{}); err == nil {
+		t.Fatal("SYNCD_TEST_CONTROL_LISTEN on every interface accepted")
+	}
+	res, err := config.Load(nil, nil, &bytes.Buffer{})
+	if err != nil || res.Config.TestControlListen != "" {
+		t.Fatalf("default: %q %v, want off", res.Config.TestControlListen, err)
+	}
+}
