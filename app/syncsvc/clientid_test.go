@@ -82,7 +82,7 @@ func TestClientIDBoundByFirstPull(t *testing.T) {
 	pull := ssptest.Req{SchemaVersion: e.sch.Version, Epoch: e.epoch, Pull: true, SubTable: "projects"}
 	// Without a pull service, a pull is refused before it binds.
 	_, err := e.as("carol", "k", pull)
-	wantCode(t, err, syncerr.NotImplemented)
+	wantCode(t, err, syncerr.InternalError)
 	if a, ok, _ := e.store.ClientBinding(context.Background(), "p1", "k"); ok {
 		t.Fatalf("a refused request bound the client to %s", a)
 	}

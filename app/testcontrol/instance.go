@@ -277,11 +277,14 @@ type faultStore struct {
 // unreadableRecord is what the fault returns in place of a push result.
 var unreadableRecord = []byte("\x00unreadable push result")
 
-func (f faultStore) GetPushResult(ctx context.Context, partition, clientID, clientCommitID string) ([]byte, bool, error) {
-	if f.in.failIdempotency.CompareAndSwap(true, false) {
-		return unreadableRecord, true, nil
+func (f faultStore) GetPushResult(ctx context.Context, partition, clientID, clientCommitID string) (ports.PushRecord, bool, error) {
+	rec, ok, err := f.Store.GetPushResult(ctx, partition, clientID, clientCommitID)
+	if err == nil && ok && f.in.failIdempotency.CompareAndSwap(true, false) {
+		// The record is there but cannot be read; its owner stays known so
+		// the answer is the cache miss, not another actor's refusal.
+		rec.Result = unreadableRecord
 	}
-	return f.Store.GetPushResult(ctx, partition, clientID, clientCommitID)
+	return rec, ok, err
 }
 
 // close ends the instance and deletes its directory. Idempotent.
