@@ -18,7 +18,7 @@ import (
 // enabled.
 func TestAdminAccess(t *testing.T) {
 	const token = "0123456789abcdef-admin"
-	r := app.NewReadiness()
+	r := app.NewReadiness(app.NewClock())
 	m, err := app.NewMetrics(app.BuildInfo{}, r)
 	if err != nil {
 		t.Fatal(err)

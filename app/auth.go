@@ -20,6 +20,7 @@ type AuthParams struct {
 	Config config.Config
 	Schema *schema.Schema
 	Log    *zap.Logger
+	Clock  ports.Clock
 }
 
 // AuthResult provides the identity ports.
@@ -65,6 +66,7 @@ func NewAuth(p AuthParams) (AuthResult, error) {
 			TokenQueryParam: j.TokenQueryParam,
 			Leeway:          leeway,
 			Log:             p.Log.Named("auth"),
+			Now:             p.Clock.Now,
 		})
 		if err != nil {
 			return AuthResult{}, err

@@ -16,7 +16,7 @@ import (
 )
 
 func TestNewAuth(t *testing.T) {
-	s, err := CompileSchema(NewSchemaSource(config.Default()), NewReadiness())
+	s, err := CompileSchema(NewSchemaSource(config.Default()), NewReadiness(NewClock()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestNewAuth(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := config.Default()
 			tt.cfg(&cfg)
-			res, err := NewAuth(AuthParams{Config: cfg, Schema: s, Log: zap.NewNop()})
+			res, err := NewAuth(AuthParams{Config: cfg, Schema: s, Log: zap.NewNop(), Clock: NewClock()})
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v", err)
 			}

@@ -3,34 +3,24 @@ package app
 import (
 	"context"
 	"time"
+
+	"github.com/syncd-dev/syncd/adapters/clock"
+	"github.com/syncd-dev/syncd/ports"
 )
 
-// Clock is the app layer's time source: the readiness checks' cache, the
-// body read deadline and the lame-duck delay read it, so tests drive them
-// without waiting. Replace it with fx.Decorate.
+// Clock is the server's one time source: every use case, the storage
+// stamps, token checks, readiness, body deadlines and the lame-duck delay
+// read it (as ports.Clock, which the graph provides from it), so tests
+// drive time without waiting. Replace it with fx.Decorate.
 type Clock interface {
-	Now() time.Time
+	ports.Clock
 	// Sleep waits d, or until ctx ends (returning its error).
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
-// NewClock returns the system clock.
-func NewClock() Clock { return systemClock{} }
+// NewClock returns the wall clock.
+func NewClock() Clock { return clock.Wall{} }
 
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// portsClock hands the app clock to the ports consumers, so a decorated
+// Clock reaches them too.
+func portsClock(c Clock) ports.Clock { return c }

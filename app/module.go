@@ -38,6 +38,7 @@ var CoreModule = fx.Module("syncd.core",
 	fx.Provide(
 		NewReadiness,
 		NewClock,
+		portsClock,
 		NewMetrics,
 		NewListeners,
 		NewSchemaSource,
@@ -83,11 +84,12 @@ type RouterParams struct {
 	Readiness *Readiness
 	Metrics   *Metrics
 	Log       *zap.Logger
+	Clock     ports.Clock
 	Routes    []RouteHandler `group:"syncd.routes"`
 }
 
 // NewRouter builds the sync API router: the configured mount, the
-// readiness gate, and the provided route handlers (others answer 501).
+// readiness gate, and the provided route handlers (others answer 404).
 func NewRouter(p RouterParams) (*httpapi.Router, error) {
 	handlers := map[httpapi.Route]http.Handler{}
 	for _, rh := range p.Routes {
@@ -102,6 +104,7 @@ func NewRouter(p RouterParams) (*httpapi.Router, error) {
 		Handlers: handlers,
 		Logger:   p.Log.Named("syncapi"),
 		Observe:  p.Metrics.ObserveHTTP,
+		Now:      p.Clock.Now,
 	})
 }
 

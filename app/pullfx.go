@@ -30,6 +30,7 @@ type PullServiceParams struct {
 	fx.In
 	Config   config.Config
 	Log      *zap.Logger
+	Clock    ports.Clock
 	Metrics  *pull.Metrics
 	Store    ports.Storage      `optional:"true"`
 	Segments ports.SegmentStore `optional:"true"`
@@ -49,6 +50,7 @@ func NewPullService(p PullServiceParams) (*pull.Service, error) {
 		ResponseBudgetBytes: p.Config.Sync.PullResponseBudgetBytes,
 		Metrics:             p.Metrics,
 		Log:                 p.Log.Named("pull"),
+		Now:                 p.Clock.Now,
 	}
 	if p.Segments != nil {
 		o.Segments = p.Segments
@@ -61,6 +63,7 @@ type RetentionParams struct {
 	fx.In
 	Config  config.Config
 	Log     *zap.Logger
+	Clock   ports.Clock
 	Metrics *Metrics
 	Store   ports.Storage `optional:"true"`
 }
@@ -71,7 +74,7 @@ func NewRetentionScheduler(p RetentionParams) (*retention.Scheduler, error) {
 	if p.Store == nil || p.Config.Sync.PruneInterval <= 0 {
 		return nil, nil
 	}
-	pr, err := retention.New(retention.Options{Store: p.Store, Policy: RetentionPolicy(p.Config), Log: p.Log.Named("retention")})
+	pr, err := retention.New(retention.Options{Store: p.Store, Policy: RetentionPolicy(p.Config), Log: p.Log.Named("retention"), Now: p.Clock.Now})
 	if err != nil {
 		return nil, err
 	}

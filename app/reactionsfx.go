@@ -34,6 +34,7 @@ type reactionRunnerParams struct {
 	fx.In
 	Lifecycle fx.Lifecycle
 	Log       *zap.Logger
+	Clock     ports.Clock
 	Store     ports.Storage           `optional:"true"`
 	Handlers  []ports.ReactionHandler `group:"syncd.reaction_handlers"`
 }
@@ -50,7 +51,7 @@ func registerReactionRunner(p reactionRunnerParams) error {
 		return errors.New("reaction handlers are registered but the storage cannot deliver reactions")
 	}
 	log := p.Log.Named("reactions")
-	r, err := reactions.New(reactions.Options{Queue: q, Handlers: p.Handlers, Log: log})
+	r, err := reactions.New(reactions.Options{Queue: q, Handlers: p.Handlers, Log: log, Now: p.Clock.Now})
 	if err != nil {
 		return err
 	}
@@ -58,7 +59,7 @@ func registerReactionRunner(p reactionRunnerParams) error {
 	var wg sync.WaitGroup
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(context.Context) error {
-			wg.Go(func() { runReactions(ctx, p.Store, q, r, log) })
+			wg.Go(func() { runReactions(ctx, p.Store, q, r, p.Clock, log) })
 			return nil
 		},
 		OnStop: func(context.Context) error {
@@ -70,7 +71,7 @@ func registerReactionRunner(p reactionRunnerParams) error {
 	return nil
 }
 
-func runReactions(ctx context.Context, st ports.Storage, q ports.ReactionQueue, r *reactions.Runner, log *zap.Logger) {
+func runReactions(ctx context.Context, st ports.Storage, q ports.ReactionQueue, r *reactions.Runner, clk ports.Clock, log *zap.Logger) {
 	tick := time.NewTicker(reactionPollInterval)
 	defer tick.Stop()
 	lastPrune := time.Time{}
@@ -87,7 +88,7 @@ func runReactions(ctx context.Context, st ports.Storage, q ports.ReactionQueue, 
 			}
 			continue
 		}
-		prune := time.Since(lastPrune) >= reactionPruneInterval
+		prune := clk.Now().Sub(lastPrune) >= reactionPruneInterval
 		for _, part := range parts {
 			for ctx.Err() == nil {
 				n, err := r.RunOnce(ctx, part.Partition)
@@ -102,7 +103,7 @@ func runReactions(ctx context.Context, st ports.Storage, q ports.ReactionQueue, 
 				}
 			}
 			if prune && ctx.Err() == nil {
-				now := time.Now()
+				now := clk.Now()
 				if _, err := q.PruneReactions(ctx, part.Partition, ports.ReactionPrune{
 					CompletedBeforeMs:  now.Add(-reactionKeepCompleted).UnixMilli(),
 					DeadLetterBeforeMs: now.Add(-reactionKeepDeadLetter).UnixMilli(),
@@ -113,7 +114,7 @@ func runReactions(ctx context.Context, st ports.Storage, q ports.ReactionQueue, 
 			}
 		}
 		if prune {
-			lastPrune = time.Now()
+			lastPrune = clk.Now()
 		}
 	}
 }

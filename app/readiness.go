@@ -8,6 +8,7 @@ import (
 
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
 )
 
 // Phase is a readiness phase (the reference server's readiness phases,
@@ -87,7 +88,7 @@ type Check struct {
 	Name string
 	// Probe fails while the dependency is down.
 	Probe func(ctx context.Context) error
-	// Now is the clock of the cache (default time.Now).
+	// Now is the clock of the cache (default the Readiness clock).
 	Now func() time.Time
 	// TTL is how long a result is reused (default 1 s), so probes of
 	// /readyz and /metrics cost at most one Probe per TTL.
@@ -151,7 +152,7 @@ func statusError(err error) *StatusError {
 // dependency_down while its Probe fails, and ready again once it passes.
 func (r *Readiness) AddCheck(c Check) {
 	if c.Now == nil {
-		c.Now = time.Now
+		c.Now = r.now
 	}
 	if c.TTL <= 0 {
 		c.TTL = time.Second
@@ -172,9 +173,10 @@ func (r *Readiness) setListening() {
 	r.mu.Unlock()
 }
 
-// NewReadiness starts in phase schema_compile.
-func NewReadiness() *Readiness {
-	return &Readiness{phase: PhaseSchemaCompile, since: time.Now(), now: time.Now}
+// NewReadiness starts in phase schema_compile; clk stamps the phase
+// changes and is the default clock of the checks' cache.
+func NewReadiness(clk ports.Clock) *Readiness {
+	return &Readiness{phase: PhaseSchemaCompile, since: clk.Now(), now: clk.Now}
 }
 
 // OnChange registers f to be called with every new phase (metrics).

@@ -50,7 +50,7 @@ func (s *stepStore) EnsureSchema(context.Context, *schema.Schema, []checkpoint.D
 }
 
 func TestPreparerPhases(t *testing.T) {
-	r := NewReadiness()
+	r := NewReadiness(NewClock())
 	var seen []Phase
 	r.OnChange(func(p Phase) { seen = append(seen, p) })
 	store := &stepStore{errs: []error{
@@ -116,7 +116,7 @@ func TestReadinessDependencyCheck(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 	var mu sync.Mutex
 	probes, down := 0, error(nil)
-	r := NewReadiness()
+	r := NewReadiness(NewClock())
 	r.AddCheck(Check{Name: "storage", Now: clock.Now, TTL: time.Second, Probe: func(context.Context) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -174,7 +174,7 @@ func TestReadinessDependencyCheck(t *testing.T) {
 }
 
 func TestPreparerStopsOnCancel(t *testing.T) {
-	r := NewReadiness()
+	r := NewReadiness(NewClock())
 	s, err := CompileSchema(NewSchemaSource(config.Default()), r)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestServeErrorDetails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := NewReadiness()
+			r := NewReadiness(NewClock())
 			r.enter(PhaseOf(tt.err, false), tt.err)
 			var se *syncerr.Error
 			if !errors.As(r.ServeError(), &se) || se.Code != syncerr.SchemaNotReady || string(se.Details) != tt.details {
@@ -243,7 +243,7 @@ func TestCompileSchemaFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := NewReadiness()
+			r := NewReadiness(NewClock())
 			s, err := CompileSchema(SchemaSource{Name: "x.json", Read: tt.read}, r)
 			if err == nil || s != nil || syncerr.CodeOf(err) != tt.code || !strings.Contains(err.Error(), "x.json") {
 				t.Fatalf("got %v %v", s, err)

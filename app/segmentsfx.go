@@ -186,6 +186,7 @@ func (p pullURLSigner) SignSegmentURL(_ context.Context, r pull.SignRequest) (st
 type SegmentServiceParams struct {
 	fx.In
 	Log       *zap.Logger
+	Clock     ports.Clock
 	Readiness *Readiness
 	Resolver  ports.ScopeResolver
 	Store     ports.Storage      `optional:"true"`
@@ -205,6 +206,7 @@ func NewSegmentService(p SegmentServiceParams) (*segments.Service, error) {
 		Schema:   p.Readiness.Schema,
 		Signer:   p.Signer,
 		Log:      p.Log.Named("segments"),
+		Now:      p.Clock.Now,
 	})
 }
 
@@ -232,6 +234,7 @@ func newSegmentRoutes(p segmentRouteParams) ([]RouteHandler, error) {
 // segmentSweeper forgets expired segments on a ticker.
 type segmentSweeper struct {
 	store    ports.SegmentSweeper
+	clock    ports.Clock
 	interval time.Duration
 	log      *zap.Logger
 	removed  prometheus.Counter
@@ -239,7 +242,7 @@ type segmentSweeper struct {
 	done     sync.WaitGroup
 }
 
-func startSegmentSweeper(lc fx.Lifecycle, cfg config.Config, m *Metrics, log *zap.Logger, s ports.SegmentStore) error {
+func startSegmentSweeper(lc fx.Lifecycle, cfg config.Config, m *Metrics, log *zap.Logger, clk ports.Clock, s ports.SegmentStore) error {
 	if s == nil || cfg.Segments.SweepInterval <= 0 {
 		return nil
 	}
@@ -250,7 +253,7 @@ func startSegmentSweeper(lc fx.Lifecycle, cfg config.Config, m *Metrics, log *za
 	if err := m.Registry.Register(removed); err != nil {
 		return err
 	}
-	sw := &segmentSweeper{store: s, interval: cfg.Segments.SweepInterval, log: log.Named("segments"), removed: removed, stop: make(chan struct{})}
+	sw := &segmentSweeper{store: s, clock: clk, interval: cfg.Segments.SweepInterval, log: log.Named("segments"), removed: removed, stop: make(chan struct{})}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			sw.done.Add(1)
@@ -283,7 +286,7 @@ func (sw *segmentSweeper) run() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), sw.interval)
-		res, err := sw.store.Sweep(ctx, time.Now().UnixMilli())
+		res, err := sw.store.Sweep(ctx, sw.clock.Now().UnixMilli())
 		cancel()
 		if err != nil {
 			sw.log.Warn("segment sweep failed", zap.Error(err))

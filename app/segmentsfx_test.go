@@ -120,7 +120,7 @@ func TestSegmentSignerAndURLs(t *testing.T) {
 }
 
 func TestSegmentSweeper(t *testing.T) {
-	m, err := NewMetrics(BuildInfo{}, NewReadiness())
+	m, err := NewMetrics(BuildInfo{}, NewReadiness(NewClock()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestSegmentSweeper(t *testing.T) {
 	cfg := config.Default()
 	cfg.Segments.SweepInterval = 10 * time.Millisecond
 	lc := fxtest.NewLifecycle(t)
-	if err := startSegmentSweeper(lc, cfg, m, zap.NewNop(), store); err != nil {
+	if err := startSegmentSweeper(lc, cfg, m, zap.NewNop(), NewClock(), store); err != nil {
 		t.Fatal(err)
 	}
 	lc.RequireStart()
@@ -151,7 +151,7 @@ func TestSegmentSweeper(t *testing.T) {
 	lc.RequireStop()
 	// Off: no sweeper, no error.
 	cfg.Segments.SweepInterval = 0
-	if err := startSegmentSweeper(fxtest.NewLifecycle(t), cfg, m, zap.NewNop(), store); err != nil {
+	if err := startSegmentSweeper(fxtest.NewLifecycle(t), cfg, m, zap.NewNop(), NewClock(), store); err != nil {
 		t.Fatal(err)
 	}
 }

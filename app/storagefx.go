@@ -32,6 +32,7 @@ type StorageParams struct {
 	Lifecycle fx.Lifecycle
 	Config    config.Config
 	Log       *zap.Logger
+	Clock     ports.Clock
 }
 
 // NewStorage opens the configured engine and closes it when the server
@@ -40,7 +41,7 @@ type StorageParams struct {
 func NewStorage(p StorageParams) (ports.Storage, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.Config.ShutdownTimeout)
 	defer cancel()
-	st, err := OpenStorage(ctx, p.Config)
+	st, err := OpenStorage(ctx, p.Config, p.Clock)
 	if err != nil {
 		return nil, err
 	}
@@ -56,17 +57,18 @@ func NewStorage(p StorageParams) (ports.Storage, error) {
 const touchInterval = time.Second
 
 // OpenStorage opens the storage engine --database names: a SQLite file
-// (a path or sqlite:PATH) or a postgres:// URL.
-func OpenStorage(ctx context.Context, cfg config.Config) (ports.Storage, error) {
+// (a path or sqlite:PATH) or a postgres:// URL; clk stamps what the store
+// writes on its own (the schema marker).
+func OpenStorage(ctx context.Context, cfg config.Config, clk ports.Clock) (ports.Storage, error) {
 	kind, dsn, err := config.ParseDatabase(cfg.Database)
 	if err != nil {
 		return nil, err
 	}
 	switch kind {
 	case config.Postgres:
-		return postgres.Open(ctx, postgres.Options{DSN: dsn, TouchInterval: touchInterval})
+		return postgres.Open(ctx, postgres.Options{DSN: dsn, TouchInterval: touchInterval, Now: clk.Now})
 	case config.SQLite:
-		return sqlite.Open(ctx, sqlite.Options{Path: dsn, TouchInterval: touchInterval})
+		return sqlite.Open(ctx, sqlite.Options{Path: dsn, TouchInterval: touchInterval, Now: clk.Now})
 	}
 	return nil, fmt.Errorf("database: unsupported engine %q", kind)
 }

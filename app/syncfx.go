@@ -1,11 +1,7 @@
 package app
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net/http"
-	"syscall"
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
@@ -15,8 +11,6 @@ import (
 	"github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
-	"github.com/syncd-dev/syncd/domain/ssp2"
-	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -103,6 +97,7 @@ type SyncServiceParams struct {
 	fx.In
 	Config          config.Config
 	Log             *zap.Logger
+	Clock           ports.Clock
 	Readiness       *Readiness
 	Resolver        ports.ScopeResolver
 	Store           ports.Storage            `optional:"true"`
@@ -150,6 +145,7 @@ func NewSyncService(p SyncServiceParams) (*syncsvc.Service, error) {
 		MaxOperations:   p.Config.Sync.MaxOperations,
 		Limits:          p.Config.Limits.Domain(),
 		Log:             p.Log.Named("sync"),
+		Now:             p.Clock.Now,
 	})
 }
 
@@ -168,74 +164,6 @@ func newSyncRoutes(p syncRouteParams) ([]RouteHandler, error) {
 	if p.Auth == nil {
 		return nil, errNoAuthenticator
 	}
-	h := &syncHandler{t: p.Transport, svc: p.Service, log: p.Log.Named("sync")}
-	return []RouteHandler{{Route: httpapi.RouteSync, Handler: p.Transport.SyncEndpoint(p.Auth, h.serve)}}, nil
-}
-
-type syncHandler struct {
-	t   *httpapi.Transport
-	svc *syncsvc.Service
-	log *zap.Logger
-}
-
-// serve answers one authenticated request: request-level failures as
-// §10.1 JSON before any byte, the response frames otherwise.
-func (h *syncHandler) serve(w http.ResponseWriter, r *http.Request, id ports.Identity, body []byte) {
-	resp, err := h.svc.Handle(r.Context(), id, body)
-	if err != nil {
-		h.logFailure(r.Context(), err, id)
-		httpapi.WriteTransportError(w, err)
-		return
-	}
-	defer resp.Release()
-	out := h.t.Respond(w, r, http.StatusOK, httpapi.ContentTypeSync)
-	enc := ssp2.NewEncoder(out, ssp2.KindResponse, resp.WireVersion)
-	for _, f := range resp.Frames {
-		if err = enc.WriteFrame(f); err != nil {
-			break
-		}
-	}
-	if err == nil && resp.Sections != nil {
-		_, err = resp.Sections.WriteTo(out) // pull sections, already encoded
-	}
-	if err == nil {
-		err = enc.Close()
-	}
-	if err != nil {
-		if clientGone(r.Context(), err) {
-			h.log.Debug("sync response abandoned by the client", zap.Error(err))
-		} else {
-			h.log.Error("encode sync response", zap.Error(err))
-		}
-		if out.Discard() {
-			httpapi.WriteTransportError(w, syncerr.Wrap(syncerr.InternalError, err))
-			return
-		}
-	}
-	if cerr := out.Close(); cerr != nil && err == nil {
-		h.log.Debug("write sync response", zap.Error(cerr))
-	}
-}
-
-// clientGone reports whether err only says that the client went away: its
-// request was canceled, or the connection broke under a write.
-func clientGone(ctx context.Context, err error) bool {
-	return (ctx.Err() != nil && errors.Is(err, ctx.Err())) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
-}
-
-func (h *syncHandler) logFailure(ctx context.Context, err error, id ports.Identity) {
-	if clientGone(ctx, err) {
-		// The client went away (or the server is shutting down): nothing
-		// failed on this side.
-		h.log.Debug("sync request abandoned", zap.String("partition", id.Partition), zap.Error(err))
-		return
-	}
-	var se *syncerr.Error
-	if errors.As(err, &se) && syncerr.Lookup(se.Code).Code == se.Code && se.Code != syncerr.InternalError {
-		h.log.Debug("sync request refused", zap.String("code", string(se.Code)),
-			zap.String("reason", se.Reason), zap.String("partition", id.Partition))
-		return
-	}
-	h.log.Error("sync request failed", zap.String("partition", id.Partition), zap.Error(err))
+	h := &syncsvc.HTTPHandler{Transport: p.Transport, Service: p.Service, Log: p.Log.Named("sync")}
+	return []RouteHandler{{Route: httpapi.RouteSync, Handler: p.Transport.SyncEndpoint(p.Auth, h.Serve)}}, nil
 }

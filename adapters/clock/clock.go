@@ -4,6 +4,7 @@
 package clock
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -14,6 +15,21 @@ type Wall struct{}
 
 // Now returns time.Now().
 func (Wall) Now() time.Time { return time.Now() }
+
+// Sleep waits d, or until ctx ends (returning its error).
+func (Wall) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 // Virtual is a clock at a fixed millisecond until Advance moves it. It is
 // safe for concurrent use.

@@ -69,6 +69,8 @@ type Options struct {
 	Logger *zap.Logger
 	// Observe, when set, is called after every request.
 	Observe ObserveFunc
+	// Now is the clock that times requests (default time.Now).
+	Now func() time.Time
 }
 
 // Router serves the sync API.
@@ -77,6 +79,7 @@ type Router struct {
 	mount   string
 	log     *zap.Logger
 	observe ObserveFunc
+	now     func() time.Time
 }
 
 // ValidateMount checks a mount prefix.
@@ -104,7 +107,10 @@ func New(opts Options) (*Router, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Router{mux: http.NewServeMux(), mount: opts.Mount, log: log, observe: opts.Observe}
+	r := &Router{mux: http.NewServeMux(), mount: opts.Mount, log: log, observe: opts.Observe, now: opts.Now}
+	if r.now == nil {
+		r.now = time.Now
+	}
 	for _, route := range Routes() {
 		h := opts.Handlers[route]
 		if h == nil {
@@ -165,7 +171,7 @@ func absent(route Route) http.Handler {
 
 func (r *Router) wrap(route Route, gate Gate, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		start := time.Now()
+		start := r.now()
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if p := recover(); p != nil {
@@ -177,7 +183,7 @@ func (r *Router) wrap(route Route, gate Gate, h http.Handler) http.Handler {
 					WriteError(sw, syncerr.Newf(syncerr.InternalError, "panic: %v", p))
 				}
 			}
-			elapsed := time.Since(start)
+			elapsed := r.now().Sub(start)
 			if r.observe != nil {
 				r.observe(route, sw.status(), elapsed)
 			}

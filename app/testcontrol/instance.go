@@ -25,7 +25,6 @@ import (
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/signedurl"
-	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -183,6 +182,7 @@ func (in *instance) router() (http.Handler, error) {
 			httpapi.RouteSegment: t.SegmentEndpoint(in.auth, segmentService{in}, in.log.Named("segments")),
 		},
 		Logger: in.log.Named("routes"),
+		Now:    in.clock.Now,
 	})
 	if err != nil {
 		return nil, err
@@ -204,31 +204,11 @@ func (in *instance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // syncServe answers an authenticated POST /sync like the server's own
 // route: request-level failures as §10.1 JSON, the frames otherwise.
 func syncServe(t *httpapi.Transport, in *instance) httpapi.SyncServeFunc {
+	log := in.log.Named("sync")
 	return func(w http.ResponseWriter, r *http.Request, id ports.Identity, body []byte) {
-		resp, err := in.live.sync.Handle(r.Context(), id, body)
-		if err != nil {
-			httpapi.WriteTransportError(w, err)
-			return
-		}
-		defer resp.Release()
-		out := t.Respond(w, r, http.StatusOK, httpapi.ContentTypeSync)
-		enc := ssp2.NewEncoder(out, ssp2.KindResponse, resp.WireVersion)
-		for _, f := range resp.Frames {
-			if err = enc.WriteFrame(f); err != nil {
-				break
-			}
-		}
-		if err == nil && resp.Sections != nil {
-			_, err = resp.Sections.WriteTo(out)
-		}
-		if err == nil {
-			err = enc.Close()
-		}
-		if err != nil && out.Discard() {
-			httpapi.WriteTransportError(w, syncerr.Wrap(syncerr.InternalError, err))
-			return
-		}
-		_ = out.Close()
+		// The live services change on restoreBackup: read them per request.
+		h := syncsvc.HTTPHandler{Transport: t, Service: in.live.sync, Log: log}
+		h.Serve(w, r, id, body)
 	}
 }
 

@@ -37,13 +37,14 @@ func runPrune(args, environ []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	st, err := app.OpenStorage(ctx, cfg)
+	clk := app.NewClock()
+	st, err := app.OpenStorage(ctx, cfg, clk)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd prune: %v\n", err)
 		return 1
 	}
 	defer func() { _ = st.Close() }()
-	p, err := retention.New(retention.Options{Store: st, Policy: app.RetentionPolicy(cfg)})
+	p, err := retention.New(retention.Options{Store: st, Policy: app.RetentionPolicy(cfg), Now: clk.Now})
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd prune: %v\n", err)
 		return 1

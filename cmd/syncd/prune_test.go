@@ -31,7 +31,7 @@ func TestPruneCommand(t *testing.T) {
 
 func testPruneCommand(t *testing.T, database string) {
 	ctx := context.Background()
-	st, err := app.OpenStorage(ctx, config.Config{Database: database})
+	st, err := app.OpenStorage(ctx, config.Config{Database: database}, app.NewClock())
 	if err != nil {
 		t.Fatal(err)
 	}

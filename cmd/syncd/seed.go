@@ -86,7 +86,8 @@ func runSeed(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	st, err := app.OpenStorage(ctx, cfg)
+	clk := app.NewClock()
+	st, err := app.OpenStorage(ctx, cfg, clk)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd seed: %v\n", err)
 		return 1
@@ -96,7 +97,7 @@ func runSeed(args, environ []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "syncd seed: prepare the database: %v\n", err)
 		return 1
 	}
-	o := seed.Options{Schema: sch, Table: *table, Value: *value, Partition: *partition, Rows: *rows, Batch: *batch}
+	o := seed.Options{Schema: sch, Table: *table, Value: *value, Partition: *partition, Rows: *rows, Batch: *batch, Now: clk.Now}
 	if !*portable {
 		o.Bulk = bulkWriter(st)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -40,7 +39,7 @@ func (s *Store) EnsureSchema(ctx context.Context, sc *schema.Schema, decls []che
 		s.db.mu.Lock()
 		done, err = s.db.verify(sc, decls)
 		if err == nil && !done {
-			err = s.db.migrate(sc, decls, time.Now().UnixMilli())
+			err = s.db.migrate(sc, decls, s.now().UnixMilli())
 		}
 		s.db.mu.Unlock()
 		s.db.schemaLock.Unlock()

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -47,6 +48,8 @@ type db struct {
 type Store struct {
 	db *db
 
+	now func() time.Time
+
 	mu     sync.Mutex
 	schema *schema.Schema
 	closed bool
@@ -54,9 +57,22 @@ type Store struct {
 
 var _ ports.Storage = (*Store)(nil)
 
-// New returns a handle on a new, empty database.
-func New() *Store {
-	return &Store{db: &db{
+// Options configure a new in-memory database.
+type Options struct {
+	// Now is the clock of the store's own stamps (the schema marker); nil
+	// is the wall clock. Row and log stamps come from the callers.
+	Now func() time.Time
+}
+
+// New returns a handle on a new, empty database on the wall clock.
+func New() *Store { return NewWithOptions(Options{}) }
+
+// NewWithOptions returns a handle on a new, empty database.
+func NewWithOptions(o Options) *Store {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Store{now: o.Now, db: &db{
 		parts:   map[string]*partition{},
 		locks:   map[string]chan struct{}{},
 		layouts: map[string]schema.Layout{},
@@ -67,7 +83,7 @@ func New() *Store {
 // Reopen returns another handle on the same database, as a second process
 // would open it: it shares all stored state and must run EnsureSchema
 // itself.
-func (s *Store) Reopen() *Store { return &Store{db: s.db} }
+func (s *Store) Reopen() *Store { return &Store{db: s.db, now: s.now} }
 
 // Close marks the handle closed; the database stays for other handles.
 func (s *Store) Close() error {

@@ -41,6 +41,8 @@ type Options struct {
 	TouchInterval time.Duration
 	// NewEpoch mints log epochs (default: random).
 	NewEpoch func() string
+	// Now: see sqlstore.Config.
+	Now func() time.Time
 }
 
 // Store is the PostgreSQL storage engine.
@@ -82,7 +84,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	st := &Store{pool: pool}
 	st.Store = sqlstore.New(sqlstore.Config{
 		Dialect: &dialect{pool: pool}, DB: db, ReadDB: db, Reader: pool,
-		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval,
+		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now,
 		Close: pool.Close,
 	})
 	return st, nil

@@ -63,6 +63,7 @@ type GroupCommitter interface {
 type pushBatcher struct {
 	maxPushes int
 	maxOpen   time.Duration
+	now       func() time.Time
 
 	mu      sync.Mutex
 	leading bool // a group is being formed or run
@@ -195,7 +196,7 @@ func (b *pushBatcher) submit(s *Store, r *pushReq) {
 // next takes the oldest queued request into the group, or returns nil when
 // the group is full, has been open too long, or nothing is queued.
 func (b *pushBatcher) next(n int, opened time.Time) *pushReq {
-	if n >= b.maxPushes || time.Since(opened) >= b.maxOpen {
+	if n >= b.maxPushes || b.now().Sub(opened) >= b.maxOpen {
 		return nil
 	}
 	b.mu.Lock()
@@ -237,7 +238,7 @@ func (b *pushBatcher) lead(s *Store, self *pushReq) {
 		return
 	}
 	group := make([]*pushReq, 0, 8)
-	opened := time.Now()
+	opened := b.now()
 	var broken error
 	for r := self; r != nil; r = b.next(len(group), opened) {
 		group = append(group, r)

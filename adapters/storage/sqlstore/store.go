@@ -34,8 +34,9 @@ type Config struct {
 	TouchInterval time.Duration
 	// MaxRetries bounds retries of transient write conflicts (default 5).
 	MaxRetries int
-	// Now is the clock of the store's own stamps (the schema marker);
-	// nil is the wall clock. Row and log stamps come from the callers.
+	// Now is the clock of the store's own stamps (the schema marker) and
+	// of the group-commit window; nil is the wall clock. Row and log
+	// stamps come from the callers.
 	Now func() time.Time
 	// Close releases the engine's handles.
 	Close func() error
@@ -99,7 +100,7 @@ func New(c Config) *Store {
 	s.nextAnalyze.Store(firstAnalyze)
 	if g, ok := c.Dialect.(GroupCommitter); ok {
 		if n, open := g.PushBatch(); n > 1 && open > 0 {
-			s.pushes = &pushBatcher{maxPushes: n, maxOpen: open}
+			s.pushes = &pushBatcher{maxPushes: n, maxOpen: open, now: s.now}
 		}
 	}
 	return s

@@ -1,4 +1,4 @@
-package app
+package syncsvc
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // unexpected failure is.
 func TestSyncFailureLogLevels(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
-	h := &syncHandler{log: zap.New(core)}
+	h := &HTTPHandler{Log: zap.New(core)}
 	id := ports.Identity{Partition: "p1"}
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
