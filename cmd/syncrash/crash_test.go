@@ -21,18 +21,15 @@ var binary string
 
 func TestMain(m *testing.M) {
 	code := func() int {
-		dir, err := os.MkdirTemp("", "syncrash-test-")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		bin, remove, err := syncdproc.BuildTemp(ctx, "syncrash-test-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		defer func() { _ = os.RemoveAll(dir) }()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if binary, err = syncdproc.Build(ctx, dir); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+		defer remove()
+		binary = bin
 		return m.Run()
 	}()
 	os.Exit(code)

@@ -100,16 +100,13 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.ServerLog = f
 	}
 	if cfg.Binary == "" {
-		dir, err := os.MkdirTemp("", "syncrash-")
+		bin, remove, err := syncdproc.BuildTemp(ctx, "syncrash-")
 		if err != nil {
 			_, _ = fmt.Fprintln(stderr, "syncrash:", err)
 			return 1
 		}
-		defer func() { _ = os.RemoveAll(dir) }()
-		if cfg.Binary, err = syncdproc.Build(ctx, dir); err != nil {
-			_, _ = fmt.Fprintln(stderr, "syncrash:", err)
-			return 1
-		}
+		defer remove()
+		cfg.Binary = bin
 	}
 	cfg.Progress = stdout
 	_, _ = fmt.Fprintf(stdout, "syncrash: seed %d, %d clients, %d rows per commit, %d kills\n", cfg.Seed, cfg.Clients, cfg.Ops, cfg.Kills)

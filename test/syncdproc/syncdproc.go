@@ -38,6 +38,21 @@ func Build(ctx context.Context, dir string) (string, error) {
 	return out, nil
 }
 
+// BuildTemp compiles the server binary into a new temporary directory
+// named after prefix; remove deletes the directory.
+func BuildTemp(ctx context.Context, prefix string) (path string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	remove = func() { _ = os.RemoveAll(dir) }
+	if path, err = Build(ctx, dir); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return path, remove, nil
+}
+
 // Options configure Start.
 type Options struct {
 	// Binary is the syncd executable.
