@@ -418,7 +418,7 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 		target.Tombstoned = tomb
 	}
 	d, err := push.DecideUpsert(push.Upsert{Table: t, Present: present,
-		BaseVersion: op.BaseVersion.Value, HasBaseVersion: op.BaseVersion.Present}, target, push.Checks{
+		BaseVersion: op.BaseVersion.Value, HasBaseVersion: op.BaseVersion.Present, WireVersion: a.rq.wire}, target, push.Checks{
 		AuthorizeStored: func() error {
 			return scopes.AuthorizeWrite(t, scopes.Stored(stored.Scopes), a.rq.res)
 		},
@@ -441,6 +441,11 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 	case push.ActionUpdate, push.ActionInsert:
 	default:
 		return nil, fmt.Errorf("push: unexpected upsert action %s", d.Action)
+	}
+	// A wire-2 update keeps the stored scope columns (the change it
+	// carries, if any, is dropped silently, as a wire-2 server does).
+	for _, c := range d.Stripped {
+		present[c] = false
 	}
 	merged := make([]rowcodec.Value, n)
 	for c := range merged {

@@ -46,7 +46,8 @@ const (
 	// DefaultMinWireVersion is the reference 0.24 window: wire 3 only.
 	DefaultMinWireVersion uint16 = 3
 	// LowestMinWireVersion is the oldest generation that may be admitted
-	// (wire 2, applied under the wire-3 rules; see ARCHITECTURE.md).
+	// (wire 2, answered by the wire-2 rules where the generations differ;
+	// see ARCHITECTURE.md).
 	LowestMinWireVersion uint16 = 2
 )
 

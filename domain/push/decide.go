@@ -4,6 +4,10 @@
 // stored row's versions and a few checks the caller supplies. It needs no
 // row values: value comparisons and authorization arrive as callbacks, so
 // the push pipeline runs them in exactly the order the spec fixes.
+//
+// A wire-2 request is answered by the wire-2 rule where the two
+// generations differ (see Upsert.WireVersion); everywhere else one rule
+// set serves both.
 package push
 
 import (
@@ -60,7 +64,15 @@ type Upsert struct {
 	// HasBaseVersion; absent means last-write-wins.
 	BaseVersion    int64
 	HasBaseVersion bool
+	// WireVersion is the request's wire version. 2 selects the wire-2 rule
+	// where wire 2 and wire 3 differ (the wire-2 SPEC §3.4 rule 5, §6.2):
+	// scope columns are stripped from an update instead of refused, a
+	// baseVersion above the server version is a conflict instead of
+	// sync.invalid_request. Any other value (0 included) is wire 3.
+	WireVersion uint16
 }
+
+func (u Upsert) wire2() bool { return u.WireVersion == 2 }
 
 // Stored is the version state of the row an operation targets.
 type Stored struct {
@@ -108,6 +120,11 @@ type Decision struct {
 	ConflictColumns []byte
 	// ClearTombstone is set on an insert over a tombstoned row.
 	ClearTombstone bool
+	// Stripped lists the present scope columns a wire-2 update does not
+	// write (the wire-2 SPEC §3.4 rule 5): the stored values stay, with their
+	// column versions. Nil on wire 3, where a changed scope column is an
+	// error instead.
+	Stripped []int
 }
 
 // DecideUpsert applies the SPEC §6.2 rules to an upsert. A non-nil error
@@ -131,10 +148,22 @@ func DecideUpsert(u Upsert, t Target, c Checks) (Decision, error) {
 	if err := call(c.AuthorizeStored); err != nil {
 		return Decision{}, err
 	}
-	// 2. Scope columns are immutable on update.
+	// 2. Scope columns are immutable on update. Wire 3 refuses a change;
+	// wire 2 strips every scope column from the update set, changed or
+	// not, and applies the rest.
+	var stripped []int
+	present := u.Present
 	for _, sc := range tbl.Scopes {
 		col := columnIndex(tbl, scopes.Column(sc))
-		if col < 0 || !u.Present[col] {
+		if col < 0 || !present[col] {
+			continue
+		}
+		if u.wire2() {
+			if len(stripped) == 0 {
+				present = append([]bool(nil), u.Present...)
+			}
+			present[col] = false
+			stripped = append(stripped, col)
 			continue
 		}
 		if c.ScopeColumnChanged == nil {
@@ -146,8 +175,13 @@ func DecideUpsert(u Upsert, t Target, c Checks) (Decision, error) {
 		}
 	}
 	if u.HasBaseVersion {
-		// 3. A client cannot hold a version the server never issued.
+		// 3. A client cannot hold a version the server never issued. Wire
+		// 3 calls it a bad request; wire 2 knows only equal or not, so it
+		// is a conflict there, answered with the current version and row.
 		if u.BaseVersion > s.Version {
+			if u.wire2() {
+				return conflict(tbl, s, present, func(int) bool { return true }), nil
+			}
 			return Decision{}, syncerr.Newf(syncerr.InvalidRequest,
 				"baseVersion %d is above the server version %d", u.BaseVersion, s.Version)
 		}
@@ -157,23 +191,23 @@ func DecideUpsert(u Upsert, t Target, c Checks) (Decision, error) {
 			if err := call(c.AuthorizeStored); err != nil {
 				return Decision{}, err
 			}
-			return conflict(tbl, s, u.Present, func(int) bool { return true }), nil
+			return conflict(tbl, s, present, func(int) bool { return true }), nil
 		}
 		// 5. Per-column detection.
 		stale := func(col int) bool { return s.ColumnVersions[col] > u.BaseVersion }
-		if d := conflict(tbl, s, u.Present, stale); hasAny(d.ConflictColumns) {
+		if d := conflict(tbl, s, present, stale); hasAny(d.ConflictColumns) {
 			return d, nil
 		}
 	}
 	// 6. Apply.
 	next := s.Version + 1
 	versions := append([]int64(nil), s.ColumnVersions...)
-	for col, present := range u.Present {
-		if present && col != tbl.PKIndex {
+	for col, p := range present {
+		if p && col != tbl.PKIndex {
 			versions[col] = next
 		}
 	}
-	return Decision{Action: ActionUpdate, Version: next, ColumnVersions: versions}, nil
+	return Decision{Action: ActionUpdate, Version: next, ColumnVersions: versions, Stripped: stripped}, nil
 }
 
 // decideAbsent is the absent-row table of SPEC §6.2.

@@ -2,6 +2,7 @@ package push_test
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -333,6 +334,139 @@ func TestColumnBitmap(t *testing.T) {
 	for _, tc := range tests {
 		if got := push.ColumnBitmap(tc.n, tc.cols); !bytes.Equal(got, tc.want) {
 			t.Errorf("ColumnBitmap(%d, %v) = %x, want %x", tc.n, tc.cols, got, tc.want)
+		}
+	}
+}
+
+// TestUpsertRulesPerWireVersion: the same operation on the same stored
+// row, answered by each wire version's rule. Where the generations agree
+// the outcomes are equal; they differ in exactly two places: a scope
+// column on update (wire 3 refuses a change, wire 2 strips every scope
+// column and applies the rest) and a baseVersion above the server version
+// (wire 3 sync.invalid_request, wire 2 a conflict).
+func TestUpsertRulesPerWireVersion(t *testing.T) {
+	type outcome struct {
+		want push.Decision
+		code syncerr.Code
+	}
+	tests := []struct {
+		name         string
+		present      []bool
+		base         func() (int64, bool)
+		checks       checks
+		wire2, wire3 outcome
+	}{
+		{
+			name: "a changed scope column, no baseVersion", present: all(), base: lww,
+			checks: checks{storedAuth: allow, payloadAuth: allow, scopeChanged: true},
+			wire2: outcome{want: push.Decision{Action: push.ActionUpdate, Version: 6,
+				ColumnVersions: []int64{1, 1, 6, 6, 6}, Stripped: []int{colWorkspace}}},
+			wire3: outcome{code: syncerr.InvalidRequest},
+		},
+		{
+			name: "a changed scope column with a current baseVersion", present: all(),
+			base:   func() (int64, bool) { return base(5) },
+			checks: checks{storedAuth: allow, payloadAuth: allow, scopeChanged: true},
+			wire2: outcome{want: push.Decision{Action: push.ActionUpdate, Version: 6,
+				ColumnVersions: []int64{1, 1, 6, 6, 6}, Stripped: []int{colWorkspace}}},
+			wire3: outcome{code: syncerr.InvalidRequest},
+		},
+		{
+			name:    "an unchanged scope column: wire 2 strips it too (its version stays), wire 3 writes it",
+			present: all(), base: lww, checks: ok,
+			wire2: outcome{want: push.Decision{Action: push.ActionUpdate, Version: 6,
+				ColumnVersions: []int64{1, 1, 6, 6, 6}, Stripped: []int{colWorkspace}}},
+			wire3: outcome{want: push.Decision{Action: push.ActionUpdate, Version: 6,
+				ColumnVersions: []int64{1, 6, 6, 6, 6}}},
+		},
+		{
+			name:    "a changed scope column on a stale baseVersion: the conflict comes first on wire 2",
+			present: all(), base: func() (int64, bool) { return base(4) },
+			checks: checks{storedAuth: allow, payloadAuth: allow, scopeChanged: true},
+			wire2:  outcome{want: push.Decision{Action: push.ActionConflict, Version: 5, ConflictColumns: bitmap(colTitle)}},
+			wire3:  outcome{code: syncerr.InvalidRequest},
+		},
+		{
+			name: "a changed scope column the actor may not write: sync.forbidden on both", present: all(), base: lww,
+			checks: checks{storedAuth: deny, payloadAuth: allow, scopeChanged: true},
+			wire2:  outcome{code: syncerr.Forbidden},
+			wire3:  outcome{code: syncerr.Forbidden},
+		},
+		{
+			name: "baseVersion above the server version", present: all(),
+			base: func() (int64, bool) { return base(7) }, checks: ok,
+			wire2: outcome{want: push.Decision{Action: push.ActionConflict, Version: 5,
+				ConflictColumns: bitmap(colTitle, colBody)}},
+			wire3: outcome{code: syncerr.InvalidRequest},
+		},
+		{
+			name: "baseVersion above the server version, only the primary key and title", present: present(colID, colTitle),
+			base: func() (int64, bool) { return base(6) }, checks: ok,
+			wire2: outcome{want: push.Decision{Action: push.ActionConflict, Version: 5, ConflictColumns: bitmap(colTitle)}},
+			wire3: outcome{code: syncerr.InvalidRequest},
+		},
+		{
+			name: "baseVersion above the server version the actor may not write: sync.forbidden on both", present: all(),
+			base: func() (int64, bool) { return base(7) }, checks: checks{storedAuth: deny, payloadAuth: allow},
+			wire2: outcome{code: syncerr.Forbidden},
+			wire3: outcome{code: syncerr.Forbidden},
+		},
+		{
+			name: "baseVersion equal to the server version applies on both", present: present(colID, colTitle),
+			base: func() (int64, bool) { return base(5) }, checks: ok,
+			wire2: outcome{want: push.Decision{Action: push.ActionUpdate, Version: 6, ColumnVersions: []int64{1, 1, 6, 3, 4}}},
+			wire3: outcome{want: push.Decision{Action: push.ActionUpdate, Version: 6, ColumnVersions: []int64{1, 1, 6, 3, 4}}},
+		},
+		{
+			name: "a stale baseVersion conflicts per column on both", present: present(colID, colTitle, colBody),
+			base: func() (int64, bool) { return base(4) }, checks: ok,
+			wire2: outcome{want: push.Decision{Action: push.ActionConflict, Version: 5, ConflictColumns: bitmap(colTitle)}},
+			wire3: outcome{want: push.Decision{Action: push.ActionConflict, Version: 5, ConflictColumns: bitmap(colTitle)}},
+		},
+		{
+			name: "baseVersion 0 on an existing row is a conflict on both; wire 2 marks no stripped column", present: all(),
+			base: func() (int64, bool) { return base(0) }, checks: ok,
+			wire2: outcome{want: push.Decision{Action: push.ActionConflict, Version: 5, ConflictColumns: bitmap(colTitle, colBody)}},
+			wire3: outcome{want: push.Decision{Action: push.ActionConflict, Version: 5, ConflictColumns: bitmap(colWorkspace, colTitle, colBody)}},
+		},
+	}
+	for _, tc := range tests {
+		for _, w := range []struct {
+			version uint16
+			want    outcome
+		}{{2, tc.wire2}, {3, tc.wire3}} {
+			t.Run(fmt.Sprintf("wire %d/%s", w.version, tc.name), func(t *testing.T) {
+				bv, has := tc.base()
+				u := push.Upsert{Table: notes(), Present: tc.present, BaseVersion: bv, HasBaseVersion: has, WireVersion: w.version}
+				in := append([]bool(nil), tc.present...)
+				got, err := push.DecideUpsert(u, push.Target{Stored: stored()}, tc.checks.build())
+				if syncerr.CodeOf(err) != w.want.code {
+					t.Fatalf("err = %v, want code %q", err, w.want.code)
+				}
+				if w.want.code == "" && !reflect.DeepEqual(got, w.want.want) {
+					t.Fatalf("decision = %+v, want %+v", got, w.want.want)
+				}
+				if !reflect.DeepEqual(u.Present, in) {
+					t.Fatalf("the caller's presence set changed: %v, was %v", u.Present, in)
+				}
+			})
+		}
+	}
+}
+
+// TestUpsertOnAbsentRowSameOnBothWires: an insert has no stored scope
+// to keep, so wire 2 authorizes and writes the payload's scope exactly
+// as wire 3 does.
+func TestUpsertOnAbsentRowSameOnBothWires(t *testing.T) {
+	for _, version := range []uint16{2, 3} {
+		u := push.Upsert{Table: notes(), Present: all(), WireVersion: version}
+		got, err := push.DecideUpsert(u, push.Target{}, checks{storedAuth: allow, payloadAuth: deny}.build())
+		if syncerr.CodeOf(err) != syncerr.Forbidden {
+			t.Fatalf("wire %d: err = %v, want sync.forbidden", version, err)
+		}
+		got, err = push.DecideUpsert(u, push.Target{}, ok.build())
+		if err != nil || got.Action != push.ActionInsert || got.Stripped != nil {
+			t.Fatalf("wire %d: decision = %+v, %v", version, got, err)
 		}
 	}
 }
