@@ -302,7 +302,7 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	}
 	// §2.1 log epoch, before any other request work.
 	if push.AdmitEpoch(rq.hdr.LogEpoch.Value, rq.hdr.LogEpoch.Present, epoch).ResetRequired() {
-		resp.Frames = []ssp2.Frame{&ssp2.RespHeader{LogEpoch: epoch, ResetRequired: true}}
+		resp.Frames = []ssp2.Frame{&ssp2.RespHeader{LatestSchemaVersion: ssp2.Some(running), LogEpoch: epoch, ResetRequired: true}}
 		return early(resp, nil)
 	}
 	if pull && s.o.Pull == nil {
@@ -345,7 +345,9 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 			return early(nil, err)
 		}
 	}
-	resp.Frames = append(resp.Frames, &ssp2.RespHeader{LogEpoch: epoch})
+	// Every header names the newest schema version this server knows
+	// (§1.6, informational), as the reference does, not only the floor.
+	resp.Frames = append(resp.Frames, &ssp2.RespHeader{LatestSchemaVersion: ssp2.Some(running), LogEpoch: epoch})
 	for _, c := range rq.commits {
 		out, err := s.pushCommit(ctx, rq, c)
 		if err != nil {

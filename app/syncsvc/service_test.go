@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -296,6 +297,46 @@ func TestSchemaFloorAndEpoch(t *testing.T) {
 	}
 	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
 		t.Fatal("push applied under a foreign epoch")
+	}
+}
+
+// TestLatestSchemaVersionInEveryHeader: every RESP_HEADER names the
+// newest schema version the server knows (§1.6, informational), on every
+// admitted wire version: a served request, both epoch resets, a cached
+// replay and the schema floor; only the floor names a required version.
+func TestLatestSchemaVersionInEveryHeader(t *testing.T) {
+	e := newEnv(t, func(o *syncsvc.Options) { o.MinWireVersion = 2 })
+	for _, wire := range []uint16{2, 3} {
+		payload := e.project(fmt.Sprintf("p-%d", wire), "alice", "One")
+		if wire == 2 {
+			payload = ssptest.Full(t, e.table("projects"), ssptest.Cols{"id": rowcodec.String(fmt.Sprintf("p-%d", wire)),
+				"owner": rowcodec.String("alice"), "name": rowcodec.String("One"), "locked": rowcodec.Bool(false)})
+		}
+		commit := ssptest.Commit(fmt.Sprintf("k-%d", wire), ssptest.Upsert("projects", fmt.Sprintf("p-%d", wire), payload, -1))
+		served := ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 2, Epoch: e.epoch, Commits: []*ssp2.PushCommit{commit}}
+		tests := []struct {
+			name     string
+			req      ssptest.Req
+			required bool
+		}{
+			{"served", served, false},
+			{"cached replay", served, false},
+			{"epoch acquisition", ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 2, NoEpoch: true, Pull: true}, false},
+			{"epoch mismatch", ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 2, Epoch: "other", Commits: []*ssp2.PushCommit{commit}}, false},
+			{"schema floor", ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 1, Epoch: e.epoch, Commits: []*ssp2.PushCommit{commit}}, true},
+		}
+		for _, tc := range tests {
+			t.Run(fmt.Sprintf("wire %d/%s", wire, tc.name), func(t *testing.T) {
+				resp, _ := e.must(tc.req)
+				h := resp.Header
+				if h == nil || !h.LatestSchemaVersion.Present || h.LatestSchemaVersion.Value != 2 {
+					t.Fatalf("header %+v: want latestSchemaVersion 2", h)
+				}
+				if h.RequiredSchemaVersion.Present != tc.required {
+					t.Fatalf("header %+v: requiredSchemaVersion present = %v, want %v", h, h.RequiredSchemaVersion.Present, tc.required)
+				}
+			})
+		}
 	}
 }
 
