@@ -248,7 +248,8 @@ func (u urlSigner) SignSegmentURL(_ context.Context, r pull.SignRequest) (string
 
 // faultStore is the instance storage with the one-shot idempotency fault:
 // the next record read returns bytes no stored result can be decoded
-// from, the unreadable record of SPEC §6.3.
+// from, the unreadable record of SPEC §6.3, whether or not a record
+// exists (the lookup itself fails, as the reference host's does).
 type faultStore struct {
 	*sqlite.Store
 	in *instance
@@ -257,14 +258,42 @@ type faultStore struct {
 // unreadableRecord is what the fault returns in place of a push result.
 var unreadableRecord = []byte("\x00unreadable push result")
 
+// GetPushResult is the optimistic lookup. It takes the fault only when a
+// record exists: the record's owner stays known, so the answer is the
+// cache miss, not another actor's refusal. Without a record the owner is
+// not known here, so the fault waits for the locked lookup of the same
+// commit, which knows the pushing actor.
 func (f faultStore) GetPushResult(ctx context.Context, partition, clientID, clientCommitID string) (ports.PushRecord, bool, error) {
 	rec, ok, err := f.Store.GetPushResult(ctx, partition, clientID, clientCommitID)
 	if err == nil && ok && f.in.failIdempotency.CompareAndSwap(true, false) {
-		// The record is there but cannot be read; its owner stays known so
-		// the answer is the cache miss, not another actor's refusal.
 		rec.Result = unreadableRecord
 	}
 	return rec, ok, err
+}
+
+// Push hands the transaction's locked lookup the fault still armed.
+func (f faultStore) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {
+	return f.Store.Push(ctx, partition, o, func(tx ports.PushTx) error {
+		return fn(faultTx{PushTx: tx, in: f.in, actor: o.ActorID})
+	})
+}
+
+type faultTx struct {
+	ports.PushTx
+	in    *instance
+	actor string
+}
+
+func (t faultTx) GetPushResult(ctx context.Context, clientID, clientCommitID string) (ports.PushRecord, bool, error) {
+	rec, ok, err := t.PushTx.GetPushResult(ctx, clientID, clientCommitID)
+	if err != nil || !t.in.failIdempotency.CompareAndSwap(true, false) {
+		return rec, ok, err
+	}
+	if !ok {
+		rec = ports.PushRecord{ActorID: t.actor}
+	}
+	rec.Result = unreadableRecord
+	return rec, true, nil
 }
 
 // close ends the instance and deletes its directory. Idempotent.

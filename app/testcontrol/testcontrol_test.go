@@ -343,3 +343,57 @@ func TestVirtualClockMovesSegmentExpiry(t *testing.T) {
 		}
 	}
 }
+
+// TestIdempotencyFault: failNextIdempotencyLookup makes the next lookup
+// unreadable whether or not a record exists (a new commit as much as a
+// replay): the commit is answered with the retryable
+// sync.idempotency_cache_miss, nothing applies, and the identical retry
+// goes through.
+func TestIdempotencyFault(t *testing.T) {
+	p := newPlane(t)
+	id := p.create("")
+	p.call(id, "setAllowedScopes", nil, "alice", map[string][]string{"project_id": {"p1"}})
+	for _, tc := range []struct {
+		name, clientID string
+		bindFirst      bool
+	}{
+		{"a new commit of a client never seen", "fresh", false},
+		{"a new commit of a bound client", "bound", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.bindFirst {
+				p.push(id, "alice", tc.clientID, [2]string{"b-" + tc.clientID, "p1"})
+			}
+			var before int64
+			p.call(id, "getMaxCommitSeq", &before)
+			p.call(id, "failNextIdempotencyLookup", nil)
+			commit := p.upsert(id, "t-"+tc.clientID, "p1", false)
+			resp := p.sync(id, "alice", &ssp2.ReqHeader{ClientID: tc.clientID, SchemaVersion: 1}, commit)
+			var res *ssp2.PushResult
+			for _, f := range resp.Frames {
+				if pr, ok := f.(*ssp2.PushResult); ok {
+					res = pr
+				}
+			}
+			if res == nil || res.Status != ssp2.PushRejected || len(res.Results) != 1 ||
+				res.Results[0].Code != "sync.idempotency_cache_miss" || !res.Results[0].Retryable {
+				t.Fatalf("under the fault: %+v, want a retryable sync.idempotency_cache_miss", res)
+			}
+			var after int64
+			p.call(id, "getMaxCommitSeq", &after)
+			if after != before {
+				t.Fatalf("the commit applied under the fault: max seq %d → %d", before, after)
+			}
+			resp = p.sync(id, "alice", &ssp2.ReqHeader{ClientID: tc.clientID, SchemaVersion: 1}, commit)
+			if st := pushStatus(resp); st != ssp2.PushApplied {
+				t.Fatalf("the identical retry: status %v in %+v", st, resp.Frames)
+			}
+		})
+	}
+	// A replay of a stored result under the fault is the cache miss too.
+	p.call(id, "failNextIdempotencyLookup", nil)
+	resp := p.sync(id, "alice", &ssp2.ReqHeader{ClientID: "bound", SchemaVersion: 1}, p.upsert(id, "t-bound", "p1", false))
+	if st := pushStatus(resp); st != ssp2.PushRejected {
+		t.Fatalf("a replay under the fault: status %v in %+v", st, resp.Frames)
+	}
+}
