@@ -121,7 +121,7 @@ func NewSyncService(p SyncServiceParams) (*syncsvc.Service, error) {
 		return nil, fmt.Errorf("--min-wire-version %d: want 2 or 3", p.Config.Sync.MinWireVersion)
 	}
 	if p.Config.Sync.MinWireVersion < int(syncsvc.MaxWireVersion) && p.Config.Sync.MinWireVersion != 0 {
-		p.Log.Warn("admitting wire-2 clients: their pushes get the wire-2 rules where wire 2 and wire 3 differ (scope columns, baseVersion ahead), the wire-3 column rules elsewhere",
+		p.Log.Warn("admitting wire-2 clients: their pushes get the wire-2 rules where wire 2 and wire 3 differ (scope columns, baseVersion ahead, upsert over a tombstone), the wire-3 column rules elsewhere",
 			zap.Int("min_wire_version", p.Config.Sync.MinWireVersion))
 	}
 	pm, err := newPushMetrics(p.Metrics)

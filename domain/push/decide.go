@@ -68,7 +68,10 @@ type Upsert struct {
 	// where wire 2 and wire 3 differ (the wire-2 SPEC §3.4 rule 5, §6.2):
 	// scope columns are stripped from an update instead of refused, a
 	// baseVersion above the server version is a conflict instead of
-	// sync.invalid_request. Any other value (0 included) is wire 3.
+	// sync.invalid_request, and an unversioned upsert over a tombstone
+	// inserts (wire 2 has no tombstones and no sync.row_deleted in its
+	// catalog; its unversioned upsert of an absent row is an insert). Any
+	// other value (0 included) is wire 3.
 	WireVersion uint16
 }
 
@@ -222,7 +225,7 @@ func decideAbsent(u Upsert, t Target, c Checks) (Decision, error) {
 		}
 		return Decision{}, syncerr.Newf(syncerr.RowMissing,
 			"table %q: baseVersion %d targets an absent row", tbl.Name, u.BaseVersion)
-	case !u.HasBaseVersion && t.Tombstoned:
+	case !u.HasBaseVersion && t.Tombstoned && !u.wire2():
 		return Decision{}, syncerr.Newf(syncerr.RowDeleted,
 			"table %q: unversioned upsert of a deleted row", tbl.Name)
 	}

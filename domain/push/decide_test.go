@@ -454,6 +454,26 @@ func TestUpsertRulesPerWireVersion(t *testing.T) {
 	}
 }
 
+// TestUnversionedUpsertOverTombstonePerWireVersion: wire 3's delete
+// precedence (sync.row_deleted) has no wire-2 counterpart: a wire-2
+// unversioned upsert of an absent row is an insert, tombstone or not.
+func TestUnversionedUpsertOverTombstonePerWireVersion(t *testing.T) {
+	ones := []int64{1, 1, 1, 1, 1}
+	u := push.Upsert{Table: notes(), Present: all(), WireVersion: 2}
+	got, err := push.DecideUpsert(u, push.Target{Tombstoned: true}, ok.build())
+	want := push.Decision{Action: push.ActionInsert, Version: 1, ColumnVersions: ones, ClearTombstone: true}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("wire 2: %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := push.DecideUpsert(u, push.Target{Tombstoned: true}, checks{storedAuth: allow, payloadAuth: deny}.build()); syncerr.CodeOf(err) != syncerr.Forbidden {
+		t.Fatalf("wire 2 insert over a tombstone without the scope: %v", err)
+	}
+	u.WireVersion = 3
+	if _, err := push.DecideUpsert(u, push.Target{Tombstoned: true}, ok.build()); syncerr.CodeOf(err) != syncerr.RowDeleted {
+		t.Fatalf("wire 3: %v, want sync.row_deleted", err)
+	}
+}
+
 // TestUpsertOnAbsentRowSameOnBothWires: an insert has no stored scope
 // to keep, so wire 2 authorizes and writes the payload's scope exactly
 // as wire 3 does.

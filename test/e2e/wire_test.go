@@ -14,7 +14,9 @@ import (
 // each request by its own wire version's rule where the two differ: a
 // changed scope column on update (wire 2 strips it and applies the rest,
 // wire 3 refuses the operation) and a baseVersion above the server
-// version (wire 2 a conflict, wire 3 sync.invalid_request).
+// version (wire 2 a conflict, wire 3 sync.invalid_request), and an
+// unversioned upsert of a deleted row (wire 2 an insert, wire 3
+// sync.row_deleted).
 func TestWireRulesPerVersion(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
 		s := start(t, e, serverOpts{minWire: 2})
@@ -96,6 +98,25 @@ func TestWireRulesPerVersion(t *testing.T) {
 				}
 				if _, got, v := stored(); got != name || v != version {
 					t.Fatalf("the refused write landed: name %q version %d", got, v)
+				}
+
+				// An unversioned upsert after a delete.
+				resp, _ := s.sync(c, ssptest.Req{Wire: wire, ClientID: fmt.Sprintf("c-%d", wire), SchemaVersion: s.sch.Version,
+					Epoch: ep, Commits: []*ssp2.PushCommit{ssptest.Commit("k4", ssptest.Delete("projects", id))}})
+				if resp.Results[0].Status != ssp2.PushApplied {
+					t.Fatalf("delete %+v", resp.Results[0])
+				}
+				r = push("k5", row("alice", "again"), -1)
+				switch wire {
+				case 2:
+					if r.Status != ssp2.PushApplied {
+						t.Fatalf("wire 2 unversioned upsert of a deleted row: %+v, want applied (an insert)", r)
+					}
+					if _, got, v := stored(); got != "again" || v != 1 {
+						t.Fatalf("wire 2 re-insert: name %q version %d", got, v)
+					}
+				case 3:
+					rejected(t, r, 0, "sync.row_deleted")
 				}
 			})
 		}
