@@ -291,17 +291,20 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	}
 	resp := &Response{WireVersion: rq.wire}
 
-	// §1.6 schema floor: this server codes rows for its running version only.
+	reset := push.AdmitEpoch(rq.hdr.LogEpoch.Value, rq.hdr.LogEpoch.Present, epoch).ResetRequired()
+	// §1.6 schema floor: this server codes rows for its running version
+	// only. The header still says whether the epoch needs a reset.
 	if rq.hdr.SchemaVersion != running {
 		resp.Frames = []ssp2.Frame{&ssp2.RespHeader{
 			RequiredSchemaVersion: ssp2.Some(running),
 			LatestSchemaVersion:   ssp2.Some(running),
 			LogEpoch:              epoch,
+			ResetRequired:         reset,
 		}}
 		return early(resp, nil)
 	}
 	// §2.1 log epoch, before any other request work.
-	if push.AdmitEpoch(rq.hdr.LogEpoch.Value, rq.hdr.LogEpoch.Present, epoch).ResetRequired() {
+	if reset {
 		resp.Frames = []ssp2.Frame{&ssp2.RespHeader{LatestSchemaVersion: ssp2.Some(running), LogEpoch: epoch, ResetRequired: true}}
 		return early(resp, nil)
 	}

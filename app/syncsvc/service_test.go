@@ -340,6 +340,31 @@ func TestLatestSchemaVersionInEveryHeader(t *testing.T) {
 	}
 }
 
+// TestSchemaFloorNamesTheEpochState: a schema-floor header still carries
+// resetRequired with its §1.6 meaning (the request omitted its logEpoch
+// or sent another one), so a client learns both at once; schema upgrade
+// takes precedence in its surface.
+func TestSchemaFloorNamesTheEpochState(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, tc := range []struct {
+		name  string
+		req   ssptest.Req
+		reset bool
+	}{
+		{"the partition's epoch", ssptest.Req{ClientID: "c1", SchemaVersion: 1, Epoch: e.epoch, Pull: true}, false},
+		{"another epoch", ssptest.Req{ClientID: "c1", SchemaVersion: 1, Epoch: "other", Pull: true}, true},
+		{"no epoch", ssptest.Req{ClientID: "c1", SchemaVersion: 1, NoEpoch: true, Pull: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, _ := e.must(tc.req)
+			h := resp.Header
+			if len(resp.Msg.Frames) != 1 || !h.RequiredSchemaVersion.Present || h.LogEpoch != e.epoch || h.ResetRequired != tc.reset {
+				t.Fatalf("floor %+v: want resetRequired %v", h, tc.reset)
+			}
+		})
+	}
+}
+
 // gateStore declares an undeclared checkpoint the moment a push begins:
 // a migration landing between request entry and the push lock.
 type gateStore struct {
