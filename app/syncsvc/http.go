@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
-	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -34,19 +33,7 @@ func (h *HTTPHandler) Serve(w http.ResponseWriter, r *http.Request, id ports.Ide
 	}
 	defer resp.Release()
 	out := h.Transport.Respond(w, r, http.StatusOK, httpapi.ContentTypeSync)
-	enc := ssp2.NewEncoder(out, ssp2.KindResponse, resp.WireVersion)
-	for _, f := range resp.Frames {
-		if err = enc.WriteFrame(f); err != nil {
-			break
-		}
-	}
-	if err == nil && resp.Sections != nil {
-		_, err = resp.Sections.WriteTo(out) // pull sections, already encoded
-	}
-	if err == nil {
-		err = enc.Close()
-	}
-	if err != nil {
+	if err = resp.Encode(out); err != nil {
 		if clientGone(r.Context(), err) {
 			h.Log.Debug("sync response abandoned by the client", zap.Error(err))
 		} else {

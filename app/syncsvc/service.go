@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"go.uber.org/zap"
@@ -159,6 +160,41 @@ type Response struct {
 	// written after Frames and before END; nil without a pull. Release
 	// frees them.
 	Sections *pullsvc.Spool
+}
+
+// Encode writes the response message to w: the envelope header, the
+// frames, the pull sections and END. It is the one encoding of a response,
+// whichever binding carries it (POST /sync, a socket round).
+func (r *Response) Encode(w io.Writer) error {
+	enc := ssp2.NewEncoder(w, ssp2.KindResponse, r.WireVersion)
+	for _, f := range r.Frames {
+		if err := enc.WriteFrame(f); err != nil {
+			return err
+		}
+	}
+	if r.Sections != nil {
+		// Pull sections, already encoded (the encoder writes each frame
+		// through, so their order holds).
+		if _, err := r.Sections.WriteTo(w); err != nil {
+			return err
+		}
+	}
+	return enc.Close()
+}
+
+// ErrorResponse is the minimal response a binding without an HTTP status
+// (a socket round, SPEC §8.7) answers a request-level failure with:
+// RESP_HEADER, the error as an ERROR frame, END. Errors without an exposed
+// catalog code become sync.internal_error.
+func ErrorResponse(err error, wireVersion uint16, logEpoch string) *Response {
+	pub := syncerr.Public(err)
+	b := pub.Body()
+	f := &ssp2.Error{Code: string(b.Code), Message: b.Message, Category: string(b.Category),
+		Retryable: b.Retryable, RecommendedAction: string(b.RecommendedAction)}
+	if len(b.Details) > 0 {
+		f.Details = ssp2.Some(string(b.Details))
+	}
+	return &Response{WireVersion: wireVersion, Frames: []ssp2.Frame{&ssp2.RespHeader{LogEpoch: logEpoch}, f}}
 }
 
 // Release frees the buffered pull sections (memory or temporary file).
