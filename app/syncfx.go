@@ -41,6 +41,7 @@ var SyncModule = fx.Module("syncd.sync",
 	),
 	PullModule,
 	ReactionsModule,
+	RealtimeModule,
 )
 
 // ProvideRowValidator registers a row validator constructor (SPEC §6.7).

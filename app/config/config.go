@@ -75,6 +75,8 @@ type Config struct {
 	Sync Sync
 	// Segments holds the segment store and download settings.
 	Segments Segments
+	// Realtime holds the realtime channel's settings.
+	Realtime Realtime
 	// Limits bound identifiers and request shape.
 	Limits Limits
 	// Admin holds the admin listener's access settings.
@@ -127,6 +129,7 @@ func Default() Config {
 		HTTP:            DefaultHTTP(),
 		Sync:            DefaultSync(),
 		Segments:        DefaultSegments(),
+		Realtime:        DefaultRealtime(),
 		Limits:          DefaultLimits(),
 		JWT:             JWT{Leeway: DefaultJWTLeeway},
 	}
@@ -214,6 +217,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Sync.validate()...)
 	errs = append(errs, c.Segments.validate()...)
+	errs = append(errs, c.Realtime.validate()...)
 	errs = append(errs, c.Limits.validate()...)
 	errs = append(errs, c.validateExposure()...)
 	errs = append(errs, c.HTTP.validate(c.Sync)...)
@@ -293,6 +297,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	c.HTTP.flags(fs)
 	c.Sync.flags(fs)
 	c.Segments.flags(fs)
+	c.Realtime.flags(fs)
 	c.Limits.flags(fs)
 	c.exposureFlags(fs)
 	c.testControlFlags(fs)

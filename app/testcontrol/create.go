@@ -36,6 +36,8 @@ type spec struct {
 	// signedURLs is set by the signedUrls option; signedURLSeconds is its TTL.
 	signedURLs       bool
 	signedURLSeconds int64
+	// maxDeltaBytes is the realtime delta cap (0: the hub's default).
+	maxDeltaBytes int
 }
 
 // parseCreate reads a create body. An option it cannot honour is
@@ -108,7 +110,12 @@ func (s *spec) parseLimits(v json.RawMessage) error {
 			if n == 0 {
 				s.segmentTTL = time.Millisecond // born expired; 0 would mean the default
 			}
-		default: // maxDeltaBytes and maxPresenceBytes need realtime
+		case "maxDeltaBytes":
+			if n == 0 {
+				return fmt.Errorf("%s: want at least 1", k)
+			}
+			s.maxDeltaBytes = int(n)
+		default: // maxPresenceBytes needs presence
 			return &unsupported{"limits." + k}
 		}
 	}

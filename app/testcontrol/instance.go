@@ -21,8 +21,10 @@ import (
 	"github.com/syncd-dev/syncd/adapters/segments/memseg"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/app/pull"
+	"github.com/syncd-dev/syncd/app/realtime"
 	"github.com/syncd-dev/syncd/app/segments"
 	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/signedurl"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -58,6 +60,10 @@ type instance struct {
 	closed bool
 	backup string // path of the captured snapshot, "" before captureBackup
 	routes http.Handler
+	// hub serves the instance's realtime sockets over the live services;
+	// relay hands it the instance's commits (one node, no fanout).
+	hub   *realtime.Hub
+	relay *realtime.Relay
 }
 
 // services are what one open database serves with.
@@ -79,6 +85,17 @@ func newInstance(ctx context.Context, id, base, parentDir string, s spec, log *z
 		log: log,
 	}
 	inst.ttlSecs.Store(s.signedURLSeconds)
+	inst.relay = &realtime.Relay{Log: log.Named("realtime")}
+	// No heartbeat and no pings: nothing in an instance runs on a timer.
+	inst.hub, err = realtime.New(realtime.Options{
+		Store: liveStore{inst}, Schema: func() *schema.Schema { return s.schema }, Resolver: inst.grants,
+		Rounds: liveRounds{inst}, MaxDeltaBytes: s.maxDeltaBytes, Now: inst.clock.Now, Log: log.Named("realtime"),
+	})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	inst.relay.SetHandler(inst.hub)
 	if s.signedURLs {
 		key := make([]byte, signedurl.MinKeyBytes)
 		_, _ = rand.Read(key)
@@ -141,7 +158,8 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 	sv, err := syncsvc.New(syncsvc.Options{
 		Schema: schemaFn, Store: faultStore{Store: st, in: in}, Resolver: in.grants,
 		RowValidators: validators, CommitValidator: commitValidator{rules: &in.rules},
-		Pull: pl, MinWireVersion: syncsvc.LowestMinWireVersion, MaxOperations: in.spec.maxOperations,
+		Listeners: []ports.CommitListener{in.relay},
+		Pull:      pl, MinWireVersion: syncsvc.LowestMinWireVersion, MaxOperations: in.spec.maxOperations,
 		Now: in.clock.Now, Log: in.log.Named("sync"),
 	})
 	if err != nil {
@@ -180,6 +198,9 @@ func (in *instance) router() (http.Handler, error) {
 		Handlers: map[httpapi.Route]http.Handler{
 			httpapi.RouteSync:    t.SyncEndpoint(in.auth, syncServe(t, in)),
 			httpapi.RouteSegment: t.SegmentEndpoint(in.auth, segmentService{in}, in.log.Named("segments")),
+			httpapi.RouteRealtime: httpapi.RealtimeEndpoint(in.auth, httpapi.RealtimeOptions{
+				Log: in.log.Named("realtime"),
+			}, in.hub.Admit),
 		},
 		Logger: in.log.Named("routes"),
 		Now:    in.clock.Now,
@@ -190,15 +211,114 @@ func (in *instance) router() (http.Handler, error) {
 	return r, nil
 }
 
-// ServeHTTP serves the instance routes while it is open.
+// ServeHTTP serves the instance routes while it is open. A realtime
+// socket does not hold the instance lock for its life (restore and close
+// would wait for it): its session reads the live services per use, and
+// close ends it.
 func (in *instance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in.mu.RLock()
-	defer in.mu.RUnlock()
 	if in.closed {
+		in.mu.RUnlock()
 		httpapi.WriteError(w, syncerr.New(syncerr.NotFound).WithMessage("test instance closed"))
 		return
 	}
+	if r.URL.Path == httpapi.RouteRealtime.Path() {
+		in.mu.RUnlock()
+		in.routes.ServeHTTP(w, r)
+		return
+	}
+	defer in.mu.RUnlock()
 	in.routes.ServeHTTP(w, r)
+}
+
+// current returns the live services (nil once closed).
+func (in *instance) current() *services {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	if in.closed {
+		return nil
+	}
+	return in.live
+}
+
+var errInstanceClosed = errors.New("test instance closed")
+
+// liveStore is the realtime hub's storage: the live database of the moment.
+type liveStore struct{ in *instance }
+
+func (l liveStore) store() (*sqlite.Store, error) {
+	sv := l.in.current()
+	if sv == nil {
+		return nil, errInstanceClosed
+	}
+	return sv.store, nil
+}
+
+func (l liveStore) TouchPartition(ctx context.Context, partition string, nowMs int64) (string, error) {
+	st, err := l.store()
+	if err != nil {
+		return "", err
+	}
+	return st.TouchPartition(ctx, partition, nowMs)
+}
+
+func (l liveStore) GetClient(ctx context.Context, partition, clientID string) (*ports.ClientRecord, error) {
+	st, err := l.store()
+	if err != nil {
+		return nil, err
+	}
+	return st.GetClient(ctx, partition, clientID)
+}
+
+func (l liveStore) BindClient(ctx context.Context, partition, clientID, actorID string) (string, error) {
+	st, err := l.store()
+	if err != nil {
+		return "", err
+	}
+	return st.BindClient(ctx, partition, clientID, actorID)
+}
+
+func (l liveStore) AdvanceClientCursor(ctx context.Context, a ports.CursorAdvance) (bool, error) {
+	st, err := l.store()
+	if err != nil {
+		return false, err
+	}
+	return st.AdvanceClientCursor(ctx, a)
+}
+
+func (l liveStore) LogBounds(ctx context.Context, partition string) (ports.LogBounds, error) {
+	st, err := l.store()
+	if err != nil {
+		return ports.LogBounds{}, err
+	}
+	return st.LogBounds(ctx, partition)
+}
+
+func (l liveStore) ReadCommitWindow(ctx context.Context, partition string, w ports.CommitWindow) ([]commit.Commit, error) {
+	st, err := l.store()
+	if err != nil {
+		return nil, err
+	}
+	return st.ReadCommitWindow(ctx, partition, w)
+}
+
+// liveRounds runs socket rounds through the live sync use case.
+type liveRounds struct{ in *instance }
+
+func (l liveRounds) Handle(ctx context.Context, id ports.Identity, body []byte) (*syncsvc.Response, error) {
+	sv := l.in.current()
+	if sv == nil {
+		return nil, errInstanceClosed
+	}
+	return sv.sync.Handle(ctx, id, body)
+}
+
+func (l liveRounds) Versions() []uint16 {
+	v := []uint16{}
+	for x := syncsvc.LowestMinWireVersion; x <= syncsvc.MaxWireVersion; x++ {
+		v = append(v, x)
+	}
+	return v
 }
 
 // syncServe answers an authenticated POST /sync like the server's own
@@ -296,8 +416,12 @@ func (t faultTx) GetPushResult(ctx context.Context, clientID, clientCommitID str
 	return rec, true, nil
 }
 
-// close ends the instance and deletes its directory. Idempotent.
+// close ends the instance and deletes its directory: its sockets are
+// closed first. Idempotent.
 func (in *instance) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_ = in.hub.Drain(ctx)
+	cancel()
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.closed {

@@ -223,7 +223,6 @@ func TestCreateCallClose(t *testing.T) {
 func TestUnsupportedCreateOptions(t *testing.T) {
 	p := newPlane(t)
 	tests := []struct{ extra, want string }{
-		{`, "limits": {"maxDeltaBytes": 10}`, "limits.maxDeltaBytes"},
 		{`, "limits": {"maxPresenceBytes": 10}`, "limits.maxPresenceBytes"},
 		{`, "leases": {"ttlMs": 1000}`, "leases"},
 		{`, "signedUrls": {"ttlSeconds": 5, "audience": "x"}`, "signedUrls.audience"},

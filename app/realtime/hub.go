@@ -1,0 +1,376 @@
+// Package realtime is the §8 realtime channel: the sessions of the
+// realtime sockets, registered from the client's persisted subscriptions,
+// woken by the fanout's commit notices to send cursor-contiguous deltas
+// (read from storage: a notice carries no data) or coalesced wake-ups, and
+// carrying sync rounds through the same handler as POST /sync.
+package realtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/adapters/httpapi"
+	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/push"
+	"github.com/syncd-dev/syncd/domain/realtime"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// Store is the storage the realtime channel needs.
+type Store interface {
+	TouchPartition(ctx context.Context, partition string, nowMs int64) (string, error)
+	GetClient(ctx context.Context, partition, clientID string) (*ports.ClientRecord, error)
+	BindClient(ctx context.Context, partition, clientID, actorID string) (string, error)
+	AdvanceClientCursor(ctx context.Context, a ports.CursorAdvance) (bool, error)
+	LogBounds(ctx context.Context, partition string) (ports.LogBounds, error)
+	ReadCommitWindow(ctx context.Context, partition string, w ports.CommitWindow) ([]commit.Commit, error)
+}
+
+// Rounds serves the sync rounds of the sockets: *syncsvc.Service, the
+// handler of POST /sync.
+type Rounds interface {
+	Handle(ctx context.Context, id ports.Identity, body []byte) (*syncsvc.Response, error)
+	Versions() []uint16
+}
+
+// Metrics hears what the channel does; nil fields are not called.
+type Metrics interface {
+	// Sockets is called with +1 and -1 as sockets open and close.
+	Sockets(delta int)
+	// Delta is called for every delta sent, with its size.
+	Delta(bytes int)
+	// Wake is called for every wake-up sent, by reason.
+	Wake(reason realtime.WakeReason)
+	// Dropped is called for every delta not sent (oversize, slow consumer,
+	// suppressed while behind or mid-round).
+	Dropped()
+	// Round is called for every socket round served.
+	Round()
+}
+
+// Defaults.
+const (
+	DefaultMaxDeltaBytes  = 1 << 20
+	DefaultWriteTimeout   = 10 * time.Second
+	DefaultSendQueueBytes = 4 << 20
+	DefaultChunkBytes     = 64 << 10
+	// deltaChangeCap bounds the changes one delta reads; more is sent as
+	// delta-too-large (the client pulls, which pages).
+	deltaChangeCap = 10_000
+)
+
+// Options configure a Hub.
+type Options struct {
+	Store    Store
+	Schema   func() *schema.Schema
+	Resolver ports.ScopeResolver
+	Rounds   Rounds
+	// MaxDeltaBytes: a larger delta is a delta-too-large wake-up (0 → 1 MiB).
+	MaxDeltaBytes int
+	// MaxRequestBytes bounds a socket round's request (0: unbounded).
+	MaxRequestBytes int64
+	// Heartbeat is the heartbeat interval (0: none).
+	Heartbeat time.Duration
+	// IdleTimeout closes a socket that answers no ping for this long (0:
+	// no pings). Pings go out with the heartbeat.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds one socket write (0 → 10 s).
+	WriteTimeout time.Duration
+	// SendQueueBytes bounds a session's queued outbound bytes (0 → 4 MiB):
+	// a delta that does not fit is dropped for a wake-up, a round's
+	// response waits for room.
+	SendQueueBytes int
+	// MaxSockets and MaxSocketsPerActor bound the sockets of this node and
+	// of one actor on it (0: unbounded).
+	MaxSockets         int
+	MaxSocketsPerActor int
+	// Now is the clock; Sleep waits on it (heartbeats).
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Metrics, when set, hears the channel's events.
+	Metrics Metrics
+	Log     *zap.Logger
+}
+
+// Hub holds the sessions of one node and implements ports.FanoutHandler.
+type Hub struct {
+	o     Options
+	log   *zap.Logger
+	reads *readCache
+
+	mu       sync.Mutex
+	byPart   map[string]map[*Session]struct{}
+	perActor map[string]int
+	total    int
+	draining bool
+	wg       sync.WaitGroup
+}
+
+// New validates o and builds the hub.
+func New(o Options) (*Hub, error) {
+	if o.Store == nil || o.Schema == nil || o.Resolver == nil || o.Rounds == nil {
+		return nil, errors.New("realtime: Store, Schema, Resolver and Rounds are required")
+	}
+	if o.MaxDeltaBytes < 0 || o.MaxSockets < 0 || o.MaxSocketsPerActor < 0 || o.SendQueueBytes < 0 {
+		return nil, errors.New("realtime: negative limit")
+	}
+	if o.MaxDeltaBytes == 0 {
+		o.MaxDeltaBytes = DefaultMaxDeltaBytes
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.SendQueueBytes == 0 {
+		o.SendQueueBytes = DefaultSendQueueBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = func(ctx context.Context, d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	return &Hub{o: o, log: o.Log, reads: newReadCache(1024), byPart: map[string]map[*Session]struct{}{}, perActor: map[string]int{}}, nil
+}
+
+func (h *Hub) nowMs() int64 { return h.o.Now().UnixMilli() }
+
+// Commit implements ports.FanoutHandler: it wakes the partition's
+// sessions, which read the commits from storage.
+func (h *Hub) Commit(n ports.CommitNotice) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.byPart[n.Partition] {
+		s.notify(n.CommitSeq)
+	}
+}
+
+// Event implements ports.FanoutHandler; no event kind is handled yet.
+func (h *Hub) Event(ports.FanoutEvent) {}
+
+// Resync implements ports.FanoutHandler: notices may have been lost, so
+// every session reads its partition's log bounds and catches up.
+func (h *Hub) Resync() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, set := range h.byPart {
+		for s := range set {
+			s.resync()
+		}
+	}
+}
+
+// Sessions returns the number of open sessions.
+func (h *Hub) Sessions() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.total
+}
+
+// Admit prepares a session for an authenticated upgrade (SPEC §8.1): the
+// socket limits, the client id bound to the actor, the client record and
+// its registrations (scopes re-resolved), the log bounds for hello. A
+// refusal is a catalog error, answered before the upgrade.
+func (h *Hub) Admit(ctx context.Context, id ports.Identity, clientID string) (httpapi.RealtimeAdmission, error) {
+	s, err := h.admit(ctx, id, clientID)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (h *Hub) admit(ctx context.Context, id ports.Identity, clientID string) (*Session, error) {
+	if h.o.Schema() == nil {
+		return nil, syncerr.Newf(syncerr.SchemaNotReady, "schema not compiled yet")
+	}
+	s := &Session{
+		hub: h, id: id, clientID: clientID, sessionID: newSessionID(),
+		wakeCh: make(chan struct{}, 1),
+	}
+	s.out = newOutbox(h.o.SendQueueBytes)
+	if err := h.reserve(s); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			h.release(s)
+		}
+	}()
+	epoch, err := h.o.Store.TouchPartition(ctx, id.Partition, h.nowMs())
+	if err != nil {
+		return nil, fmt.Errorf("touch partition: %w", err)
+	}
+	s.epoch = epoch
+	boundTo, err := h.o.Store.BindClient(ctx, id.Partition, clientID, id.ActorID)
+	if err != nil {
+		return nil, fmt.Errorf("bind client id: %w", err)
+	}
+	if err := push.CheckClientID(clientID, id.ActorID, boundTo, true); err != nil {
+		return nil, err
+	}
+	rec, regs, err := h.load(ctx, id, clientID)
+	if err != nil {
+		return nil, err
+	}
+	if rec != nil && rec.ActorID != id.ActorID {
+		return nil, push.CheckClientID(clientID, id.ActorID, rec.ActorID, true)
+	}
+	// Registered for notices before the bounds are read: a commit between
+	// the two is then either below latest or noticed.
+	h.mu.Lock()
+	set := h.byPart[id.Partition]
+	if set == nil {
+		set = map[*Session]struct{}{}
+		h.byPart[id.Partition] = set
+	}
+	set[s] = struct{}{}
+	h.mu.Unlock()
+	b, err := h.o.Store.LogBounds(ctx, id.Partition)
+	if err != nil {
+		return nil, fmt.Errorf("read log bounds: %w", err)
+	}
+	s.cursor, s.wire = -1, syncsvc.MaxWireVersion
+	if rec != nil {
+		s.cursor = rec.Cursor
+		if rec.WireVersion > 0 {
+			s.wire = uint16(rec.WireVersion)
+		}
+	}
+	s.lastSeq = b.MaxSeq
+	s.regs = regs
+	s.wakePending = s.cursor < b.MaxSeq
+	s.hello = &realtime.Hello{
+		ProtocolVersion: realtime.ProtocolVersion, SessionID: s.sessionID,
+		ActorID: id.ActorID, ClientID: clientID, Cursor: s.cursor, LatestCursor: b.MaxSeq,
+		RequiresSync: rec == nil || s.cursor < b.MaxSeq, Timestamp: h.nowMs(),
+	}
+	ok = true
+	return s, nil
+}
+
+// reserve takes a socket slot for s.
+func (h *Hub) reserve(s *Session) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.draining {
+		return syncerr.Newf(syncerr.SchemaNotReady, "the server is draining")
+	}
+	if h.o.MaxSockets > 0 && h.total >= h.o.MaxSockets {
+		return syncerr.Newf(syncerr.WebsocketLimit, "this node holds its maximum of %d realtime sockets", h.o.MaxSockets)
+	}
+	key := actorKey(s.id)
+	if h.o.MaxSocketsPerActor > 0 && h.perActor[key] >= h.o.MaxSocketsPerActor {
+		return syncerr.Newf(syncerr.WebsocketLimit, "this actor holds its maximum of %d realtime sockets", h.o.MaxSocketsPerActor)
+	}
+	h.total++
+	h.perActor[key]++
+	h.wg.Add(1)
+	if h.o.Metrics != nil {
+		h.o.Metrics.Sockets(1)
+	}
+	return nil
+}
+
+// release gives s's slot back and forgets it. Idempotent per session.
+func (h *Hub) release(s *Session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.released {
+		return
+	}
+	s.released = true
+	if set := h.byPart[s.id.Partition]; set != nil {
+		delete(set, s)
+		if len(set) == 0 {
+			delete(h.byPart, s.id.Partition)
+		}
+	}
+	key := actorKey(s.id)
+	h.total--
+	if h.perActor[key]--; h.perActor[key] <= 0 {
+		delete(h.perActor, key)
+	}
+	h.wg.Done()
+	if h.o.Metrics != nil {
+		h.o.Metrics.Sockets(-1)
+	}
+}
+
+func actorKey(id ports.Identity) string { return id.Partition + "\x00" + id.ActorID }
+
+// RefreshScopes re-resolves the registrations of the partition's sessions
+// (of one actor when actorID is not empty), SPEC §8.7 host-initiated
+// refresh. It fails closed: a session whose client record or scopes
+// cannot be read loses every registration.
+func (h *Hub) RefreshScopes(ctx context.Context, partition, actorID string) {
+	h.mu.Lock()
+	var ss []*Session
+	for s := range h.byPart[partition] {
+		if actorID == "" || s.id.ActorID == actorID {
+			ss = append(ss, s)
+		}
+	}
+	h.mu.Unlock()
+	for _, s := range ss {
+		_, regs, err := h.load(ctx, s.id, s.clientID)
+		if err != nil {
+			h.log.Warn("realtime scope refresh failed; the session keeps no registration",
+				zap.String("partition", partition), zap.String("client_id", s.clientID), zap.Error(err))
+			regs = nil
+		}
+		s.setRegistrations(regs)
+	}
+}
+
+// Drain refuses new sockets and closes every open one with 1001 (going
+// away), then waits for them to end or ctx.
+func (h *Hub) Drain(ctx context.Context) error {
+	h.mu.Lock()
+	h.draining = true
+	var ss []*Session
+	for _, set := range h.byPart {
+		for s := range set {
+			ss = append(ss, s)
+		}
+	}
+	h.mu.Unlock()
+	for _, s := range ss {
+		s.shutdown(ports.CloseGoingAway, "server shutting down")
+	}
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func newSessionID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

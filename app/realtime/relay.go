@@ -1,0 +1,46 @@
+package realtime
+
+import (
+	"context"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// Relay announces applied commits (a ports.CommitListener of the push
+// pipeline): through the fanout when there is one, so every node hears
+// them, or straight to this node's handler otherwise.
+type Relay struct {
+	Fanout ports.Fanout // nil: this node only
+	Log    *zap.Logger
+
+	mu sync.RWMutex
+	h  ports.FanoutHandler
+}
+
+// SetHandler sets where notices go without a fanout.
+func (r *Relay) SetHandler(h ports.FanoutHandler) {
+	r.mu.Lock()
+	r.h = h
+	r.mu.Unlock()
+}
+
+// CommitApplied implements ports.CommitListener.
+func (r *Relay) CommitApplied(ctx context.Context, partition string, c commit.Commit) {
+	n := ports.CommitNotice{Partition: partition, CommitSeq: c.Seq}
+	if r.Fanout != nil {
+		if err := r.Fanout.PublishCommit(ctx, n); err != nil && r.Log != nil {
+			r.Log.Warn("commit notice not published; other nodes catch up later", zap.String("partition", partition), zap.Error(err))
+		}
+		return
+	}
+	r.mu.RLock()
+	h := r.h
+	r.mu.RUnlock()
+	if h != nil {
+		h.Commit(n)
+	}
+}

@@ -1,0 +1,517 @@
+package realtime
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/domain/realtime"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// Session is one realtime socket (SPEC §8). Its state is guarded by mu;
+// deltas are decided by one worker goroutine per session, woken by
+// notices, so a session's deltas go out in log order.
+type Session struct {
+	hub       *Hub
+	id        ports.Identity
+	clientID  string
+	sessionID string
+	epoch     string
+	hello     *realtime.Hello
+	out       *outbox
+
+	wakeCh chan struct{}
+	target atomic.Int64 // highest noticed commit seq
+	resynk atomic.Bool  // read the log bounds before the next pass
+	rounds sync.WaitGroup
+
+	released bool // guarded by hub.mu
+
+	scanner realtime.RequestScanner // used by the reader only
+
+	mu sync.Mutex
+	// cursor is the highest seq acknowledged or delivered; lastSeq the
+	// highest seq observed (notices, acks, the session's own rounds).
+	cursor, lastSeq int64
+	// wakePending suppresses deltas until an ack reaches lastSeq (§8.2).
+	wakePending bool
+	regs        []registration
+	wire        uint16
+	roundActive bool
+	conn        ports.RealtimeConn
+	closing     bool
+}
+
+// notify records a noticed commit seq and wakes the worker.
+func (s *Session) notify(seq int64) {
+	for {
+		cur := s.target.Load()
+		if seq <= cur || s.target.CompareAndSwap(cur, seq) {
+			break
+		}
+	}
+	signal(s.wakeCh)
+}
+
+// resync makes the worker read the log bounds: notices may have been lost.
+func (s *Session) resync() {
+	s.resynk.Store(true)
+	signal(s.wakeCh)
+}
+
+func (s *Session) setRegistrations(regs []registration) {
+	s.mu.Lock()
+	s.regs = regs
+	s.mu.Unlock()
+}
+
+// Abort implements httpapi.RealtimeAdmission: the upgrade failed.
+func (s *Session) Abort() { s.hub.release(s) }
+
+// Run implements httpapi.RealtimeAdmission: it serves the socket until
+// the client leaves, a violation closes it, or the hub drains.
+func (s *Session) Run(ctx context.Context, c ports.RealtimeConn) {
+	defer s.hub.release(s)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	s.conn = c
+	closing := s.closing
+	s.mu.Unlock()
+	if closing { // drained between admission and upgrade
+		_ = c.Close(ports.CloseGoingAway, "server shutting down")
+		return
+	}
+	// hello is the first message (§8.1): queued before anything else can be.
+	text, err := realtime.Encode(s.hello)
+	if err != nil {
+		s.hub.log.Error("encode hello", zap.Error(err))
+		_ = c.Close(ports.CloseInternal, "internal error")
+		return
+	}
+	s.out.control(text, "")
+	var wg sync.WaitGroup
+	wg.Go(func() { s.write(ctx, cancel, c) })
+	wg.Go(func() { s.work(ctx) })
+	if s.hub.o.Heartbeat > 0 {
+		wg.Go(func() { s.heartbeat(ctx, c) })
+	}
+	signal(s.wakeCh) // notices that arrived before the upgrade
+	s.read(ctx, c)
+	s.shutdown(ports.CloseNormal, "")
+	cancel()
+	s.rounds.Wait()
+	s.out.close()
+	wg.Wait()
+}
+
+// shutdown closes the socket once with code; the reader then ends Run.
+func (s *Session) shutdown(code int, reason string) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.closing = true
+	c := s.conn
+	s.mu.Unlock()
+	if c != nil {
+		// Close waits for the peer's close frame; the reader must go on.
+		go func() { _ = c.Close(code, reason) }()
+	}
+}
+
+// violation closes the socket for a broken client (§8.7: pipelined
+// rounds, unframed streams, unknown tags; §8.1: malformed control).
+func (s *Session) violation(code int, why string) {
+	s.hub.log.Debug("realtime protocol violation; closing the socket",
+		zap.String("partition", s.id.Partition), zap.String("client_id", s.clientID), zap.String("reason", why))
+	if len(why) > 120 {
+		why = why[:120]
+	}
+	s.shutdown(code, why)
+}
+
+func (s *Session) write(ctx context.Context, cancel context.CancelFunc, c ports.RealtimeConn) {
+	for {
+		m, err := s.out.take(ctx)
+		if err != nil {
+			return
+		}
+		wctx, wcancel := context.WithTimeout(ctx, s.hub.o.WriteTimeout)
+		err = c.Write(wctx, m)
+		wcancel()
+		if err != nil {
+			s.hub.log.Debug("realtime write failed", zap.String("client_id", s.clientID), zap.Error(err))
+			s.shutdown(ports.ClosePolicy, "write timeout")
+			cancel()
+			return
+		}
+	}
+}
+
+func (s *Session) heartbeat(ctx context.Context, c ports.RealtimeConn) {
+	for {
+		if err := s.hub.o.Sleep(ctx, s.hub.o.Heartbeat); err != nil {
+			return
+		}
+		if text, err := realtime.Encode(&realtime.Heartbeat{Timestamp: s.hub.nowMs()}); err == nil {
+			s.out.control(text, "")
+		}
+		if s.hub.o.IdleTimeout > 0 {
+			pctx, pcancel := context.WithTimeout(ctx, s.hub.o.IdleTimeout)
+			err := c.Ping(pctx)
+			pcancel()
+			if err != nil && ctx.Err() == nil {
+				s.shutdown(ports.ClosePolicy, "idle timeout")
+				return
+			}
+		}
+	}
+}
+
+func (s *Session) read(ctx context.Context, c ports.RealtimeConn) {
+	for {
+		m, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		if m.Binary {
+			s.binary(ctx, m.Data)
+		} else {
+			s.control(ctx, m.Data)
+		}
+	}
+}
+
+// control handles a client control message (§8.1, §8.2). A malformed
+// known message closes the socket; unknown ones are ignored.
+func (s *Session) control(ctx context.Context, text []byte) {
+	m, err := realtime.ParseClientMessage(text)
+	if err != nil {
+		s.violation(ports.ClosePolicy, string(syncerr.CodeOf(err))+": "+err.Error())
+		return
+	}
+	switch m := m.(type) {
+	case *realtime.Ack:
+		s.ack(ctx, m.Cursor)
+	case *realtime.PresencePublish:
+		// Presence is not offered yet: the publisher is told, loudly.
+		if t, err := realtime.Encode(&realtime.PresenceError{ScopeKey: m.ScopeKey, Error: realtime.PresenceForbidden, Timestamp: s.hub.nowMs()}); err == nil {
+			s.out.control(t, "")
+		}
+	}
+}
+
+// ack applies a client ack (§8.2): the session's cursor and observed seq
+// move up to it (lifting the suppression once it reaches the highest seq
+// observed) and the stored cursor advances, monotonically, for the same
+// actor and the live epoch only, never creating a record.
+func (s *Session) ack(ctx context.Context, cursor int64) {
+	s.mu.Lock()
+	s.cursor = max(s.cursor, cursor)
+	s.lastSeq = max(s.lastSeq, cursor)
+	if s.cursor >= s.lastSeq {
+		s.wakePending = false
+	}
+	s.mu.Unlock()
+	if _, err := s.hub.o.Store.AdvanceClientCursor(ctx, ports.CursorAdvance{
+		Partition: s.id.Partition, ClientID: s.clientID, ActorID: s.id.ActorID,
+		LogEpoch: s.epoch, Cursor: cursor, NowMs: s.hub.nowMs(),
+	}); err != nil && ctx.Err() == nil {
+		s.hub.log.Warn("realtime ack not stored", zap.String("partition", s.id.Partition),
+			zap.String("client_id", s.clientID), zap.Error(err))
+	}
+}
+
+// binary handles a client binary message: a 0x01 round chunk (§8.7).
+func (s *Session) binary(ctx context.Context, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if b[0] != realtime.TagRound {
+		s.violation(ports.ClosePolicy, "unexpected channel tag")
+		return
+	}
+	s.mu.Lock()
+	active := s.roundActive
+	s.mu.Unlock()
+	if active {
+		s.violation(ports.ClosePolicy, "sync round begun while a response stream is in flight")
+		return
+	}
+	msg, excess, err := s.scanner.Push(b[1:])
+	if err != nil {
+		s.violation(ports.ClosePolicy, err.Error())
+		return
+	}
+	if msg == nil {
+		return
+	}
+	if excess > 0 {
+		s.violation(ports.ClosePolicy, "request bytes past END (pipelining)")
+		return
+	}
+	s.mu.Lock()
+	s.roundActive = true
+	s.mu.Unlock()
+	s.rounds.Go(func() { s.round(ctx, msg) })
+}
+
+// round runs one socket round through the POST /sync handler and streams
+// its response back in 0x01 chunks (§8.7).
+func (s *Session) round(ctx context.Context, msg []byte) {
+	if m := s.hub.o.Metrics; m != nil {
+		m.Round()
+	}
+	s.mu.Lock()
+	errWire := s.wire
+	s.mu.Unlock()
+	if v := binary.LittleEndian.Uint16(msg[4:]); admitted(s.hub.o.Rounds.Versions(), v) {
+		errWire = v
+	}
+	var err error
+	pull := false
+	if m, derr := ssp2.Decode(msg); derr == nil {
+		for _, f := range m.Frames {
+			switch f := f.(type) {
+			case *ssp2.ReqHeader:
+				if f.ClientID != s.clientID {
+					err = syncerr.Newf(syncerr.InvalidClientID, "a socket round's client id must be the connection's")
+				}
+			case *ssp2.PullHeader:
+				pull = true
+			}
+		}
+	}
+	var resp *syncsvc.Response
+	if err == nil {
+		resp, err = s.hub.o.Rounds.Handle(ctx, s.id, msg)
+	}
+	failed := err != nil
+	if err != nil {
+		// Refused before the first byte (the buffered read-verify included):
+		// RESP_HEADER, ERROR, END, like the HTTP binding's JSON answer.
+		if ctx.Err() != nil {
+			return
+		}
+		resp = syncsvc.ErrorResponse(err, errWire, s.epoch)
+	}
+	defer resp.Release()
+	var own int64 = -1
+	for _, f := range resp.Frames {
+		switch f := f.(type) {
+		case *ssp2.Error:
+			failed = true
+		case *ssp2.PushResult:
+			if f.Status == ssp2.PushApplied {
+				own = max(own, f.CommitSeq)
+			}
+		}
+	}
+	cw := &chunker{ctx: ctx, out: s.out, size: DefaultChunkBytes}
+	if err := resp.Encode(cw); err != nil {
+		s.violation(ports.CloseInternal, "sync round failed mid-stream")
+		return
+	}
+	var regs []registration
+	reload := pull && !failed
+	if reload {
+		var lerr error
+		if _, regs, lerr = s.hub.load(ctx, s.id, s.clientID); lerr != nil {
+			reload = false // the previous registrations stay
+			s.hub.log.Warn("realtime registrations not reloaded after a round", zap.String("client_id", s.clientID), zap.Error(lerr))
+		}
+	}
+	s.mu.Lock()
+	// The round ends with its last chunk: the client may begin the next
+	// one as soon as END arrives.
+	s.roundActive = false
+	if reload {
+		s.regs = regs
+	}
+	if !failed {
+		s.wire = resp.WireVersion
+	}
+	if own > s.lastSeq {
+		// The round's own commits were observed mid-round: no delta may
+		// carry them, so the session catches up by pull (§8.7).
+		s.lastSeq = own
+		s.wakePending = true
+		s.sendWake(realtime.WakeCatchupRequired)
+	}
+	s.out.put(cw.final())
+	s.mu.Unlock()
+	signal(s.wakeCh)
+}
+
+func admitted(vs []uint16, v uint16) bool {
+	for _, x := range vs {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// sendWake queues a wake-up; callers hold mu.
+func (s *Session) sendWake(reason realtime.WakeReason) {
+	text, err := realtime.Encode(&realtime.Wake{Cursor: s.lastSeq, Reason: reason, Timestamp: s.hub.nowMs()})
+	if err != nil {
+		return
+	}
+	s.out.control(text, reason)
+	if m := s.hub.o.Metrics; m != nil {
+		m.Wake(reason)
+	}
+}
+
+// chunker cuts a round's response stream into 0x01 messages, waiting for
+// room in the send queue (backpressure), and keeps the last chunk for the
+// round's end.
+type chunker struct {
+	ctx  context.Context
+	out  *outbox
+	size int
+	buf  []byte
+}
+
+func (c *chunker) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if c.buf == nil {
+			c.buf = append(make([]byte, 0, c.size+1), realtime.TagRound)
+		}
+		k := min(len(p), c.size+1-len(c.buf))
+		c.buf = append(c.buf, p[:k]...)
+		p = p[k:]
+		if len(c.buf) == c.size+1 && len(p) > 0 {
+			if err := c.out.wait(c.ctx, len(c.buf)); err != nil {
+				return 0, err
+			}
+			c.out.put(c.buf)
+			c.buf = nil
+		}
+	}
+	return n, nil
+}
+
+// final is the last chunk, ending exactly at END.
+func (c *chunker) final() []byte { return c.buf }
+
+// work is the session's delta worker.
+func (s *Session) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wakeCh:
+		}
+		if s.resynk.Swap(false) {
+			b, err := s.hub.o.Store.LogBounds(ctx, s.id.Partition)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				s.catchUp()
+				continue
+			}
+			s.notify(b.MaxSeq)
+		}
+		s.pass(ctx)
+	}
+}
+
+// catchUp falls back to a wake-up when the log cannot be read.
+func (s *Session) catchUp() {
+	s.mu.Lock()
+	s.wakePending = true
+	s.sendWake(realtime.WakeCatchupRequired)
+	s.mu.Unlock()
+}
+
+// pass delivers what the notices announced past the observed seq (§8.2):
+// one cursor-contiguous delta of every matching commit, or a wake-up
+// while suppressed, mid-round, oversize or when the queue is full.
+func (s *Session) pass(ctx context.Context) {
+	target := s.target.Load()
+	s.mu.Lock()
+	after, regs := s.lastSeq, s.regs
+	s.mu.Unlock()
+	if target <= after {
+		return
+	}
+	var secs []section
+	changes := 0
+	for _, r := range regs {
+		cs, err := s.hub.reads.read(ctx, s.hub.o.Store, s.id.Partition, r, after, target)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.hub.log.Warn("realtime commit read failed; the session catches up by pull", zap.Error(err))
+			s.mu.Lock()
+			s.lastSeq = max(s.lastSeq, target)
+			s.mu.Unlock()
+			s.catchUp()
+			return
+		}
+		if len(cs) > 0 {
+			secs = append(secs, section{reg: r, commits: cs})
+			for i := range cs {
+				changes += len(cs[i].Changes)
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastSeq >= target {
+		return // an ack or the session's own round got there first
+	}
+	s.lastSeq = target
+	if len(secs) == 0 {
+		return
+	}
+	dropped := func(reason realtime.WakeReason) {
+		s.wakePending = true
+		s.sendWake(reason)
+		if m := s.hub.o.Metrics; m != nil {
+			m.Dropped()
+		}
+	}
+	if s.roundActive || s.wakePending {
+		dropped(realtime.WakeCatchupRequired)
+		return
+	}
+	if changes >= deltaChangeCap {
+		dropped(realtime.WakeDeltaTooLarge)
+		return
+	}
+	b, err := encodeDelta(s.wire, s.epoch, secs, target)
+	if err != nil {
+		s.hub.log.Error("encode delta", zap.Error(err))
+		dropped(realtime.WakeCatchupRequired)
+		return
+	}
+	if len(b) > s.hub.o.MaxDeltaBytes {
+		dropped(realtime.WakeDeltaTooLarge)
+		return
+	}
+	tagged := append(make([]byte, 0, len(b)+1), realtime.TagDelta)
+	tagged = append(tagged, b...)
+	if !s.out.offer(tagged) {
+		dropped(realtime.WakeCatchupRequired)
+		return
+	}
+	s.cursor = target
+	if m := s.hub.o.Metrics; m != nil {
+		m.Delta(len(b))
+	}
+}

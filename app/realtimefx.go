@@ -1,0 +1,180 @@
+package app
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/adapters/httpapi"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/realtime"
+	"github.com/syncd-dev/syncd/app/syncsvc"
+	domrt "github.com/syncd-dev/syncd/domain/realtime"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// RealtimeModule serves GET <mount>/realtime (SPEC §8): the realtime hub
+// over the storage and the sync use case in the graph. Applied commits are
+// announced through the ports.Fanout of the graph when there is one (every
+// node hears them), to this node's sessions otherwise. On stop, after the
+// lame-duck delay, the sockets are closed with 1001.
+var RealtimeModule = fx.Module("syncd.realtime",
+	fx.Provide(
+		newRealtimeRelay,
+		fx.Annotate(func(r *realtime.Relay) ports.CommitListener { return r }, fx.ResultTags(`group:"syncd.commit_listeners"`)),
+		NewRealtimeHub,
+		fx.Annotate(newRealtimeRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
+	),
+	fx.Invoke(registerRealtime),
+)
+
+type realtimeRelayParams struct {
+	fx.In
+	Fanout ports.Fanout `optional:"true"`
+	Log    *zap.Logger
+}
+
+func newRealtimeRelay(p realtimeRelayParams) *realtime.Relay {
+	return &realtime.Relay{Fanout: p.Fanout, Log: p.Log.Named("realtime")}
+}
+
+// RealtimeHubParams are the inputs of the realtime hub.
+type RealtimeHubParams struct {
+	fx.In
+	Config    config.Config
+	Log       *zap.Logger
+	Clock     Clock
+	Readiness *Readiness
+	Resolver  ports.ScopeResolver
+	Store     ports.Storage    `optional:"true"`
+	Service   *syncsvc.Service `optional:"true"`
+	Metrics   *Metrics         `optional:"true"`
+}
+
+// NewRealtimeHub builds the hub; nil without storage or sync use case.
+func NewRealtimeHub(p RealtimeHubParams) (*realtime.Hub, error) {
+	if p.Store == nil || p.Service == nil {
+		return nil, nil
+	}
+	m, err := newRealtimeMetrics(p.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	rc := p.Config.Realtime
+	return realtime.New(realtime.Options{
+		Store: p.Store, Schema: p.Readiness.Schema, Resolver: p.Resolver, Rounds: p.Service,
+		MaxDeltaBytes: rc.MaxDeltaBytes, MaxRequestBytes: p.Config.Sync.MaxDecodedBodyBytes,
+		Heartbeat: rc.Heartbeat, IdleTimeout: rc.IdleTimeout, WriteTimeout: rc.WriteTimeout,
+		SendQueueBytes: rc.SendQueueBytes, MaxSockets: rc.MaxSockets, MaxSocketsPerActor: rc.MaxSocketsPerActor,
+		Now: p.Clock.Now, Sleep: p.Clock.Sleep, Metrics: m, Log: p.Log.Named("realtime"),
+	})
+}
+
+type realtimeRouteParams struct {
+	fx.In
+	Config config.Config
+	Auth   ports.Authenticator
+	Hub    *realtime.Hub `optional:"true"`
+	Log    *zap.Logger
+}
+
+func newRealtimeRoutes(p realtimeRouteParams) ([]RouteHandler, error) {
+	if p.Hub == nil {
+		return nil, nil
+	}
+	if p.Auth == nil {
+		return nil, errNoAuthenticator
+	}
+	h := httpapi.RealtimeEndpoint(p.Auth, httpapi.RealtimeOptions{
+		Limits: p.Config.Limits.Domain(), MaxMessageBytes: p.Config.Sync.MaxDecodedBodyBytes + 1,
+		Log: p.Log.Named("realtime"),
+	}, p.Hub.Admit)
+	return []RouteHandler{{Route: httpapi.RouteRealtime, Handler: h}}, nil
+}
+
+type realtimeRunParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Hub       *realtime.Hub `optional:"true"`
+	Relay     *realtime.Relay
+	Fanout    ports.Fanout `optional:"true"`
+	Log       *zap.Logger
+}
+
+// registerRealtime connects the hub to the fanout (or to this node's
+// commits) and drains it on stop. Its stop hook runs after registerDrain's
+// lame-duck delay (hooks stop in reverse order), before the listeners
+// close: http.Server.Shutdown does not close hijacked sockets.
+func registerRealtime(p realtimeRunParams) {
+	if p.Hub == nil {
+		return
+	}
+	var stop func()
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			if p.Fanout == nil {
+				p.Relay.SetHandler(p.Hub)
+				return nil
+			}
+			s, err := p.Fanout.Listen(context.Background(), p.Hub)
+			stop = s
+			return err
+		},
+		OnStop: func(ctx context.Context) error {
+			err := p.Hub.Drain(ctx)
+			if stop != nil {
+				stop()
+			}
+			if err != nil {
+				p.Log.Warn("realtime sockets still open at the stop deadline", zap.Error(err))
+			}
+			return nil
+		},
+	})
+}
+
+// realtimeMetrics feeds the realtime collectors.
+type realtimeMetrics struct {
+	sockets prometheus.Gauge
+	deltas  prometheus.Counter
+	bytes   prometheus.Counter
+	wakes   *prometheus.CounterVec
+	dropped prometheus.Counter
+	rounds  prometheus.Counter
+}
+
+func newRealtimeMetrics(m *Metrics) (*realtimeMetrics, error) {
+	r := &realtimeMetrics{
+		sockets: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "syncd", Name: "realtime_sockets",
+			Help: "Open realtime sockets."}),
+		deltas: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_deltas_total",
+			Help: "Realtime deltas sent."}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_delta_bytes_total",
+			Help: "Bytes of the realtime deltas sent."}),
+		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_wakes_total",
+			Help: "Realtime wake-ups sent, by reason."}, []string{"reason"}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_deltas_dropped_total",
+			Help: "Realtime deltas not sent (suppressed, mid-round, oversize or slow consumer) and answered with a wake-up."}),
+		rounds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_rounds_total",
+			Help: "Sync rounds served over realtime sockets."}),
+	}
+	if m == nil || m.Registry == nil {
+		return r, nil
+	}
+	for _, c := range []prometheus.Collector{r.sockets, r.deltas, r.bytes, r.wakes, r.dropped, r.rounds} {
+		if err := m.Registry.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *realtimeMetrics) Sockets(d int) { r.sockets.Add(float64(d)) }
+func (r *realtimeMetrics) Delta(n int)   { r.deltas.Inc(); r.bytes.Add(float64(n)) }
+func (r *realtimeMetrics) Wake(reason domrt.WakeReason) {
+	r.wakes.WithLabelValues(string(reason)).Inc()
+}
+func (r *realtimeMetrics) Dropped() { r.dropped.Inc() }
+func (r *realtimeMetrics) Round()   { r.rounds.Inc() }

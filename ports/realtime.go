@@ -1,0 +1,37 @@
+package ports
+
+import "context"
+
+// RealtimeMessage is one WebSocket message of the realtime channel
+// (SPEC §8): JSON control text, or a binary message whose first byte is
+// the §8.7 channel tag.
+type RealtimeMessage struct {
+	Binary bool
+	Data   []byte
+}
+
+// Close codes of the realtime channel (RFC 6455 §7.4.1).
+const (
+	CloseNormal        = 1000
+	CloseGoingAway     = 1001 // the server drains
+	CloseProtocolError = 1002 // a §8.7 framing violation
+	ClosePolicy        = 1008 // a malformed control message, a slow consumer
+	CloseInternal      = 1011
+	CloseTryAgainLater = 1013
+)
+
+// RealtimeConn is one accepted realtime socket. Read is called from one
+// goroutine; Write and Close may be called from any, but the realtime use
+// case writes from one goroutine per connection.
+type RealtimeConn interface {
+	// Read blocks for the next client message; an error ends the
+	// connection (closed, broken, ctx done).
+	Read(ctx context.Context) (RealtimeMessage, error)
+	// Write sends one message; it returns once the message was handed to
+	// the socket, or with ctx's error.
+	Write(ctx context.Context, m RealtimeMessage) error
+	// Ping sends a ping and waits for its pong (Read must be running).
+	Ping(ctx context.Context) error
+	// Close closes the socket with a close code and a short reason.
+	Close(code int, reason string) error
+}
