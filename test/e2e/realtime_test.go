@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/syncd-dev/syncd/domain/realtime"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/test/ssptest"
+)
+
+// socket is a test client of the realtime channel.
+type socket struct {
+	t *testing.T
+	c *websocket.Conn
+}
+
+func dial(t *testing.T, s *server, c call, clientID string) *socket {
+	t.Helper()
+	u := "ws" + strings.TrimSuffix(strings.TrimPrefix(s.url, "http"), "/sync") + "/realtime?clientId=" + url.QueryEscape(clientID)
+	h := http.Header{}
+	h.Set("X-Syncd-Actor", c.actor)
+	h.Set("X-Syncd-Partition", c.partition)
+	if c.scopes != "" {
+		h.Set("X-Syncd-Scopes", c.scopes)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		t.Fatalf("dial realtime: %v", err)
+	}
+	conn.SetReadLimit(64 << 20)
+	t.Cleanup(func() { _ = conn.CloseNow() })
+	return &socket{t: t, c: conn}
+}
+
+// next reads the next message, or returns the error that ended the socket.
+func (k *socket) next() (websocket.MessageType, []byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return k.c.Read(ctx)
+}
+
+func (k *socket) must() (websocket.MessageType, []byte) {
+	k.t.Helper()
+	typ, b, err := k.next()
+	if err != nil {
+		k.t.Fatalf("read realtime: %v", err)
+	}
+	return typ, b
+}
+
+// event reads the next message as a control event (skipping heartbeats).
+func (k *socket) event() realtime.Message {
+	k.t.Helper()
+	for {
+		typ, b := k.must()
+		if typ != websocket.MessageText {
+			k.t.Fatalf("want a control event, got binary %x", b)
+		}
+		m, err := realtime.ParseServerEvent(b)
+		if err != nil {
+			k.t.Fatalf("parse %s: %v", b, err)
+		}
+		if _, hb := m.(*realtime.Heartbeat); !hb {
+			return m
+		}
+	}
+}
+
+func (k *socket) send(typ websocket.MessageType, b []byte) {
+	k.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := k.c.Write(ctx, typ, b); err != nil {
+		k.t.Fatalf("write realtime: %v", err)
+	}
+}
+
+// round sends req as 0x01 chunks of size n and returns the reassembled
+// response stream.
+func (k *socket) round(req []byte, n int) []byte {
+	k.t.Helper()
+	for off := 0; off < len(req); off += n {
+		k.send(websocket.MessageBinary, append([]byte{realtime.TagRound}, req[off:min(off+n, len(req))]...))
+	}
+	var out []byte
+	for {
+		typ, b := k.must()
+		if typ != websocket.MessageBinary {
+			continue // control events interleave freely
+		}
+		if b[0] != realtime.TagRound {
+			k.t.Fatalf("a 0x%02x message inside a response stream", b[0])
+		}
+		out = append(out, b[1:]...)
+		if _, err := ssp2.Decode(out); err == nil {
+			return out
+		}
+	}
+}
+
+func TestRealtimeChannel(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := start(t, e, serverOpts{})
+		ctx := context.Background()
+		owner := map[string][]string{"owner": {"alice"}}
+		a := newReplica(t, s, alice("rt"), "a")
+		a.subscribe("projects", "projects", owner)
+		a.pull()
+		b := newReplica(t, s, alice("rt"), "b")
+		b.subscribe("projects", "projects", owner)
+		b.pull()
+
+		// §8.1: hello first; a caught-up client needs no pull.
+		kb := dial(t, s, alice("rt"), "b")
+		h, ok := kb.event().(*realtime.Hello)
+		if !ok || h.RequiresSync || h.ClientID != "b" || h.ActorID != "alice" || h.Cursor != 0 || h.LatestCursor != 0 {
+			t.Fatalf("hello %+v", h)
+		}
+
+		// §8.2: another client's push arrives as a delta, cursor-contiguous.
+		a.pull(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", project(t, s.sch, "p-1", "alice", "One"), -1)))
+		typ, d := kb.must()
+		if typ != websocket.MessageBinary || d[0] != realtime.TagDelta {
+			t.Fatalf("want a delta, got %d %s", typ, d)
+		}
+		delta := ssptest.DecodeResponse(t, d[1:])
+		st, en, commits, _ := sections(delta)
+		if len(st) != 1 || st[0].ID != "projects" || commits != 1 || en[0].NextCursor != 1 {
+			t.Fatalf("delta %+v", delta.Msg.Frames)
+		}
+
+		// An ack advances the stored cursor (never creating a record).
+		kb.send(websocket.MessageText, []byte(`{"type":"ack","cursor":1}`))
+		waitFor(t, "the ack stored", func() bool {
+			rec, err := s.store.GetClient(ctx, "rt", "b")
+			return err == nil && rec != nil && rec.Cursor == 1
+		})
+
+		// A behind client is told to pull, and a commit while it is behind
+		// is a catchup-required wake-up, never a gap delta.
+		c := newReplica(t, s, alice("rt"), "c")
+		c.subscribe("projects", "projects", owner)
+		c.pull()
+		a.pull(ssptest.Commit("k2", ssptest.Upsert("projects", "p-2", project(t, s.sch, "p-2", "alice", "Two"), -1)))
+		kc := dial(t, s, alice("rt"), "c")
+		if h, ok := kc.event().(*realtime.Hello); !ok || !h.RequiresSync || h.Cursor != 1 || h.LatestCursor != 2 {
+			t.Fatalf("behind hello %+v", h)
+		}
+		a.pull(ssptest.Commit("k3", ssptest.Upsert("projects", "p-3", project(t, s.sch, "p-3", "alice", "Three"), -1)))
+		if w, ok := kc.event().(*realtime.Wake); !ok || w.Reason != realtime.WakeCatchupRequired || w.Cursor != 3 {
+			t.Fatalf("want catchup-required, got %+v", w)
+		}
+
+		// §8.7: a socket round answers byte for byte what POST /sync does.
+		req := c.request()
+		viaSocket := kc.round(req, 7)
+		viaHTTP := s.post(c.c, req)
+		if viaHTTP.status != http.StatusOK || !bytes.Equal(viaSocket, viaHTTP.body) {
+			t.Fatalf("socket round %x\nPOST /sync %d %x", viaSocket, viaHTTP.status, viaHTTP.body)
+		}
+
+		// A request-level failure is RESP_HEADER, ERROR, END on the socket.
+		bad := newReplica(t, s, alice("rt"), "not-c").request()
+		resp := ssptest.DecodeResponse(t, kc.round(bad, len(bad)))
+		if ef, ok := resp.Msg.Frames[len(resp.Msg.Frames)-1].(*ssp2.Error); !ok || ef.Code != "sync.invalid_client_id" {
+			t.Fatalf("foreign client id round: %+v", resp.Msg.Frames)
+		}
+
+		// Pipelined round bytes close the socket.
+		kc.send(websocket.MessageBinary, append(append([]byte{realtime.TagRound}, req...), req...))
+		for {
+			if _, _, err := kc.next(); err != nil {
+				var ce websocket.CloseError
+				if !errors.As(err, &ce) {
+					t.Fatalf("pipelined: socket ended with %v, want a close", err)
+				}
+				break
+			}
+		}
+	})
+}
+
+// waitFor polls cond until it holds or a generous deadline passes (it
+// waits for an event; it asserts no duration).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
