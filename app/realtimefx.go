@@ -51,6 +51,7 @@ type RealtimeHubParams struct {
 	Store     ports.Storage    `optional:"true"`
 	Service   *syncsvc.Service `optional:"true"`
 	Metrics   *Metrics         `optional:"true"`
+	Fanout    ports.Fanout     `optional:"true"`
 }
 
 // NewRealtimeHub builds the hub; nil without storage or sync use case.
@@ -68,6 +69,7 @@ func NewRealtimeHub(p RealtimeHubParams) (*realtime.Hub, error) {
 		MaxDeltaBytes: rc.MaxDeltaBytes, MaxRequestBytes: p.Config.Sync.MaxDecodedBodyBytes,
 		Heartbeat: rc.Heartbeat, IdleTimeout: rc.IdleTimeout, WriteTimeout: rc.WriteTimeout,
 		SendQueueBytes: rc.SendQueueBytes, MaxSockets: rc.MaxSockets, MaxSocketsPerActor: rc.MaxSocketsPerActor,
+		MaxPresenceBytes: rc.MaxPresenceBytes, Fanout: p.Fanout,
 		Now: p.Clock.Now, Sleep: p.Clock.Sleep, Metrics: m, Log: p.Log.Named("realtime"),
 	})
 }
@@ -143,6 +145,8 @@ type realtimeMetrics struct {
 	wakes   *prometheus.CounterVec
 	dropped prometheus.Counter
 	rounds  prometheus.Counter
+	pevents *prometheus.CounterVec
+	pdocs   prometheus.Gauge
 }
 
 func newRealtimeMetrics(m *Metrics) (*realtimeMetrics, error) {
@@ -159,11 +163,15 @@ func newRealtimeMetrics(m *Metrics) (*realtimeMetrics, error) {
 			Help: "Realtime deltas not sent (suppressed, mid-round, oversize or slow consumer) and answered with a wake-up."}),
 		rounds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_rounds_total",
 			Help: "Sync rounds served over realtime sockets."}),
+		pevents: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_presence_events_total",
+			Help: "Presence events: join, update, leave, forbidden and too_large publishes, remote changes heard from other nodes."}, []string{"event"}),
+		pdocs: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "syncd", Name: "realtime_presence_docs",
+			Help: "Presence documents held on this node (its own and those heard from other nodes)."}),
 	}
 	if m == nil || m.Registry == nil {
 		return r, nil
 	}
-	for _, c := range []prometheus.Collector{r.sockets, r.deltas, r.bytes, r.wakes, r.dropped, r.rounds} {
+	for _, c := range []prometheus.Collector{r.sockets, r.deltas, r.bytes, r.wakes, r.dropped, r.rounds, r.pevents, r.pdocs} {
 		if err := m.Registry.Register(c); err != nil {
 			return nil, err
 		}
@@ -178,3 +186,7 @@ func (r *realtimeMetrics) Wake(reason domrt.WakeReason) {
 }
 func (r *realtimeMetrics) Dropped() { r.dropped.Inc() }
 func (r *realtimeMetrics) Round()   { r.rounds.Inc() }
+func (r *realtimeMetrics) Presence(event string) {
+	r.pevents.WithLabelValues(event).Inc()
+}
+func (r *realtimeMetrics) PresenceDocs(d int) { r.pdocs.Add(float64(d)) }

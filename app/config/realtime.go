@@ -24,16 +24,20 @@ type Realtime struct {
 	// with sync.websocket_connection_limit.
 	MaxSockets         int
 	MaxSocketsPerActor int
+	// MaxPresenceBytes caps a presence document (§8.6.2); a larger publish
+	// is refused with presence.too_large.
+	MaxPresenceBytes int
 }
 
 // DefaultRealtime returns the reference settings.
 func DefaultRealtime() Realtime {
 	return Realtime{
-		MaxDeltaBytes:  1 << 20,
-		Heartbeat:      30 * time.Second,
-		IdleTimeout:    60 * time.Second,
-		WriteTimeout:   10 * time.Second,
-		SendQueueBytes: 4 << 20,
+		MaxDeltaBytes:    1 << 20,
+		Heartbeat:        30 * time.Second,
+		IdleTimeout:      60 * time.Second,
+		WriteTimeout:     10 * time.Second,
+		SendQueueBytes:   4 << 20,
+		MaxPresenceBytes: 16 << 10,
 	}
 }
 
@@ -44,6 +48,7 @@ func (r *Realtime) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&r.WriteTimeout, "realtime-write-timeout", r.WriteTimeout, "drop a realtime socket when one write takes longer")
 	fs.IntVar(&r.SendQueueBytes, "realtime-send-queue-bytes", r.SendQueueBytes, "outbound bytes queued per realtime socket before deltas turn into wake-ups and rounds wait")
 	fs.IntVar(&r.MaxSockets, "realtime-max-sockets", r.MaxSockets, "most realtime sockets on this node (0: unbounded)")
+	fs.IntVar(&r.MaxPresenceBytes, "realtime-max-presence-bytes", r.MaxPresenceBytes, "largest presence document (serialized JSON); a larger publish is refused with presence.too_large")
 	fs.IntVar(&r.MaxSocketsPerActor, "realtime-max-sockets-per-actor", r.MaxSocketsPerActor, "most realtime sockets of one actor on this node (0: unbounded)")
 }
 
@@ -54,6 +59,9 @@ func (r Realtime) validate() []error {
 	}
 	if r.Heartbeat < 0 || r.IdleTimeout < 0 || r.WriteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--realtime-heartbeat and --realtime-idle-timeout must not be negative, --realtime-write-timeout must be positive"))
+	}
+	if r.MaxPresenceBytes < 1 {
+		errs = append(errs, fmt.Errorf("--realtime-max-presence-bytes must be positive"))
 	}
 	if r.MaxSockets < 0 || r.MaxSocketsPerActor < 0 {
 		errs = append(errs, fmt.Errorf("--realtime-max-sockets and --realtime-max-sockets-per-actor must not be negative"))

@@ -56,6 +56,10 @@ type Metrics interface {
 	Dropped()
 	// Round is called for every socket round served.
 	Round()
+	// Presence is called for every presence event (PresenceJoined, …).
+	Presence(event string)
+	// PresenceDocs is called with +1 and -1 as documents come and go.
+	PresenceDocs(delta int)
 }
 
 // Defaults.
@@ -97,6 +101,10 @@ type Options struct {
 	// Now is the clock; Sleep waits on it (heartbeats).
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
+	// MaxPresenceBytes caps a presence document (0 → 16 KiB).
+	MaxPresenceBytes int
+	// Fanout, when set, carries presence to the other nodes.
+	Fanout ports.Fanout
 	// Metrics, when set, hears the channel's events.
 	Metrics Metrics
 	Log     *zap.Logger
@@ -107,6 +115,8 @@ type Hub struct {
 	o     Options
 	log   *zap.Logger
 	reads *readCache
+	node  string // names this node in presence events
+	pres  presence
 
 	mu       sync.Mutex
 	byPart   map[string]map[*Session]struct{}
@@ -121,11 +131,14 @@ func New(o Options) (*Hub, error) {
 	if o.Store == nil || o.Schema == nil || o.Resolver == nil || o.Rounds == nil {
 		return nil, errors.New("realtime: Store, Schema, Resolver and Rounds are required")
 	}
-	if o.MaxDeltaBytes < 0 || o.MaxSockets < 0 || o.MaxSocketsPerActor < 0 || o.SendQueueBytes < 0 {
+	if o.MaxDeltaBytes < 0 || o.MaxPresenceBytes < 0 || o.MaxSockets < 0 || o.MaxSocketsPerActor < 0 || o.SendQueueBytes < 0 {
 		return nil, errors.New("realtime: negative limit")
 	}
 	if o.MaxDeltaBytes == 0 {
 		o.MaxDeltaBytes = DefaultMaxDeltaBytes
+	}
+	if o.MaxPresenceBytes == 0 {
+		o.MaxPresenceBytes = DefaultMaxPresenceBytes
 	}
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = DefaultWriteTimeout
@@ -151,7 +164,11 @@ func New(o Options) (*Hub, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	return &Hub{o: o, log: o.Log, reads: newReadCache(1024), byPart: map[string]map[*Session]struct{}{}, perActor: map[string]int{}}, nil
+	return &Hub{
+		o: o, log: o.Log, reads: newReadCache(1024), node: newSessionID(),
+		pres:   presence{entries: map[pkey]map[peerID]*presenceEntry{}, holders: map[pkey]map[*Session]struct{}{}},
+		byPart: map[string]map[*Session]struct{}{}, perActor: map[string]int{},
+	}, nil
 }
 
 func (h *Hub) nowMs() int64 { return h.o.Now().UnixMilli() }
@@ -166,8 +183,12 @@ func (h *Hub) Commit(n ports.CommitNotice) {
 	}
 }
 
-// Event implements ports.FanoutHandler; no event kind is handled yet.
-func (h *Hub) Event(ports.FanoutEvent) {}
+// Event implements ports.FanoutHandler: presence heard from the nodes.
+func (h *Hub) Event(e ports.FanoutEvent) {
+	if e.Topic == TopicPresence {
+		h.remotePresence(e)
+	}
+}
 
 // Resync implements ports.FanoutHandler: notices may have been lost, so
 // every session reads its partition's log bounds and catches up.
@@ -341,6 +362,7 @@ func (h *Hub) RefreshScopes(ctx context.Context, partition, actorID string) {
 			regs = nil
 		}
 		s.setRegistrations(regs)
+		h.presenceRederive(s)
 	}
 }
 
@@ -363,10 +385,13 @@ func (h *Hub) Drain(ctx context.Context) error {
 	go func() { h.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// The sessions' leaves are queued; the other nodes drop whatever else
+	// they still hold from this one.
+	h.presenceGone(ctx)
+	return nil
 }
 
 func newSessionID() string {

@@ -47,6 +47,11 @@ type Session struct {
 	roundActive bool
 	conn        ports.RealtimeConn
 	closing     bool
+
+	// Presence state, guarded by hub.pres.mu: the scope keys held (the
+	// grant), set once hello is queued (pactive) and dropped at the end.
+	pkeys          map[string]struct{}
+	pactive, pdone bool
 }
 
 // notify records a noticed commit seq and wakes the worker.
@@ -97,6 +102,8 @@ func (s *Session) Run(ctx context.Context, c ports.RealtimeConn) {
 		return
 	}
 	s.out.control(text, "")
+	s.hub.presenceStart(s)
+	defer s.hub.presenceEnd(s)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.write(ctx, cancel, c) })
 	wg.Go(func() { s.work(ctx) })
@@ -203,10 +210,7 @@ func (s *Session) control(ctx context.Context, text []byte) {
 	case *realtime.Ack:
 		s.ack(ctx, m.Cursor)
 	case *realtime.PresencePublish:
-		// Presence is not offered yet: the publisher is told, loudly.
-		if t, err := realtime.Encode(&realtime.PresenceError{ScopeKey: m.ScopeKey, Error: realtime.PresenceForbidden, Timestamp: s.hub.nowMs()}); err == nil {
-			s.out.control(t, "")
-		}
+		s.presencePublish(m)
 	}
 }
 
@@ -349,6 +353,9 @@ func (s *Session) round(ctx context.Context, msg []byte) {
 	}
 	s.out.put(cw.final())
 	s.mu.Unlock()
+	if reload {
+		s.hub.presenceRederive(s)
+	}
 	signal(s.wakeCh)
 }
 

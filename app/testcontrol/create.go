@@ -38,6 +38,8 @@ type spec struct {
 	signedURLSeconds int64
 	// maxDeltaBytes is the realtime delta cap (0: the hub's default).
 	maxDeltaBytes int
+	// maxPresenceBytes is the presence document cap (0: the hub's default).
+	maxPresenceBytes int
 }
 
 // parseCreate reads a create body. An option it cannot honour is
@@ -115,7 +117,12 @@ func (s *spec) parseLimits(v json.RawMessage) error {
 				return fmt.Errorf("%s: want at least 1", k)
 			}
 			s.maxDeltaBytes = int(n)
-		default: // maxPresenceBytes needs presence
+		case "maxPresenceBytes":
+			if n == 0 {
+				return fmt.Errorf("%s: want at least 1", k)
+			}
+			s.maxPresenceBytes = int(n)
+		default:
 			return &unsupported{"limits." + k}
 		}
 	}

@@ -89,7 +89,7 @@ func newInstance(ctx context.Context, id, base, parentDir string, s spec, log *z
 	// No heartbeat and no pings: nothing in an instance runs on a timer.
 	inst.hub, err = realtime.New(realtime.Options{
 		Store: liveStore{inst}, Schema: func() *schema.Schema { return s.schema }, Resolver: inst.grants,
-		Rounds: liveRounds{inst}, MaxDeltaBytes: s.maxDeltaBytes, Now: inst.clock.Now, Log: log.Named("realtime"),
+		Rounds: liveRounds{inst}, MaxDeltaBytes: s.maxDeltaBytes, MaxPresenceBytes: s.maxPresenceBytes, Now: inst.clock.Now, Log: log.Named("realtime"),
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)

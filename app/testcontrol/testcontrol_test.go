@@ -223,7 +223,7 @@ func TestCreateCallClose(t *testing.T) {
 func TestUnsupportedCreateOptions(t *testing.T) {
 	p := newPlane(t)
 	tests := []struct{ extra, want string }{
-		{`, "limits": {"maxPresenceBytes": 10}`, "limits.maxPresenceBytes"},
+		{`, "limits": {"maxBlobBytes": 10}`, "limits.maxBlobBytes"},
 		{`, "leases": {"ttlMs": 1000}`, "leases"},
 		{`, "signedUrls": {"ttlSeconds": 5, "audience": "x"}`, "signedUrls.audience"},
 		{`, "blobStore": {}`, "blobStore"},
