@@ -1,6 +1,9 @@
 package ports
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // CommitNotice says that a partition's commit log advanced to CommitSeq.
 // It only wakes: whoever hears it reads the commits from storage, so a
@@ -43,10 +46,21 @@ type Fanout interface {
 	// receivers; an error means the notice may not reach other nodes.
 	PublishCommit(ctx context.Context, n CommitNotice) error
 	// PublishEvent announces an event; a payload larger than MaxEventBytes
-	// is refused.
+	// is refused with ErrFanoutEventTooLarge.
 	PublishEvent(ctx context.Context, e FanoutEvent) error
 	// MaxEventBytes is the largest event payload this fanout carries.
 	MaxEventBytes() int
 	// Listen delivers to h until ctx ends or the returned stop is called.
+	// Once stop returns, h is not called again; stop must not be called
+	// from inside h's methods (it waits for the call in progress).
 	Listen(ctx context.Context, h FanoutHandler) (stop func(), err error)
 }
+
+// Errors every Fanout returns, matched with errors.Is.
+var (
+	// ErrFanoutEventTooLarge refuses an event whose payload exceeds
+	// MaxEventBytes (or whose topic or key exceeds the adapter's bound).
+	ErrFanoutEventTooLarge = errors.New("fanout: event too large")
+	// ErrFanoutClosed refuses publishing and listening on a closed fanout.
+	ErrFanoutClosed = errors.New("fanout: closed")
+)
