@@ -295,6 +295,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		AdminModule,
 		SyncAPIModule,
 		SyncModule,
+		FanoutModule,
 		SegmentsModule,
 		TestControlModule,
 		fx.Options(extra...),

@@ -81,6 +81,9 @@ type Config struct {
 	Limits Limits
 	// Admin holds the admin listener's access settings.
 	Admin Admin
+	// Fanout is how commit notices and realtime events reach the other
+	// nodes: auto, local or postgres.
+	Fanout string
 	// TestControlListen is host:port of the conformance test-control
 	// plane; empty (the default) leaves it out entirely.
 	TestControlListen string
@@ -132,6 +135,7 @@ func Default() Config {
 		Realtime:        DefaultRealtime(),
 		Limits:          DefaultLimits(),
 		JWT:             JWT{Leeway: DefaultJWTLeeway},
+		Fanout:          FanoutAuto,
 	}
 }
 
@@ -225,6 +229,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--shutdown-delay must not be negative"))
 	}
 	errs = append(errs, c.validateTestControl()...)
+	errs = append(errs, c.validateFanout()...)
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
@@ -301,6 +306,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	c.Limits.flags(fs)
 	c.exposureFlags(fs)
 	c.testControlFlags(fs)
+	c.fanoutFlags(fs)
 	if configFile != nil {
 		fs.StringVar(configFile, "config", *configFile, "optional YAML file with the same keys as the flags")
 	}

@@ -1,0 +1,91 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/adapters/fanout/local"
+	"github.com/syncd-dev/syncd/adapters/fanout/pgnotify"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// FanoutModule provides ports.Fanout by --fanout: LISTEN/NOTIFY on the
+// PostgreSQL --database (auto with a postgres:// database, or postgres),
+// in process otherwise; and a commit listener that announces every
+// applied commit on it, so a push on any node wakes every node's
+// realtime sessions.
+var FanoutModule = fx.Module("syncd.fanout",
+	fx.Provide(NewFanout),
+	ProvideCommitListener(NewCommitAnnouncer),
+)
+
+// FanoutParams are the inputs of NewFanout.
+type FanoutParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+	Log       *zap.Logger
+	Clock     Clock
+}
+
+// NewFanout builds the configured fanout. The PostgreSQL one starts
+// listening in OnStart (connecting in the background, with backoff) and
+// stops in OnStop; neither hook waits for the database.
+func NewFanout(p FanoutParams) (ports.Fanout, error) {
+	log := p.Log.Named("fanout")
+	mode := p.Config.FanoutMode()
+	switch mode {
+	case config.FanoutLocal:
+		f := local.New(local.Options{Log: log})
+		p.Lifecycle.Append(fx.StopHook(f.Close))
+		log.Info("fanout in process (one node)")
+		return f, nil
+	case config.FanoutPostgres:
+		kind, dsn, err := config.ParseDatabase(p.Config.Database)
+		if err != nil {
+			return nil, err
+		}
+		if kind != config.Postgres {
+			return nil, errors.New("--fanout postgres needs a postgres:// --database")
+		}
+		f, err := pgnotify.New(pgnotify.Options{DSN: dsn, Log: log, Sleep: p.Clock.Sleep})
+		if err != nil {
+			return nil, err
+		}
+		p.Lifecycle.Append(fx.Hook{
+			OnStart: func(context.Context) error { f.Start(); return nil },
+			OnStop:  f.Close,
+		})
+		log.Info("fanout through PostgreSQL LISTEN/NOTIFY")
+		return f, nil
+	}
+	return nil, fmt.Errorf("--fanout %q: want auto, local or postgres", mode)
+}
+
+// CommitAnnouncer is the commit listener that publishes a CommitNotice
+// for every applied commit.
+type CommitAnnouncer struct {
+	Fanout ports.Fanout
+	Log    *zap.Logger
+}
+
+// NewCommitAnnouncer announces on f.
+func NewCommitAnnouncer(f ports.Fanout, log *zap.Logger) *CommitAnnouncer {
+	return &CommitAnnouncer{Fanout: f, Log: log.Named("fanout")}
+}
+
+// CommitApplied publishes the commit's notice; it never fails the push
+// (publishing only queues). A lost notice delays other nodes' sessions
+// until the next commit or catch-up.
+func (a *CommitAnnouncer) CommitApplied(ctx context.Context, partition string, c commit.Commit) {
+	if err := a.Fanout.PublishCommit(ctx, ports.CommitNotice{Partition: partition, CommitSeq: c.Seq}); err != nil {
+		a.Log.Warn("commit notice not published", zap.String("partition", partition),
+			zap.Int64("commit_seq", c.Seq), zap.Error(err))
+	}
+}
