@@ -11,18 +11,16 @@ import (
 	"github.com/syncd-dev/syncd/adapters/fanout/local"
 	"github.com/syncd-dev/syncd/adapters/fanout/pgnotify"
 	"github.com/syncd-dev/syncd/app/config"
-	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/ports"
 )
 
 // FanoutModule provides ports.Fanout by --fanout: LISTEN/NOTIFY on the
 // PostgreSQL --database (auto with a postgres:// database, or postgres),
-// in process otherwise; and a commit listener that announces every
-// applied commit on it, so a push on any node wakes every node's
-// realtime sessions.
+// in process otherwise. The realtime module's relay announces every
+// applied commit on it, so a push on any node wakes every node's realtime
+// sessions.
 var FanoutModule = fx.Module("syncd.fanout",
 	fx.Provide(NewFanout),
-	ProvideCommitListener(NewCommitAnnouncer),
 )
 
 // FanoutParams are the inputs of NewFanout.
@@ -66,26 +64,4 @@ func NewFanout(p FanoutParams) (ports.Fanout, error) {
 		return f, nil
 	}
 	return nil, fmt.Errorf("--fanout %q: want auto, local or postgres", mode)
-}
-
-// CommitAnnouncer is the commit listener that publishes a CommitNotice
-// for every applied commit.
-type CommitAnnouncer struct {
-	Fanout ports.Fanout
-	Log    *zap.Logger
-}
-
-// NewCommitAnnouncer announces on f.
-func NewCommitAnnouncer(f ports.Fanout, log *zap.Logger) *CommitAnnouncer {
-	return &CommitAnnouncer{Fanout: f, Log: log.Named("fanout")}
-}
-
-// CommitApplied publishes the commit's notice; it never fails the push
-// (publishing only queues). A lost notice delays other nodes' sessions
-// until the next commit or catch-up.
-func (a *CommitAnnouncer) CommitApplied(ctx context.Context, partition string, c commit.Commit) {
-	if err := a.Fanout.PublishCommit(ctx, ports.CommitNotice{Partition: partition, CommitSeq: c.Seq}); err != nil {
-		a.Log.Warn("commit notice not published", zap.String("partition", partition),
-			zap.Int64("commit_seq", c.Seq), zap.Error(err))
-	}
 }
