@@ -29,6 +29,7 @@ import (
 // Store is the storage the realtime channel needs.
 type Store interface {
 	TouchPartition(ctx context.Context, partition string, nowMs int64) (string, error)
+	LogEpoch(ctx context.Context, partition string) (epoch string, ok bool, err error)
 	GetClient(ctx context.Context, partition, clientID string) (*ports.ClientRecord, error)
 	BindClient(ctx context.Context, partition, clientID, actorID string) (string, error)
 	AdvanceClientCursor(ctx context.Context, a ports.CursorAdvance) (bool, error)
@@ -185,8 +186,41 @@ func (h *Hub) Commit(n ports.CommitNotice) {
 
 // Event implements ports.FanoutHandler: presence heard from the nodes.
 func (h *Hub) Event(e ports.FanoutEvent) {
-	if e.Topic == TopicPresence {
+	switch e.Topic {
+	case TopicPresence:
 		h.remotePresence(e)
+	case TopicReset:
+		if string(e.Payload) != h.node { // this node's were reset when published
+			h.resetLocal(e.Key)
+		}
+	}
+}
+
+// TopicReset is the fanout topic of partition resets (ResetPartition).
+const TopicReset = "reset"
+
+// ResetPartition tells the partition's sessions, on every node, that its
+// log is discontinuous (SPEC §8.3 reset-required: a restore rotated the
+// log epoch, a forced resync): each session re-reads the epoch, the log
+// bounds and its registrations (a rotation deletes the client records, so
+// it keeps none until the client pulls again), suppresses deltas and is
+// sent a reset-required wake-up.
+func (h *Hub) ResetPartition(ctx context.Context, partition string) {
+	h.resetLocal(partition)
+	if h.o.Fanout == nil {
+		return
+	}
+	if err := h.o.Fanout.PublishEvent(ctx, ports.FanoutEvent{Topic: TopicReset, Key: partition, Payload: []byte(h.node)}); err != nil {
+		// The other nodes' sessions notice the new epoch on their next resync.
+		h.log.Warn("partition reset not published to the other nodes", zap.String("partition", partition), zap.Error(err))
+	}
+}
+
+func (h *Hub) resetLocal(partition string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.byPart[partition] {
+		s.reset()
 	}
 }
 
@@ -279,7 +313,7 @@ func (h *Hub) admit(ctx context.Context, id ports.Identity, clientID string) (*S
 			s.wire = uint16(rec.WireVersion)
 		}
 	}
-	s.lastSeq = b.MaxSeq
+	s.lastSeq, s.horizon = b.MaxSeq, b.HorizonSeq
 	s.regs = regs
 	s.wakePending = s.cursor < b.MaxSeq
 	s.hello = &realtime.Hello{
@@ -344,8 +378,9 @@ func actorKey(id ports.Identity) string { return id.Partition + "\x00" + id.Acto
 // RefreshScopes re-resolves the registrations of the partition's sessions
 // (of one actor when actorID is not empty), SPEC §8.7 host-initiated
 // refresh. It fails closed: a session whose client record or scopes
-// cannot be read loses every registration.
-func (h *Hub) RefreshScopes(ctx context.Context, partition, actorID string) {
+// cannot be read loses every registration (and, with them, its presence).
+// It returns the number of sessions refreshed.
+func (h *Hub) RefreshScopes(ctx context.Context, partition, actorID string) int {
 	h.mu.Lock()
 	var ss []*Session
 	for s := range h.byPart[partition] {
@@ -364,6 +399,7 @@ func (h *Hub) RefreshScopes(ctx context.Context, partition, actorID string) {
 		s.setRegistrations(regs)
 		h.presenceRederive(s)
 	}
+	return len(ss)
 }
 
 // Drain refuses new sockets and closes every open one with 1001 (going

@@ -27,9 +27,35 @@ type fakeStore struct {
 	clients map[string]*ports.ClientRecord
 	binds   map[string]string
 	acks    []ports.CursorAdvance
+	epoch   string
+	horizon int64
 }
 
-func (f *fakeStore) TouchPartition(context.Context, string, int64) (string, error) { return "e1", nil }
+func (f *fakeStore) TouchPartition(context.Context, string, int64) (string, error) {
+	return f.epochNow(), nil
+}
+
+func (f *fakeStore) LogEpoch(context.Context, string) (string, bool, error) {
+	return f.epochNow(), true, nil
+}
+
+// epochNow is the partition's epoch: e1 until rotate.
+func (f *fakeStore) epochNow() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.epoch == "" {
+		return "e1"
+	}
+	return f.epoch
+}
+
+// rotate is a restore: a new epoch, the client records gone, the log
+// back at n commits.
+func (f *fakeStore) rotate(epoch string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.epoch, f.clients, f.commits = epoch, map[string]*ports.ClientRecord{}, f.commits[:n]
+}
 
 func (f *fakeStore) GetClient(_ context.Context, _, id string) (*ports.ClientRecord, error) {
 	f.mu.Lock()
@@ -61,7 +87,7 @@ func (f *fakeStore) AdvanceClientCursor(_ context.Context, a ports.CursorAdvance
 func (f *fakeStore) LogBounds(context.Context, string) (ports.LogBounds, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return ports.LogBounds{MaxSeq: int64(len(f.commits))}, nil
+	return ports.LogBounds{MaxSeq: int64(len(f.commits)), HorizonSeq: f.horizon}, nil
 }
 
 func (f *fakeStore) ReadCommitWindow(_ context.Context, _ string, w ports.CommitWindow) ([]commit.Commit, error) {
@@ -368,4 +394,90 @@ func TestSocketLimitsAndDrain(t *testing.T) {
 	if f.hub.Sessions() != 0 {
 		t.Fatalf("%d sessions after the drain", f.hub.Sessions())
 	}
+}
+
+// waitAck waits until the store holds n acks and returns them.
+func (f *fakeStore) waitAck(t *testing.T, n int) []ports.CursorAdvance {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		f.mu.Lock()
+		acks := append([]ports.CursorAdvance(nil), f.acks...)
+		f.mu.Unlock()
+		if len(acks) >= n {
+			return acks
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d acks stored, want %d", len(acks), n)
+		}
+	}
+}
+
+func wantWake(t *testing.T, c *fakeConn, reason domrt.WakeReason, cursor int64) {
+	t.Helper()
+	w, ok := c.event(t).(*domrt.Wake)
+	if !ok || w.Reason != reason || w.Cursor != cursor {
+		t.Fatalf("want a %s wake-up at cursor %d, got %+v", reason, cursor, w)
+	}
+}
+
+// SPEC §8.3: reset-required is the server-declared discontinuity: the
+// log epoch rotated (a restore), a cursor below the pruning horizon.
+func TestResetRequired(t *testing.T) {
+	t.Run("a restore's epoch rotation resets the connected sessions", func(t *testing.T) {
+		f := newFixture(t, realtime.Options{})
+		c, _ := f.connect(t, "alice", "b")
+		f.st.commit("alice")
+		f.publish(f.st.commit("alice"))
+		if m := c.next(t); !m.Binary || m.Data[0] != domrt.TagDelta {
+			t.Fatalf("want a delta, got %s", m.Data)
+		}
+		f.st.rotate("e2", 1) // the backup held one commit
+		f.hub.ResetPartition(context.Background(), "p")
+		wantWake(t, c, domrt.WakeResetRequired, 1)
+		// The rotation deleted the client record: no registration is left,
+		// and acks carry the new epoch.
+		f.publish(f.st.commit("alice"))
+		c.in <- ports.RealtimeMessage{Data: []byte(`{"type":"ack","cursor":2}`)}
+		if acks := f.st.waitAck(t, 1); acks[0].LogEpoch != "e2" {
+			t.Fatalf("ack after the reset stored under epoch %q", acks[0].LogEpoch)
+		}
+		c.in <- ports.RealtimeMessage{Data: []byte(`{"type":"ack","cursor":2}`)}
+		f.st.waitAck(t, 2)
+		select {
+		case m := <-c.out:
+			t.Fatalf("a session without registrations was sent %s", m.Data)
+		default:
+		}
+	})
+	t.Run("a resync notices a rotation whose reset was not heard", func(t *testing.T) {
+		f := newFixture(t, realtime.Options{})
+		c, _ := f.connect(t, "alice", "b")
+		f.st.commit("alice")
+		f.st.rotate("e2", 0)
+		f.hub.Resync()
+		wantWake(t, c, domrt.WakeResetRequired, 0)
+	})
+	t.Run("a catch-up below the pruning horizon is reset-required", func(t *testing.T) {
+		f := newFixture(t, realtime.Options{})
+		for range 3 {
+			f.st.commit("alice")
+		}
+		f.st.horizon = 2 // the record's cursor 0 was pruned past
+		c, h := f.connect(t, "alice", "b")
+		if !h.RequiresSync {
+			t.Fatalf("hello %+v", h)
+		}
+		f.publish(f.st.commit("alice"))
+		wantWake(t, c, domrt.WakeResetRequired, 4)
+	})
+	t.Run("a catch-up above the horizon stays catchup-required", func(t *testing.T) {
+		f := newFixture(t, realtime.Options{})
+		for range 3 {
+			f.st.commit("alice")
+		}
+		f.st.horizon = 0
+		c, _ := f.connect(t, "alice", "b")
+		f.publish(f.st.commit("alice"))
+		wantWake(t, c, domrt.WakeCatchupRequired, 4)
+	})
 }

@@ -23,13 +23,13 @@ type Session struct {
 	id        ports.Identity
 	clientID  string
 	sessionID string
-	epoch     string
 	hello     *realtime.Hello
 	out       *outbox
 
 	wakeCh chan struct{}
 	target atomic.Int64 // highest noticed commit seq
 	resynk atomic.Bool  // read the log bounds before the next pass
+	resetq atomic.Bool  // rebase on the partition's log before the next pass
 	rounds sync.WaitGroup
 
 	released bool // guarded by hub.mu
@@ -40,6 +40,10 @@ type Session struct {
 	// cursor is the highest seq acknowledged or delivered; lastSeq the
 	// highest seq observed (notices, acks, the session's own rounds).
 	cursor, lastSeq int64
+	// epoch is the partition's log epoch the session serves; horizon the
+	// pruning horizon last read.
+	epoch   string
+	horizon int64
 	// wakePending suppresses deltas until an ack reaches lastSeq (§8.2).
 	wakePending bool
 	regs        []registration
@@ -68,6 +72,12 @@ func (s *Session) notify(seq int64) {
 // resync makes the worker read the log bounds: notices may have been lost.
 func (s *Session) resync() {
 	s.resynk.Store(true)
+	signal(s.wakeCh)
+}
+
+// reset makes the worker rebase the session on the partition's log.
+func (s *Session) reset() {
+	s.resetq.Store(true)
 	signal(s.wakeCh)
 }
 
@@ -225,10 +235,11 @@ func (s *Session) ack(ctx context.Context, cursor int64) {
 	if s.cursor >= s.lastSeq {
 		s.wakePending = false
 	}
+	epoch := s.epoch
 	s.mu.Unlock()
 	if _, err := s.hub.o.Store.AdvanceClientCursor(ctx, ports.CursorAdvance{
 		Partition: s.id.Partition, ClientID: s.clientID, ActorID: s.id.ActorID,
-		LogEpoch: s.epoch, Cursor: cursor, NowMs: s.hub.nowMs(),
+		LogEpoch: epoch, Cursor: cursor, NowMs: s.hub.nowMs(),
 	}); err != nil && ctx.Err() == nil {
 		s.hub.log.Warn("realtime ack not stored", zap.String("partition", s.id.Partition),
 			zap.String("client_id", s.clientID), zap.Error(err))
@@ -276,7 +287,7 @@ func (s *Session) round(ctx context.Context, msg []byte) {
 		m.Round()
 	}
 	s.mu.Lock()
-	errWire := s.wire
+	errWire, epoch := s.wire, s.epoch
 	s.mu.Unlock()
 	if v := binary.LittleEndian.Uint16(msg[4:]); admitted(s.hub.o.Rounds.Versions(), v) {
 		errWire = v
@@ -306,7 +317,7 @@ func (s *Session) round(ctx context.Context, msg []byte) {
 		if ctx.Err() != nil {
 			return
 		}
-		resp = syncsvc.ErrorResponse(err, errWire, s.epoch)
+		resp = syncsvc.ErrorResponse(err, errWire, epoch)
 	}
 	defer resp.Release()
 	var own int64 = -1
@@ -368,8 +379,13 @@ func admitted(vs []uint16, v uint16) bool {
 	return false
 }
 
-// sendWake queues a wake-up; callers hold mu.
+// sendWake queues a wake-up; callers hold mu. A catch-up of a session
+// whose cursor fell below the pruning horizon is a reset (§8.3): its pull
+// answers with a reset section, not the commits it missed.
 func (s *Session) sendWake(reason realtime.WakeReason) {
+	if reason == realtime.WakeCatchupRequired && s.cursor >= 0 && s.cursor < s.horizon {
+		reason = realtime.WakeResetRequired
+	}
 	text, err := realtime.Encode(&realtime.Wake{Cursor: s.lastSeq, Reason: reason, Timestamp: s.hub.nowMs()})
 	if err != nil {
 		return
@@ -421,8 +437,13 @@ func (s *Session) work(ctx context.Context) {
 			return
 		case <-s.wakeCh:
 		}
+		if s.resetq.Swap(false) {
+			s.resynk.Store(false)
+			s.rebase(ctx)
+			continue
+		}
 		if s.resynk.Swap(false) {
-			b, err := s.hub.o.Store.LogBounds(ctx, s.id.Partition)
+			b, epoch, err := s.bounds(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -430,10 +451,71 @@ func (s *Session) work(ctx context.Context) {
 				s.catchUp()
 				continue
 			}
+			s.mu.Lock()
+			rotated := epoch != s.epoch
+			s.horizon = max(s.horizon, b.HorizonSeq)
+			s.mu.Unlock()
+			if rotated { // a restore while notices were lost
+				s.rebase(ctx)
+				continue
+			}
 			s.notify(b.MaxSeq)
 		}
 		s.pass(ctx)
 	}
+}
+
+// bounds reads the partition's log bounds and epoch.
+func (s *Session) bounds(ctx context.Context) (ports.LogBounds, string, error) {
+	epoch, _, err := s.hub.o.Store.LogEpoch(ctx, s.id.Partition)
+	if err != nil {
+		return ports.LogBounds{}, "", err
+	}
+	b, err := s.hub.o.Store.LogBounds(ctx, s.id.Partition)
+	return b, epoch, err
+}
+
+// rebase moves the session onto the partition's log as it is now (a
+// restore rotated the epoch, or the host forced a resync): the epoch and
+// bounds re-read, the registrations re-loaded (failing closed: none), the
+// cursor the stored one (none after a rotation, which deletes the client
+// records), deltas suppressed until the client pulls and acks, and a
+// reset-required wake-up sent (§8.3).
+func (s *Session) rebase(ctx context.Context) {
+	b, epoch, err := s.bounds(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.hub.log.Warn("realtime reset could not read the log; the session keeps no registration",
+				zap.String("partition", s.id.Partition), zap.String("client_id", s.clientID), zap.Error(err))
+		}
+		s.mu.Lock()
+		s.regs = nil
+		s.wakePending = true
+		s.sendWake(realtime.WakeResetRequired)
+		s.mu.Unlock()
+		s.hub.presenceRederive(s)
+		return
+	}
+	rec, regs, err := s.hub.load(ctx, s.id, s.clientID)
+	if err != nil {
+		regs = nil
+	}
+	// The old epoch's seqs mean nothing now: the notice target restarts at
+	// the new log's end (a later notice raises it again).
+	s.target.Store(b.MaxSeq)
+	s.mu.Lock()
+	s.epoch, s.horizon = epoch, b.HorizonSeq
+	s.lastSeq, s.cursor = b.MaxSeq, -1
+	if rec != nil && rec.ActorID == s.id.ActorID {
+		s.cursor = rec.Cursor
+	} else {
+		regs = nil
+	}
+	s.regs = regs
+	s.wakePending = true
+	s.sendWake(realtime.WakeResetRequired)
+	s.mu.Unlock()
+	s.hub.presenceRederive(s)
 }
 
 // catchUp falls back to a wake-up when the log cannot be read.

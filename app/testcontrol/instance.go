@@ -262,6 +262,14 @@ func (l liveStore) TouchPartition(ctx context.Context, partition string, nowMs i
 	return st.TouchPartition(ctx, partition, nowMs)
 }
 
+func (l liveStore) LogEpoch(ctx context.Context, partition string) (string, bool, error) {
+	st, err := l.store()
+	if err != nil {
+		return "", false, err
+	}
+	return st.LogEpoch(ctx, partition)
+}
+
 func (l liveStore) GetClient(ctx context.Context, partition, clientID string) (*ports.ClientRecord, error) {
 	st, err := l.store()
 	if err != nil {

@@ -263,7 +263,8 @@ func captureBackup(ctx context.Context, c *call) (any, error) {
 
 // restoreBackup replaces the database with the snapshot, then rotates the
 // partition's log epoch to restored-<nowMs>, as a real restore must (SPEC
-// §2.1): clients holding the old epoch re-bootstrap.
+// §2.1): clients holding the old epoch re-bootstrap, and the connected
+// sockets are sent reset-required (§8.3).
 func restoreBackup(ctx context.Context, c *call) (any, error) {
 	in := c.in
 	in.mu.Lock()
@@ -297,6 +298,7 @@ func restoreBackup(ctx context.Context, c *call) (any, error) {
 	if err != nil && syncerr.CodeOf(err) != syncerr.StoragePartitionUnregistered {
 		return nil, fmt.Errorf("rotate the log epoch: %w", err)
 	}
+	in.hub.ResetPartition(ctx, in.spec.partition)
 	return nil, nil
 }
 
