@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/ports"
 )
 
 // AdminOptions configure the admin handler.
@@ -24,12 +26,19 @@ type AdminOptions struct {
 	Token string
 	// Pprof serves /debug/pprof.
 	Pprof bool
+	// Refresher, when set, serves POST /admin/realtime/refresh-scopes.
+	Refresher ports.ScopeRefresher
 }
+
+// maxAdminBodyBytes bounds an admin request body.
+const maxAdminBodyBytes = 64 << 10
 
 // NewAdminHandler serves the admin listener: /livez (the process answers),
 // /readyz (the readiness document; 503 until ready), /metrics (Prometheus)
-// and, with o.Pprof, /debug/pprof. It is never mounted on the sync API
-// listener.
+// and, with o.Pprof, /debug/pprof; with o.Refresher, POST
+// /admin/realtime/refresh-scopes re-resolves the realtime sessions of a
+// partition ({"partition": …, "actorId": … optional}; answers
+// {"sessions": n}). It is never mounted on the sync API listener.
 func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger, o AdminOptions) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
@@ -47,6 +56,22 @@ func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger, o AdminOptions) 
 		Registry: m.Registry,
 		ErrorLog: zap.NewStdLog(log.Named("metrics")),
 	}))
+	if o.Refresher != nil {
+		mux.HandleFunc("POST /admin/realtime/refresh-scopes", func(w http.ResponseWriter, req *http.Request) {
+			var in struct {
+				Partition string `json:"partition"`
+				ActorID   string `json:"actorId"`
+			}
+			dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxAdminBodyBytes))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&in); err != nil || in.Partition == "" {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"partition": "<partition>", "actorId": "<actor, optional>"}`})
+				return
+			}
+			n := o.Refresher.RefreshScopes(req.Context(), in.Partition, in.ActorID)
+			writeJSON(w, http.StatusOK, map[string]int{"sessions": n})
+		})
+	}
 	if o.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

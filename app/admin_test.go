@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -120,4 +121,68 @@ func TestAdminTokenOnTheListener(t *testing.T) {
 	if code, _ := get(t, "GET", h.url(app.ServerAdmin, "/livez")); code != 200 {
 		t.Fatalf("livez: %d", code)
 	}
+}
+
+// refresher records the refreshes the admin endpoint asks for.
+type refresher struct{ calls [][2]string }
+
+func (r *refresher) RefreshScopes(_ context.Context, partition, actorID string) int {
+	r.calls = append(r.calls, [2]string{partition, actorID})
+	return 3
+}
+
+// TestAdminRefreshScopes: POST /admin/realtime/refresh-scopes hands the
+// partition (and optional actor) to the scope refresher, behind the admin
+// token; a body without a partition is refused.
+func TestAdminRefreshScopes(t *testing.T) {
+	const token = "0123456789abcdef-admin"
+	r := app.NewReadiness(app.NewClock())
+	m, err := app.NewMetrics(app.BuildInfo{}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, body, auth string
+		want             int
+		call             [2]string
+	}{
+		{"without the token", `{"partition":"p"}`, "", 401, [2]string{}},
+		{"a partition", `{"partition":"p"}`, "Bearer " + token, 200, [2]string{"p", ""}},
+		{"one actor", `{"partition":"p","actorId":"alice"}`, "Bearer " + token, 200, [2]string{"p", "alice"}},
+		{"no partition", `{"actorId":"alice"}`, "Bearer " + token, 400, [2]string{}},
+		{"not JSON", `partition=p`, "Bearer " + token, 400, [2]string{}},
+		{"an unknown field", `{"partition":"p","actor":"alice"}`, "Bearer " + token, 400, [2]string{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rf := &refresher{}
+			h := app.NewAdminHandler(r, m, zap.NewNop(), app.AdminOptions{Token: token, Refresher: rf})
+			req := httptest.NewRequest(http.MethodPost, "/admin/realtime/refresh-scopes", strings.NewReader(tc.body))
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.want, rec.Body)
+			}
+			if tc.want != 200 {
+				if len(rf.calls) != 0 {
+					t.Fatalf("refreshed %v on a refused request", rf.calls)
+				}
+				return
+			}
+			if len(rf.calls) != 1 || rf.calls[0] != tc.call || strings.TrimSpace(rec.Body.String()) != `{"sessions":3}` {
+				t.Fatalf("calls %v, body %s", rf.calls, rec.Body)
+			}
+		})
+	}
+	t.Run("no refresher: not served", func(t *testing.T) {
+		h := app.NewAdminHandler(r, m, zap.NewNop(), app.AdminOptions{})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/admin/realtime/refresh-scopes", strings.NewReader(`{"partition":"p"}`)))
+		if rec.Code != 404 {
+			t.Fatalf("status %d", rec.Code)
+		}
+	})
 }

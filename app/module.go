@@ -51,8 +51,8 @@ var CoreModule = fx.Module("syncd.core",
 // on the admin listener; with --admin-token-file every route but the
 // health probes requires that bearer token.
 var AdminModule = fx.Module("syncd.admin",
-	fx.Invoke(func(p serverParams, cfg config.Config, r *Readiness, m *Metrics) error {
-		o := AdminOptions{Pprof: cfg.Admin.Pprof}
+	fx.Invoke(func(p serverParams, cfg config.Config, r *Readiness, m *Metrics, a adminParams) error {
+		o := AdminOptions{Pprof: cfg.Admin.Pprof, Refresher: a.Refresher}
 		if cfg.Admin.TokenFile != "" {
 			tok, err := ReadAdminToken(cfg.Admin.TokenFile)
 			if err != nil {
@@ -64,6 +64,11 @@ var AdminModule = fx.Module("syncd.admin",
 		return nil
 	}),
 )
+
+type adminParams struct {
+	fx.In
+	Refresher ports.ScopeRefresher `optional:"true"`
+}
 
 // SyncAPIModule serves the sync API on the main listener.
 var SyncAPIModule = fx.Module("syncd.syncapi",

@@ -25,6 +25,7 @@ var RealtimeModule = fx.Module("syncd.realtime",
 		newRealtimeRelay,
 		fx.Annotate(func(r *realtime.Relay) ports.CommitListener { return r }, fx.ResultTags(`group:"syncd.commit_listeners"`)),
 		NewRealtimeHub,
+		newScopeRefresher,
 		fx.Annotate(newRealtimeRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
 	),
 	fx.Invoke(registerRealtime),
@@ -73,6 +74,19 @@ func NewRealtimeHub(p RealtimeHubParams) (*realtime.Hub, error) {
 		Now: p.Clock.Now, Sleep: p.Clock.Sleep, Metrics: m, Log: p.Log.Named("realtime"),
 	})
 }
+
+// newScopeRefresher is the hub as the hosts' ports.ScopeRefresher (a
+// graph without realtime refreshes nothing).
+func newScopeRefresher(h *realtime.Hub) ports.ScopeRefresher {
+	if h == nil {
+		return noSessions{}
+	}
+	return h
+}
+
+type noSessions struct{}
+
+func (noSessions) RefreshScopes(context.Context, string, string) int { return 0 }
 
 type realtimeRouteParams struct {
 	fx.In

@@ -35,3 +35,16 @@ type RealtimeConn interface {
 	// Close closes the socket with a close code and a short reason.
 	Close(code int, reason string) error
 }
+
+// ScopeRefresher re-resolves the registrations of a node's live realtime
+// sessions (SPEC §8.7 host-initiated refresh): a host that changed an
+// actor's memberships calls it instead of waiting for each client's next
+// round. Sessions whose scopes can no longer be resolved (resolver error,
+// unreadable client record) lose every registration, and with them their
+// presence. It returns the number of sessions refreshed on this node; a
+// host with several nodes calls it on each.
+type ScopeRefresher interface {
+	// RefreshScopes refreshes the partition's sessions, those of actorID
+	// only when it is not empty.
+	RefreshScopes(ctx context.Context, partition, actorID string) int
+}

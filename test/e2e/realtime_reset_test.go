@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"go.uber.org/fx"
+
 	"github.com/syncd-dev/syncd/domain/realtime"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/ssptest"
@@ -14,7 +16,8 @@ import (
 // §8.3: its pull answers with a reset section, §4.6).
 func TestRealtimeResetBelowTheHorizon(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
-		s := start(t, e, serverOpts{})
+		var rf ports.ScopeRefresher
+		s := start(t, e, serverOpts{extra: []fx.Option{fx.Populate(&rf)}})
 		ctx := context.Background()
 		owner := map[string][]string{"owner": {"alice"}}
 		r := newReplica(t, s, alice("rt-prune"), "c1")
@@ -36,6 +39,13 @@ func TestRealtimeResetBelowTheHorizon(t *testing.T) {
 		w.pull(ssptest.Commit("k1", ssptest.Upsert("projects", "p-new", project(t, s.sch, "p-new", "alice", "New"), -1)))
 		if wk, ok := k.event().(*realtime.Wake); !ok || wk.Reason != realtime.WakeResetRequired || wk.Cursor != 41 {
 			t.Fatalf("want reset-required at 41, got %+v", wk)
+		}
+		// The graph hands hosts the hub as its scope refresher.
+		if n := rf.RefreshScopes(ctx, "rt-prune", "alice"); n != 1 {
+			t.Fatalf("refreshed %d sessions, want the one socket", n)
+		}
+		if n := rf.RefreshScopes(ctx, "rt-prune", "bob"); n != 0 {
+			t.Fatalf("refreshed %d sessions of another actor", n)
 		}
 	})
 }
