@@ -18,6 +18,7 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/ports"
@@ -230,6 +231,9 @@ func TestReadyzStorageEngines(t *testing.T) {
 		u.Host = proxy.addr
 		cfg := testConfig(t)
 		cfg.Database = u.String()
+		// Only storage is under test: the LISTEN/NOTIFY fanout, which
+		// would go through the proxy too, has its own readiness test.
+		cfg.Fanout = config.FanoutLocal
 		clock := newTestClock()
 		h := start(t, cfg, app.StorageModule, useClock(clock))
 		waitReadyz(t, h, 200)
