@@ -3,13 +3,16 @@
 // replay under their idempotency keys, pull with subscriptions, bootstrap
 // that follows bootstrapState pages, SEGMENT_INLINE decoding and
 // SEGMENT_REF download (direct with X-Syncular-Scopes, or a signed URL)
-// with content-address verification, gzip and zstd both ways, and a small
-// in-memory replica of the rows it was sent.
+// with content-address verification, gzip and zstd both ways, the realtime
+// channel (Connect: sync rounds over the socket, deltas applied and
+// acknowledged, wake-ups served by a round), and a small in-memory replica
+// of the rows it was sent.
 //
 // It is a regular package rather than a test helper so the load tool
 // (cmd/syncload) and other programs can drive a server with it; it is
-// built only on the domain codec (domain/ssp2, domain/rowcodec) and the
-// standard HTTP client, never on the server's own packages.
+// built only on the domain codec (domain/ssp2, domain/rowcodec,
+// domain/realtime), the standard HTTP client and a WebSocket library,
+// never on the server's own packages.
 //
 // A Client is one replica: it is not safe for concurrent use.
 package client
@@ -79,6 +82,7 @@ type Client struct {
 	seq     int
 	prefix  string
 	stats   Stats
+	rt      *Realtime // open realtime connection: rounds go over it
 }
 
 // Subscription is a registered subscription and its pull state.
@@ -119,6 +123,11 @@ type Stats struct {
 	SegmentBytes      int64
 	BootstrapRows     int64
 	ResponseBodyBytes int64
+	// Rounds counts the requests sent as socket rounds (also in Requests).
+	Rounds int
+	// Deltas and DeltaBytes count the realtime deltas received.
+	Deltas     int
+	DeltaBytes int64
 }
 
 // New returns a client.

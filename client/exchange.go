@@ -107,7 +107,7 @@ func (c *Client) AcquireEpoch(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("client: encode request: %w", err)
 	}
-	raw, err := c.post(ctx, body)
+	raw, err := c.send(ctx, body)
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,8 @@ func (c *Client) exchange(ctx context.Context, pull bool) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: encode request: %w", err)
 	}
-	raw, err := c.post(ctx, body)
+	rt := c.Realtime()
+	raw, err := c.send(ctx, body)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +146,29 @@ func (c *Client) exchange(ctx context.Context, pull bool) (*Result, error) {
 	if msg.Kind != ssp2.KindResponse {
 		return nil, fmt.Errorf("client: response message has kind %v", msg.Kind)
 	}
-	return c.apply(ctx, msg, sent)
+	res, err := c.apply(ctx, msg, sent)
+	if err == nil && pull && rt != nil && c.rt == rt {
+		err = rt.afterRound(ctx)
+	}
+	return res, err
+}
+
+// send runs one request: a socket round while the realtime connection is
+// open (a failed round detaches it), else POST /sync.
+func (c *Client) send(ctx context.Context, body []byte) ([]byte, error) {
+	rt := c.Realtime()
+	if rt == nil {
+		return c.post(ctx, body)
+	}
+	c.stats.Requests++
+	c.stats.Rounds++
+	b, err := rt.round(ctx, body)
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
+	c.stats.ResponseBodyBytes += int64(len(b))
+	return b, nil
 }
 
 func (c *Client) post(ctx context.Context, body []byte) ([]byte, error) {
