@@ -95,18 +95,43 @@ func TestScenarios(t *testing.T) {
 		name     string
 		args     []string
 		segments bool // segment downloads expected
+		// want checks the result beyond "no error" (nil: nothing more).
+		want func(r Result) string
 	}{
-		{"push-pull", []string{"--vus", "3", "--requests", "60", "--ops", "2"}, false},
-		{"bootstrap-storm", []string{"--vus", "3", "--requests", "30", "--dataset", "3000", "--limit-rows", "1000", "--max-pages", "2"}, false},
-		{"bootstrap-storm", []string{"--vus", "2", "--requests", "10", "--dataset", "3000", "--limit-rows", "5000", "--external-rows=false"}, false},
-		{"bootstrap-storm", []string{"--vus", "2", "--requests", "6", "--dataset", "3000", "--limit-rows", "4000", "--inline-rows=false"}, true},
-		{"catch-up", []string{"--vus", "2", "--requests", "12", "--dataset", "300", "--limit-commits", "100"}, false},
-		{"mixed-soak", []string{"--vus", "3", "--requests", "60"}, false},
-		{"push-pull", []string{"--vus", "4", "--requests", "40", "--partitions", "2"}, false},
-		{"maintenance-churn", []string{"--vus", "2", "--requests", "40"}, false},
-		{"push-pull", []string{"--vus", "2", "--requests", "20", "--wire", "2", "--expect-fail"}, false},
-		{"push-pull", []string{"--vus", "2", "--requests", "20", "--wire", "2", "--url", url2}, false},
-		{"mixed-soak", []string{"--vus", "2", "--requests", "30", "--wire", "2", "--url", url2}, false},
+		{"push-pull", []string{"--vus", "3", "--requests", "60", "--ops", "2"}, false, nil},
+		{"bootstrap-storm", []string{"--vus", "3", "--requests", "30", "--dataset", "3000", "--limit-rows", "1000", "--max-pages", "2"}, false, nil},
+		{"bootstrap-storm", []string{"--vus", "2", "--requests", "10", "--dataset", "3000", "--limit-rows", "5000", "--external-rows=false"}, false, nil},
+		{"bootstrap-storm", []string{"--vus", "2", "--requests", "6", "--dataset", "3000", "--limit-rows", "4000", "--inline-rows=false"}, true, nil},
+		{"catch-up", []string{"--vus", "2", "--requests", "12", "--dataset", "300", "--limit-commits", "100"}, false, nil},
+		{"mixed-soak", []string{"--vus", "3", "--requests", "60"}, false, nil},
+		{"push-pull", []string{"--vus", "4", "--requests", "40", "--partitions", "2"}, false, nil},
+		{"maintenance-churn", []string{"--vus", "2", "--requests", "40"}, false, nil},
+		{"push-pull", []string{"--vus", "2", "--requests", "20", "--wire", "2", "--expect-fail"}, false, nil},
+		{"push-pull", []string{"--vus", "2", "--requests", "20", "--wire", "2", "--url", url2}, false, nil},
+		{"mixed-soak", []string{"--vus", "2", "--requests", "30", "--wire", "2", "--url", url2}, false, nil},
+		{"push-pull", []string{"--vus", "2", "--requests", "30", "--transport", "ws"}, false, nil},
+		{"mixed-soak", []string{"--vus", "2", "--requests", "30", "--transport", "ws", "--wire", "2", "--url", url2}, false, nil},
+		{"bootstrap-storm", []string{"--vus", "2", "--requests", "10", "--dataset", "3000", "--limit-rows", "1000", "--transport", "ws"}, false, nil},
+		{"reconnect-storm", []string{"--vus", "4", "--requests", "60"}, false, func(r Result) string {
+			// Every step redials: more connects than clients, and every
+			// neighbour's replica compared.
+			if op(r, "connect").Count <= 4 || r.Notes["convergedRows"] == nil || r.Notes["convergedRows"].(float64) == 0 {
+				return "no reconnects or no converged rows"
+			}
+			return ""
+		}},
+		{"propagation", []string{"--vus", "2", "--requests", "40", "--idle-sockets", "5"}, false, func(r Result) string {
+			if n := op(r, "propagation").Count; n == 0 || n != op(r, "push").Count || r.Notes["idleSockets"].(float64) != 5 {
+				return "not one propagation per push"
+			}
+			return ""
+		}},
+		{"propagation", []string{"--vus", "1", "--requests", "20", "--transport", "ws"}, false, func(r Result) string {
+			if n := op(r, "propagation").Count; n == 0 || n != op(r, "push").Count {
+				return "not one propagation per push"
+			}
+			return ""
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"--url", url, "--duration", "2m", "--json", "-"}, tc.args...)
@@ -136,13 +161,28 @@ func TestScenarios(t *testing.T) {
 			if tc.segments && res[0].Notes["segmentDownloads"] == nil {
 				t.Fatalf("no segment downloads: %+v", res[0])
 			}
+			if tc.want != nil {
+				if why := tc.want(res[0]); why != "" {
+					t.Fatalf("%s: %+v", why, res[0])
+				}
+			}
 		})
 	}
 }
 
+func op(r Result, kind string) OpResult {
+	for _, o := range r.Ops {
+		if o.Kind == kind {
+			return o
+		}
+	}
+	return OpResult{}
+}
+
 func TestUsage(t *testing.T) {
 	var out, errb bytes.Buffer
-	for _, args := range [][]string{{}, {"nope"}, {"--wire", "4", "push-pull"}, {"--vus", "0", "push-pull"}, {"-H", "bad", "push-pull"}} {
+	for _, args := range [][]string{{}, {"nope"}, {"--wire", "4", "push-pull"}, {"--vus", "0", "push-pull"}, {"-H", "bad", "push-pull"},
+		{"--transport", "udp", "push-pull"}, {"--idle-sockets", "-1", "propagation"}} {
 		if code := run0(context.Background(), args, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}

@@ -6,7 +6,9 @@
 //	syncload [flags] SCENARIO...
 //
 // Scenarios: push-pull, bootstrap-storm, catch-up, mixed-soak,
-// maintenance-churn, slow-bodies ("syncload -h" describes each). The virtual clients are
+// maintenance-churn, slow-bodies, reconnect-storm, propagation ("syncload
+// -h" describes each). With --transport ws the clients run their rounds
+// over the realtime socket (GET /realtime). The virtual clients are
 // the project's Go client (package client); any protocol error
 // fails the run: the exit status is 1 when a scenario recorded an error,
 // 2 on usage errors.
@@ -70,6 +72,9 @@ type options struct {
 	slowConns      int
 	slowDeclared   int64
 	slowInterval   time.Duration
+	transport      string
+	idleSockets    int
+	dialers        int
 }
 
 // headerList is a repeatable "Name: value" flag.
@@ -137,6 +142,9 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.IntVar(&o.slowConns, "slow-conns", 1000, "slow-bodies: slow connections held open beside the clients")
 	fs.Int64Var(&o.slowDeclared, "slow-declared-bytes", 16<<20, "slow-bodies: Content-Length each slow connection declares")
 	fs.DurationVar(&o.slowInterval, "slow-interval", time.Second, "slow-bodies: pause between the bytes a slow connection sends")
+	fs.StringVar(&o.transport, "transport", "http", "how the clients sync: http (POST /sync) or ws (rounds over their realtime socket, GET {url}/realtime)")
+	fs.IntVar(&o.idleSockets, "idle-sockets", 0, "propagation: idle realtime sockets connected beside the measured pairs (each registered on a scope of its own); with --server-pid the server RSS they cost is reported")
+	fs.IntVar(&o.dialers, "dialers", 16, "propagation: idle sockets connected concurrently while preparing")
 	fs.Usage = func() {
 		w := fs.Output()
 		_, _ = fmt.Fprint(w, "Usage: syncload [flags] SCENARIO...\n\nScenarios:\n")
@@ -170,6 +178,10 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 		return nil, nil, errors.New("--partitions must be at least 1")
 	case o.ops < 1 || o.rowsPerClient < 1 || o.maxOps < 1:
 		return nil, nil, errors.New("--ops, --rows-per-client and --max-ops must be positive")
+	case o.transport != "http" && o.transport != "ws":
+		return nil, nil, fmt.Errorf("--transport %q: want http or ws", o.transport)
+	case o.idleSockets < 0 || o.dialers < 1:
+		return nil, nil, errors.New("--idle-sockets must not be negative, --dialers must be positive")
 	case o.slowConns < 0 || o.slowDeclared < 1 || o.slowInterval <= 0:
 		return nil, nil, errors.New("--slow-conns must not be negative, --slow-declared-bytes and --slow-interval must be positive")
 	}

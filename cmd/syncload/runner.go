@@ -42,6 +42,8 @@ type env struct {
 	samples    []string // the first few error messages
 	data       map[string]any
 	catchup    *catchUpState // set by catch-up's prepare
+	idle       *idleSockets  // set by propagation's prepare
+	rt         rtCounters
 }
 
 func newEnv(o *options, fx *fixture, t Transport, runID string, kinds []string) *env {
@@ -126,6 +128,9 @@ type vu struct {
 	rnd   *rand.Rand
 	ready bool
 	last  client.Stats // counters at the previous delta
+	state any          // the scenario's own per-client state
+	// lastSeq is the commit seq of the client's last acknowledged push.
+	lastSeq int64
 }
 
 // delta returns what the client received since the last call.
@@ -156,7 +161,13 @@ type scenario struct {
 	// background, when set, starts load beside the virtual clients for
 	// the whole run; the returned func stops it and notes its figures.
 	background func(ctx context.Context, e *env) func()
+	// finish, when set, runs once after the virtual clients stopped (not
+	// timed): convergence checks and cleanup.
+	finish func(ctx context.Context, e *env, vus []*vu) error
 }
+
+// closer is a client holding a socket to close at the end of a run.
+type closer interface{ Close() }
 
 // run drives o.vus virtual clients until the duration or the request
 // budget is spent (whichever first), then reports.
@@ -188,8 +199,17 @@ func run(ctx context.Context, e *env, sc *scenario) (*Result, error) {
 	timer := time.AfterFunc(e.o.duration, func() { e.stop.Store(true) })
 	defer timer.Stop()
 	var wg sync.WaitGroup
+	vus := make([]*vu, 0, e.o.vus)
+	defer func() {
+		for _, v := range vus {
+			if c, ok := v.c.(closer); ok {
+				c.Close()
+			}
+		}
+	}()
 	for i := range e.o.vus {
 		v := &vu{idx: i, rnd: rand.New(rand.NewPCG(uint64(i)+1, uint64(start.UnixNano())))}
+		vus = append(vus, v)
 		c, err := e.t.NewClient(fmt.Sprintf("load-%s-%d", e.runID, i), e.identity(i))
 		if err != nil {
 			cancel()
@@ -224,6 +244,14 @@ func run(ctx context.Context, e *env, sc *scenario) (*Result, error) {
 	stopMem()
 	mem.sample(context.Background())
 	stopBackground()
+	if sc.finish != nil {
+		fctx, fcancel := context.WithTimeout(ctx, e.o.prepareTimeout)
+		err := sc.finish(fctx, e, vus)
+		fcancel()
+		if err != nil {
+			e.fail("finish", err)
+		}
+	}
 	return e.result(sc, elapsed, mem), nil
 }
 

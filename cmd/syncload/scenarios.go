@@ -11,7 +11,7 @@ import (
 
 // scenarios is the registry, in help order.
 func scenarios() []*scenario {
-	return []*scenario{pushPull(), bootstrapStorm(), catchUp(), mixedSoak(), maintenanceChurn(), slowBodies()}
+	return []*scenario{pushPull(), bootstrapStorm(), catchUp(), mixedSoak(), maintenanceChurn(), slowBodies(), reconnectStorm(), propagation()}
 }
 
 func findScenario(name string) *scenario {
@@ -89,7 +89,10 @@ func (e *env) pushRound(ctx context.Context, v *vu, project string, rows int) er
 		res, err := v.c.Push(ctx)
 		d := v.delta()
 		if err == nil {
-			_, err = checkPushes(res, 1)
+			var seqs []int64
+			if seqs, err = checkPushes(res, 1); err == nil {
+				v.lastSeq = seqs[0]
+			}
 		}
 		return int(d.ResponseBodyBytes), len(ops), err
 	})

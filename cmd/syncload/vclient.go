@@ -16,8 +16,8 @@ import (
 )
 
 // SyncClient is what a virtual client drives: the project's SSP2 client
-// (client.Client over HTTP). A realtime-socket client plugs in here once
-// the server has the socket: sync rounds over it take the same calls.
+// over HTTP (client.Client) or over its realtime socket (wsClient): sync
+// rounds over the socket take the same calls.
 type SyncClient interface {
 	AcquireEpoch(ctx context.Context) error
 	Upsert(table, rowID string, cols map[string]rowcodec.Value, baseVersion int64) (ssp2.PushOperation, error)
@@ -42,6 +42,7 @@ type httpTransport struct {
 	o    *options
 	fx   *fixture
 	http *http.Client
+	ws   *http.Client // upgrades: no Timeout, since a socket outlives it
 }
 
 func newHTTPTransport(o *options, fx *fixture) (*httpTransport, error) {
@@ -58,17 +59,74 @@ func newHTTPTransport(o *options, fx *fixture) (*httpTransport, error) {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true, // the client negotiates encodings itself
 	}
-	return &httpTransport{o: o, fx: fx, http: &http.Client{Transport: tr, Timeout: o.timeout}}, nil
+	wsTr := &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DisableCompression: true}
+	return &httpTransport{o: o, fx: fx, http: &http.Client{Transport: tr, Timeout: o.timeout}, ws: &http.Client{Transport: wsTr}}, nil
 }
 
-func (t *httpTransport) Close() { t.http.CloseIdleConnections() }
+func (t *httpTransport) Close() { t.http.CloseIdleConnections(); t.ws.CloseIdleConnections() }
 
 func (t *httpTransport) NewClient(clientID string, header http.Header) (SyncClient, error) {
+	c, err := t.newClient(clientID, header)
+	if err != nil || t.o.transport != "ws" {
+		return c, err
+	}
+	return &wsClient{Client: c, ro: client.RealtimeOptions{HTTP: t.ws}}, nil
+}
+
+func (t *httpTransport) newClient(clientID string, header http.Header) (*client.Client, error) {
 	return client.New(client.Options{
 		BaseURL: strings.TrimRight(t.o.url, "/"), Schema: t.fx.schema, ClientID: clientID, Header: header,
 		HTTP: t.http, WireVersion: uint16(t.o.wire), AcceptEncoding: t.o.acceptEncoding, Accept: t.o.accept,
 		LimitCommits: int32(t.o.limitCommits), LimitSnapshotRows: int32(t.o.limitRows), MaxSnapshotPages: int32(t.o.maxPages),
 	})
+}
+
+// wsClient is a client whose sync rounds go over its realtime socket
+// (--transport ws): it connects before its first round and again after
+// the socket ended, so a lost socket costs one reconnect, not the run.
+type wsClient struct {
+	*client.Client
+	ro       client.RealtimeOptions
+	connects int
+}
+
+// ensure connects the socket when none is open.
+func (w *wsClient) ensure(ctx context.Context) error {
+	if w.Realtime() != nil {
+		return nil
+	}
+	w.connects++
+	_, err := w.Connect(ctx, w.ro)
+	return err
+}
+
+func (w *wsClient) AcquireEpoch(ctx context.Context) error {
+	if err := w.ensure(ctx); err != nil {
+		return err
+	}
+	return w.Client.AcquireEpoch(ctx)
+}
+
+func (w *wsClient) Push(ctx context.Context) (*client.Result, error) {
+	if err := w.ensure(ctx); err != nil {
+		return nil, err
+	}
+	return w.Client.Push(ctx)
+}
+
+func (w *wsClient) Pull(ctx context.Context) (*client.Result, error) {
+	if err := w.ensure(ctx); err != nil {
+		return nil, err
+	}
+	return w.Client.Pull(ctx)
+}
+
+// Close closes the socket at the end of the run.
+func (w *wsClient) Close() {
+	if rt := w.Realtime(); rt != nil {
+		rt.Close()
+	}
 }
 
 // ProtocolError is an SSP2 failure the loader detected in an answer the
