@@ -14,26 +14,12 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/syncd-dev/syncd/test/pgtest"
-	"github.com/syncd-dev/syncd/test/syncdproc"
+	"github.com/syncd-dev/syncd/test/syncdproc/proctest"
 )
 
 var binary string
 
-func TestMain(m *testing.M) {
-	code := func() int {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		bin, remove, err := syncdproc.BuildTemp(ctx, "syncrash-test-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer remove()
-		binary = bin
-		return m.Run()
-	}()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(proctest.Main(m, "syncrash-test-", &binary)) }
 
 // small is the suite's run: a few kills, a bounded number of commits.
 func small(database string, seed uint64) config {

@@ -14,25 +14,12 @@ import (
 
 	"github.com/syncd-dev/syncd/test/pgtest"
 	"github.com/syncd-dev/syncd/test/syncdproc"
+	"github.com/syncd-dev/syncd/test/syncdproc/proctest"
 )
 
 var binary string
 
-func TestMain(m *testing.M) {
-	code := func() int {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		bin, remove, err := syncdproc.BuildTemp(ctx, "syncd-nodes-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer remove()
-		binary = bin
-		return m.Run()
-	}()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(proctest.Main(m, "syncd-nodes-", &binary)) }
 
 // nodeCount is how many processes start at the same instant.
 const nodeCount = 4
