@@ -246,11 +246,36 @@ type LogBounds struct {
 	HorizonSeq int64
 }
 
+// CommitRange selects whole commits by seq, every table and scope:
+// AfterSeq < seq ≤ ThroughSeq. It reads the log's primary key range, so
+// it serves a node reading each new commit once (realtime), not a pull.
+type CommitRange struct {
+	AfterSeq   int64
+	ThroughSeq int64
+	// LimitChanges (≥ 1, else sync.storage.invalid_limit) bounds the
+	// changes returned (a commit without changes counts as one): commits
+	// are added whole, oldest first, and reading stops before the first
+	// commit that would exceed it.
+	LimitChanges int
+}
+
+// CommitSpan is what a CommitRange read returns.
+type CommitSpan struct {
+	Commits []commit.Commit
+	// ThroughSeq is how far the span is complete: every commit in
+	// (AfterSeq, ThroughSeq] is in Commits. It is the range's ThroughSeq
+	// unless the limit stopped the read (then the seq before the first
+	// commit left out).
+	ThroughSeq int64
+}
+
 // LogReader reads the commit log by scope (never scanning the log).
 type LogReader interface {
 	LogBounds(ctx context.Context, partition string) (LogBounds, error)
 	// ReadCommitWindow returns commits with only their matching changes.
 	ReadCommitWindow(ctx context.Context, partition string, w CommitWindow) ([]commit.Commit, error)
+	// ReadCommitRange returns whole commits by seq.
+	ReadCommitRange(ctx context.Context, partition string, r CommitRange) (CommitSpan, error)
 }
 
 // RowReader reads current rows for bootstrap.

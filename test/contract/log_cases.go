@@ -17,6 +17,8 @@ func logGroups() []group {
 			{"WindowFiltersByScope", testWindowFilters},
 			{"WindowLimitKeepsCommitsWhole", testWindowLimit},
 			{"WindowRequiresScopeAndLimit", testWindowArgs},
+			{"RangeReadsWholeCommits", testRangeWhole},
+			{"RangeLimitLeavesCommitsOutWhole", testRangeLimit},
 			{"CommitSeqBefore", testCommitSeqBefore},
 		}},
 		{"Rows", []testCase{
@@ -126,6 +128,81 @@ func testWindowArgs(t *testing.T, h Harness) {
 	wantCode(t, err, syncerr.StorageScanRequiresScope)
 	_, err = e.s.ReadCommitWindow(e.ctx, "p1", ports.CommitWindow{Table: "tasks", ScopeFilter: map[string][]string{"project": {"p1"}}, ThroughSeq: 6})
 	wantCode(t, err, syncerr.StorageInvalidLimit)
+}
+
+func testRangeWhole(t *testing.T, h Harness) {
+	e := open(t, h)
+	logFixture(e)
+	sp, err := e.s.ReadCommitRange(e.ctx, "p1", ports.CommitRange{AfterSeq: 0, ThroughSeq: 6, LimitChanges: 100})
+	must(t, err)
+	want := []string{"1:tasks/a", "2:tasks/b", "3:notes/1", "4:tasks/c", "4:tasks/d", "5:tasks/a", "6:tasks/e", "6:tasks/f", "6:tasks/g"}
+	if got := tableChangeIDs(sp.Commits); !equalStrings(got, want) || sp.ThroughSeq != 6 {
+		t.Fatalf("range = %v through %d, want %v through 6", got, sp.ThroughSeq, want)
+	}
+	// Every change comes whole: its op, version, scopes and payload as the
+	// scoped window reads them.
+	win := e.window("p1", map[string][]string{"project": {"p1"}}, 0, 6, 100)
+	byKey := map[string]commit.Change{}
+	for _, c := range sp.Commits {
+		if c.ActorID == "" || c.CreatedAtMs == 0 {
+			t.Fatalf("commit %d without its metadata: %+v", c.Seq, c)
+		}
+		for _, ch := range c.Changes {
+			byKey[fmt.Sprintf("%d:%s", c.Seq, ch.RowID)] = ch
+		}
+	}
+	for _, c := range win {
+		for _, ch := range c.Changes {
+			got := byKey[fmt.Sprintf("%d:%s", c.Seq, ch.RowID)]
+			if got.Op != ch.Op || got.RowVersion != ch.RowVersion || string(got.Row) != string(ch.Row) || fmt.Sprint(got.Scopes) != fmt.Sprint(ch.Scopes) {
+				t.Fatalf("range change %d:%s = %+v, window has %+v", c.Seq, ch.RowID, got, ch)
+			}
+		}
+	}
+	if sp, err := e.s.ReadCommitRange(e.ctx, "p2", ports.CommitRange{ThroughSeq: 6, LimitChanges: 100}); err != nil || len(sp.Commits) != 0 {
+		t.Fatalf("other partition range = %v, %v", tableChangeIDs(sp.Commits), err)
+	}
+	_, err = e.s.ReadCommitRange(e.ctx, "p1", ports.CommitRange{ThroughSeq: 6})
+	wantCode(t, err, syncerr.StorageInvalidLimit)
+}
+
+func testRangeLimit(t *testing.T, h Harness) {
+	e := open(t, h)
+	logFixture(e)
+	tests := []struct {
+		name           string
+		after, through int64
+		limit          int
+		want           []int64
+		complete       int64
+	}{
+		{"within the limit", 0, 6, 9, []int64{1, 2, 3, 4, 5, 6}, 6},
+		{"stops before the commit past the limit", 0, 6, 4, []int64{1, 2, 3}, 3},
+		{"a commit exactly at the limit", 0, 6, 5, []int64{1, 2, 3, 4}, 4},
+		{"an oversize first commit is left out", 5, 6, 2, nil, 5},
+		{"after is exclusive, through inclusive", 1, 4, 10, []int64{2, 3, 4}, 4},
+		{"empty range", 6, 6, 10, nil, 6},
+		{"past the log", 6, 9, 10, nil, 9},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sp, err := e.s.ReadCommitRange(e.ctx, "p1", ports.CommitRange{AfterSeq: tt.after, ThroughSeq: tt.through, LimitChanges: tt.limit})
+			must(t, err)
+			if got := seqsOf(sp.Commits); fmt.Sprint(got) != fmt.Sprint(tt.want) && !(len(got) == 0 && len(tt.want) == 0) || sp.ThroughSeq != tt.complete {
+				t.Fatalf("range = %v through %d, want %v through %d", got, sp.ThroughSeq, tt.want, tt.complete)
+			}
+		})
+	}
+}
+
+func tableChangeIDs(cs []commit.Commit) []string {
+	var out []string
+	for _, c := range cs {
+		for _, ch := range c.Changes {
+			out = append(out, fmt.Sprintf("%d:%s/%s", c.Seq, ch.Table, ch.RowID))
+		}
+	}
+	return out
 }
 
 func testCommitSeqBefore(t *testing.T, h Harness) {

@@ -325,6 +325,41 @@ func (s *Store) ReadCommitWindow(ctx context.Context, name string, w ports.Commi
 	return readWindow(p.d, w), nil
 }
 
+// ReadCommitRange returns whole commits by seq, within the change limit.
+func (s *Store) ReadCommitRange(ctx context.Context, name string, r ports.CommitRange) (ports.CommitSpan, error) {
+	if err := s.ready(ctx); err != nil {
+		return ports.CommitSpan{}, err
+	}
+	if r.LimitChanges < 1 {
+		return ports.CommitSpan{}, syncerr.Newf(syncerr.StorageInvalidLimit, "limitChanges %d", r.LimitChanges)
+	}
+	span := ports.CommitSpan{ThroughSeq: max(r.AfterSeq, r.ThroughSeq)}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return span, nil
+	}
+	n := 0
+	d := p.d
+	i := sort.Search(len(d.commits), func(i int) bool { return d.commits[i].c.Seq > r.AfterSeq })
+	for ; i < len(d.commits) && d.commits[i].c.Seq <= r.ThroughSeq; i++ {
+		c := d.commits[i].c
+		// A commit without changes still takes a row in the SQL adapters.
+		if n += max(1, len(c.Changes)); n > r.LimitChanges {
+			span.ThroughSeq = c.Seq - 1
+			break
+		}
+		changes := make([]commit.Change, len(c.Changes))
+		for j, ch := range c.Changes {
+			changes[j] = copyChange(ch)
+		}
+		c.Changes = changes
+		span.Commits = append(span.Commits, c)
+	}
+	return span, nil
+}
+
 func readWindow(d *data, w ports.CommitWindow) []commit.Commit {
 	var out []commit.Commit
 	n := 0

@@ -141,6 +141,80 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 	return cands, flush(), nil
 }
 
+// ReadCommitRange implements ports.LogReader: one statement over the
+// commit and change primary keys, at most LimitChanges+1 rows; the commit
+// holding the row past the limit is left out (it may be partial).
+func (s *Store) ReadCommitRange(ctx context.Context, partition string, r ports.CommitRange) (ports.CommitSpan, error) {
+	if r.LimitChanges < 1 {
+		return ports.CommitSpan{}, syncerr.Newf(syncerr.StorageInvalidLimit, "commit range limit %d", r.LimitChanges)
+	}
+	span := ports.CommitSpan{ThroughSeq: max(r.AfterSeq, r.ThroughSeq)}
+	if r.ThroughSeq <= r.AfterSeq {
+		return span, nil
+	}
+	out, err := s.readCommitRange(ctx, partition, r, &span)
+	return out, internal("read commit range", err)
+}
+
+func (s *Store) readCommitRange(ctx context.Context, partition string, r ports.CommitRange, span *ports.CommitSpan) (ports.CommitSpan, error) {
+	rows, err := s.rd.QueryContext(ctx, s.q(`SELECT m.commit_seq, m.actor_id, m.created_at_ms, m.client_id, m.client_commit_id,
+  ch.tbl, ch.row_id, ch.op, ch.row_version, ch.scopes, ch.payload
+FROM sync_commits m
+LEFT JOIN sync_changes ch ON ch.partition=? AND ch.commit_seq=m.commit_seq
+WHERE m.partition=? AND m.commit_seq>? AND m.commit_seq<=?
+ORDER BY m.commit_seq, ch.idx
+LIMIT ?`), partition, partition, r.AfterSeq, r.ThroughSeq, r.LimitChanges+1)
+	if err != nil {
+		return ports.CommitSpan{}, err
+	}
+	defer func() { _ = rows.Close() }()
+	var out []commit.Commit
+	in := interner{}
+	n := 0
+	var seq, created int64
+	var actor, client, clientCommit string
+	var rowID sql.NullString
+	var op, rowVersion sql.NullInt64
+	var tbl, scopes, payload sql.RawBytes
+	for rows.Next() {
+		if err := rows.Scan(&seq, &actor, &created, &client, &clientCommit, &tbl, &rowID, &op, &rowVersion, &scopes, &payload); err != nil {
+			return ports.CommitSpan{}, err
+		}
+		if n++; n > r.LimitChanges {
+			// The limit's row: its commit is left out, whole.
+			if len(out) > 0 && out[len(out)-1].Seq == seq {
+				out = out[:len(out)-1]
+			}
+			span.ThroughSeq = seq - 1
+			break
+		}
+		if len(out) == 0 || out[len(out)-1].Seq != seq {
+			out = append(out, commit.Commit{Seq: seq, CreatedAtMs: created, ActorID: actor, ClientID: client, ClientCommitID: clientCommit})
+		}
+		if !rowID.Valid {
+			continue // a commit without changes
+		}
+		m, err := decodeScopesIn(scopes, in)
+		if err != nil {
+			return ports.CommitSpan{}, err
+		}
+		ch := commit.Change{Table: in.str(tbl), RowID: rowID.String, Op: commit.Op(op.Int64), Scopes: m}
+		if rowVersion.Valid {
+			ch.RowVersion = rowVersion.Int64
+		}
+		if ch.Op == commit.OpUpsert && payload != nil {
+			ch.Row = append(make([]byte, 0, len(payload)), payload...)
+		}
+		c := &out[len(out)-1]
+		c.Changes = append(c.Changes, ch)
+	}
+	if err := rows.Err(); err != nil {
+		return ports.CommitSpan{}, err
+	}
+	span.Commits = out
+	return *span, nil
+}
+
 // PruneCommitsThrough implements ports.Pruner: epoch check, monotonic
 // horizon and deletions in one transaction under the partition lock.
 func (s *Store) PruneCommitsThrough(ctx context.Context, partition string, r ports.PruneRequest) (ports.PruneResult, error) {
