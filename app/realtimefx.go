@@ -22,6 +22,7 @@ import (
 // lame-duck delay, the sockets are closed with 1001.
 var RealtimeModule = fx.Module("syncd.realtime",
 	fx.Provide(
+		provideRealtimeMetrics,
 		newRealtimeRelay,
 		fx.Annotate(func(r *realtime.Relay) ports.CommitListener { return r }, fx.ResultTags(`group:"syncd.commit_listeners"`)),
 		NewRealtimeHub,
@@ -33,12 +34,22 @@ var RealtimeModule = fx.Module("syncd.realtime",
 
 type realtimeRelayParams struct {
 	fx.In
-	Fanout ports.Fanout `optional:"true"`
-	Log    *zap.Logger
+	Fanout  ports.Fanout `optional:"true"`
+	Metrics *realtimeMetrics
+	Log     *zap.Logger
 }
 
 func newRealtimeRelay(p realtimeRelayParams) *realtime.Relay {
-	return &realtime.Relay{Fanout: p.Fanout, Log: p.Log.Named("realtime")}
+	return &realtime.Relay{Fanout: p.Fanout, Metrics: p.Metrics, Log: p.Log.Named("realtime")}
+}
+
+type realtimeMetricsParams struct {
+	fx.In
+	Metrics *Metrics `optional:"true"`
+}
+
+func provideRealtimeMetrics(p realtimeMetricsParams) (*realtimeMetrics, error) {
+	return newRealtimeMetrics(p.Metrics)
 }
 
 // RealtimeHubParams are the inputs of the realtime hub.
@@ -51,8 +62,8 @@ type RealtimeHubParams struct {
 	Resolver  ports.ScopeResolver
 	Store     ports.Storage    `optional:"true"`
 	Service   *syncsvc.Service `optional:"true"`
-	Metrics   *Metrics         `optional:"true"`
-	Fanout    ports.Fanout     `optional:"true"`
+	Metrics   *realtimeMetrics
+	Fanout    ports.Fanout `optional:"true"`
 }
 
 // NewRealtimeHub builds the hub; nil without storage or sync use case.
@@ -60,17 +71,14 @@ func NewRealtimeHub(p RealtimeHubParams) (*realtime.Hub, error) {
 	if p.Store == nil || p.Service == nil {
 		return nil, nil
 	}
-	m, err := newRealtimeMetrics(p.Metrics)
-	if err != nil {
-		return nil, err
-	}
+	m := p.Metrics
 	rc := p.Config.Realtime
 	return realtime.New(realtime.Options{
 		Store: p.Store, Schema: p.Readiness.Schema, Resolver: p.Resolver, Rounds: p.Service,
 		MaxDeltaBytes: rc.MaxDeltaBytes, MaxRequestBytes: p.Config.Sync.MaxDecodedBodyBytes,
 		Heartbeat: rc.Heartbeat, IdleTimeout: rc.IdleTimeout, WriteTimeout: rc.WriteTimeout,
 		SendQueueBytes: rc.SendQueueBytes, MaxSockets: rc.MaxSockets, MaxSocketsPerActor: rc.MaxSocketsPerActor,
-		MaxPresenceBytes: rc.MaxPresenceBytes, Fanout: p.Fanout,
+		MaxPresenceBytes: rc.MaxPresenceBytes, PresenceLease: rc.PresenceLease, Fanout: p.Fanout,
 		Now: p.Clock.Now, Sleep: p.Clock.Sleep, Metrics: m, Log: p.Log.Named("realtime"),
 	})
 }
@@ -128,6 +136,7 @@ func registerRealtime(p realtimeRunParams) {
 		return
 	}
 	var stop func()
+	maintain, endMaintain := context.WithCancel(context.Background())
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			if p.Fanout == nil {
@@ -136,10 +145,14 @@ func registerRealtime(p realtimeRunParams) {
 			}
 			s, err := p.Fanout.Listen(context.Background(), p.Hub)
 			stop = s
+			if err == nil {
+				go p.Hub.Maintain(maintain)
+			}
 			return err
 		},
 		OnStop: func(ctx context.Context) error {
 			err := p.Hub.Drain(ctx)
+			endMaintain()
 			if stop != nil {
 				stop()
 			}
@@ -161,6 +174,7 @@ type realtimeMetrics struct {
 	rounds  prometheus.Counter
 	pevents *prometheus.CounterVec
 	pdocs   prometheus.Gauge
+	notices *prometheus.CounterVec
 }
 
 func newRealtimeMetrics(m *Metrics) (*realtimeMetrics, error) {
@@ -181,11 +195,13 @@ func newRealtimeMetrics(m *Metrics) (*realtimeMetrics, error) {
 			Help: "Presence events: join, update, leave, forbidden and too_large publishes, remote changes heard from other nodes."}, []string{"event"}),
 		pdocs: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "syncd", Name: "realtime_presence_docs",
 			Help: "Presence documents held on this node (its own and those heard from other nodes)."}),
+		notices: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "syncd", Name: "fanout_notices_total",
+			Help: "Commit notices: published (or publish_failed) by this node, received from any node, and resyncs after the listener may have lost some."}, []string{"event"}),
 	}
 	if m == nil || m.Registry == nil {
 		return r, nil
 	}
-	for _, c := range []prometheus.Collector{r.sockets, r.deltas, r.bytes, r.wakes, r.dropped, r.rounds, r.pevents, r.pdocs} {
+	for _, c := range []prometheus.Collector{r.sockets, r.deltas, r.bytes, r.wakes, r.dropped, r.rounds, r.pevents, r.pdocs, r.notices} {
 		if err := m.Registry.Register(c); err != nil {
 			return nil, err
 		}
@@ -203,4 +219,5 @@ func (r *realtimeMetrics) Round()   { r.rounds.Inc() }
 func (r *realtimeMetrics) Presence(event string) {
 	r.pevents.WithLabelValues(event).Inc()
 }
-func (r *realtimeMetrics) PresenceDocs(d int) { r.pdocs.Add(float64(d)) }
+func (r *realtimeMetrics) PresenceDocs(d int)  { r.pdocs.Add(float64(d)) }
+func (r *realtimeMetrics) Notice(event string) { r.notices.WithLabelValues(event).Inc() }

@@ -27,6 +27,10 @@ type Realtime struct {
 	// MaxPresenceBytes caps a presence document (§8.6.2); a larger publish
 	// is refused with presence.too_large.
 	MaxPresenceBytes int
+	// PresenceLease: a presence document heard from another node is
+	// dropped once that node has been silent this long (it crashed or lost
+	// the fanout); nodes renew theirs every third of it.
+	PresenceLease time.Duration
 }
 
 // DefaultRealtime returns the reference settings.
@@ -38,6 +42,7 @@ func DefaultRealtime() Realtime {
 		WriteTimeout:     10 * time.Second,
 		SendQueueBytes:   4 << 20,
 		MaxPresenceBytes: 16 << 10,
+		PresenceLease:    30 * time.Second,
 	}
 }
 
@@ -49,6 +54,7 @@ func (r *Realtime) flags(fs *flag.FlagSet) {
 	fs.IntVar(&r.SendQueueBytes, "realtime-send-queue-bytes", r.SendQueueBytes, "outbound bytes queued per realtime socket before deltas turn into wake-ups and rounds wait")
 	fs.IntVar(&r.MaxSockets, "realtime-max-sockets", r.MaxSockets, "most realtime sockets on this node (0: unbounded)")
 	fs.IntVar(&r.MaxPresenceBytes, "realtime-max-presence-bytes", r.MaxPresenceBytes, "largest presence document (serialized JSON); a larger publish is refused with presence.too_large")
+	fs.DurationVar(&r.PresenceLease, "realtime-presence-lease", r.PresenceLease, "drop presence heard from another node once that node has been silent this long (nodes renew every third of it)")
 	fs.IntVar(&r.MaxSocketsPerActor, "realtime-max-sockets-per-actor", r.MaxSocketsPerActor, "most realtime sockets of one actor on this node (0: unbounded)")
 }
 
@@ -62,6 +68,9 @@ func (r Realtime) validate() []error {
 	}
 	if r.MaxPresenceBytes < 1 {
 		errs = append(errs, fmt.Errorf("--realtime-max-presence-bytes must be positive"))
+	}
+	if r.PresenceLease < 3*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--realtime-presence-lease must be at least 3ms"))
 	}
 	if r.MaxSockets < 0 || r.MaxSocketsPerActor < 0 {
 		errs = append(errs, fmt.Errorf("--realtime-max-sockets and --realtime-max-sockets-per-actor must not be negative"))

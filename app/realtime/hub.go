@@ -35,6 +35,7 @@ type Store interface {
 	AdvanceClientCursor(ctx context.Context, a ports.CursorAdvance) (bool, error)
 	LogBounds(ctx context.Context, partition string) (ports.LogBounds, error)
 	ReadCommitWindow(ctx context.Context, partition string, w ports.CommitWindow) ([]commit.Commit, error)
+	ReadCommitRange(ctx context.Context, partition string, r ports.CommitRange) (ports.CommitSpan, error)
 }
 
 // Rounds serves the sync rounds of the sockets: *syncsvc.Service, the
@@ -61,7 +62,18 @@ type Metrics interface {
 	Presence(event string)
 	// PresenceDocs is called with +1 and -1 as documents come and go.
 	PresenceDocs(delta int)
+	// Notice is called for every commit notice published, not published
+	// and received, and for every resync (NoticePublished, …).
+	Notice(event string)
 }
+
+// Notice events counted by Metrics.Notice.
+const (
+	NoticePublished     = "published"
+	NoticePublishFailed = "publish_failed"
+	NoticeReceived      = "received"
+	NoticeResync        = "resync"
+)
 
 // Defaults.
 const (
@@ -106,6 +118,9 @@ type Options struct {
 	MaxPresenceBytes int
 	// Fanout, when set, carries presence to the other nodes.
 	Fanout ports.Fanout
+	// PresenceLease bounds how long a document heard from another node
+	// outlives the last news from that node (0 → 30 s; see Maintain).
+	PresenceLease time.Duration
 	// Metrics, when set, hears the channel's events.
 	Metrics Metrics
 	Log     *zap.Logger
@@ -115,7 +130,7 @@ type Options struct {
 type Hub struct {
 	o     Options
 	log   *zap.Logger
-	reads *readCache
+	feeds feeds
 	node  string // names this node in presence events
 	pres  presence
 
@@ -132,7 +147,7 @@ func New(o Options) (*Hub, error) {
 	if o.Store == nil || o.Schema == nil || o.Resolver == nil || o.Rounds == nil {
 		return nil, errors.New("realtime: Store, Schema, Resolver and Rounds are required")
 	}
-	if o.MaxDeltaBytes < 0 || o.MaxPresenceBytes < 0 || o.MaxSockets < 0 || o.MaxSocketsPerActor < 0 || o.SendQueueBytes < 0 {
+	if o.MaxDeltaBytes < 0 || o.MaxPresenceBytes < 0 || o.PresenceLease < 0 || o.MaxSockets < 0 || o.MaxSocketsPerActor < 0 || o.SendQueueBytes < 0 {
 		return nil, errors.New("realtime: negative limit")
 	}
 	if o.MaxDeltaBytes == 0 {
@@ -140,6 +155,9 @@ func New(o Options) (*Hub, error) {
 	}
 	if o.MaxPresenceBytes == 0 {
 		o.MaxPresenceBytes = DefaultMaxPresenceBytes
+	}
+	if o.PresenceLease == 0 {
+		o.PresenceLease = DefaultPresenceLease
 	}
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = DefaultWriteTimeout
@@ -166,8 +184,8 @@ func New(o Options) (*Hub, error) {
 		o.Log = zap.NewNop()
 	}
 	return &Hub{
-		o: o, log: o.Log, reads: newReadCache(1024), node: newSessionID(),
-		pres:   presence{entries: map[pkey]map[peerID]*presenceEntry{}, holders: map[pkey]map[*Session]struct{}{}},
+		o: o, log: o.Log, node: newSessionID(), feeds: feeds{m: map[string]*feed{}},
+		pres:   presence{entries: map[pkey]map[peerID]*presenceEntry{}, holders: map[pkey]map[*Session]struct{}{}, heard: map[string]int64{}},
 		byPart: map[string]map[*Session]struct{}{}, perActor: map[string]int{},
 	}, nil
 }
@@ -177,6 +195,9 @@ func (h *Hub) nowMs() int64 { return h.o.Now().UnixMilli() }
 // Commit implements ports.FanoutHandler: it wakes the partition's
 // sessions, which read the commits from storage.
 func (h *Hub) Commit(n ports.CommitNotice) {
+	if h.o.Metrics != nil {
+		h.o.Metrics.Notice(NoticeReceived)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.byPart[n.Partition] {
@@ -227,6 +248,9 @@ func (h *Hub) resetLocal(partition string) {
 // Resync implements ports.FanoutHandler: notices may have been lost, so
 // every session reads its partition's log bounds and catches up.
 func (h *Hub) Resync() {
+	if h.o.Metrics != nil {
+		h.o.Metrics.Notice(NoticeResync)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, set := range h.byPart {
@@ -360,6 +384,7 @@ func (h *Hub) release(s *Session) {
 		delete(set, s)
 		if len(set) == 0 {
 			delete(h.byPart, s.id.Partition)
+			h.feeds.forget(s.id.Partition)
 		}
 	}
 	key := actorKey(s.id)

@@ -29,6 +29,11 @@ type fakeStore struct {
 	acks    []ports.CursorAdvance
 	epoch   string
 	horizon int64
+	// reads counts the log reads: range (a node's shared read) and
+	// window (a session's own).
+	rangeReads, windowReads int
+	// rangeLimit, when set, stands in for the change limit of range reads.
+	rangeLimit int
 }
 
 func (f *fakeStore) TouchPartition(context.Context, string, int64) (string, error) {
@@ -90,9 +95,39 @@ func (f *fakeStore) LogBounds(context.Context, string) (ports.LogBounds, error) 
 	return ports.LogBounds{MaxSeq: int64(len(f.commits)), HorizonSeq: f.horizon}, nil
 }
 
+func (f *fakeStore) ReadCommitRange(_ context.Context, _ string, r ports.CommitRange) (ports.CommitSpan, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rangeReads++
+	limit := r.LimitChanges
+	if f.rangeLimit > 0 {
+		limit = f.rangeLimit
+	}
+	sp := ports.CommitSpan{ThroughSeq: r.ThroughSeq}
+	n := 0
+	for _, c := range f.commits {
+		if c.Seq <= r.AfterSeq || c.Seq > r.ThroughSeq {
+			continue
+		}
+		if n += len(c.Changes); n > limit {
+			sp.ThroughSeq = c.Seq - 1
+			break
+		}
+		sp.Commits = append(sp.Commits, c)
+	}
+	return sp, nil
+}
+
+func (f *fakeStore) reads() (rangeReads, windowReads int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rangeReads, f.windowReads
+}
+
 func (f *fakeStore) ReadCommitWindow(_ context.Context, _ string, w ports.CommitWindow) ([]commit.Commit, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.windowReads++
 	var out []commit.Commit
 	for _, c := range f.commits {
 		if c.Seq <= w.AfterSeq || c.Seq > w.ThroughSeq {
@@ -228,18 +263,26 @@ func newFixture(t *testing.T, o realtime.Options) *fixture {
 	st := &fakeStore{binds: map[string]string{}, clients: map[string]*ports.ClientRecord{
 		"b": {Partition: "p", ClientID: "b", ActorID: "alice", WireVersion: 3, Cursor: 0, Subscriptions: subs},
 	}}
+	f := &fixture{st: st, fan: &fakeFanout{}}
+	o.Store = st
+	f.hub = f.rebuild(t, o)
+	return f
+}
+
+// rebuild replaces the fixture's hub by one with o over o.Store.
+func (f *fixture) rebuild(t *testing.T, o realtime.Options) *realtime.Hub {
+	t.Helper()
 	sch := ssptest.Schema(t)
-	o.Store, o.Resolver, o.Rounds = st, grants{}, noRounds{}
+	o.Resolver, o.Rounds = grants{}, noRounds{}
 	o.Schema = func() *schema.Schema { return sch }
 	h, err := realtime.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fan := &fakeFanout{}
-	if _, err := fan.Listen(context.Background(), h); err != nil {
+	if _, err := f.fan.Listen(context.Background(), h); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{st: st, fan: fan, hub: h}
+	return h
 }
 
 func (f *fixture) connect(t *testing.T, actor, client string) (*fakeConn, *domrt.Hello) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -35,8 +36,13 @@ const (
 	PresenceLeft      = "leave"
 	PresenceForbidden = "forbidden"
 	PresenceTooLarge  = "too_large"
-	PresenceRemote    = "remote" // a change heard from another node
+	PresenceRemote    = "remote"  // a change heard from another node
+	PresenceExpired   = "expired" // a document of a node gone silent, dropped
 )
+
+// DefaultPresenceLease is how long a document heard from another node
+// outlives the last news from that node.
+const DefaultPresenceLease = 30 * time.Second
 
 type pkey struct{ partition, scope string }
 
@@ -56,6 +62,9 @@ type presence struct {
 	holders map[pkey]map[*Session]struct{}
 	docs    int // entries, for the gauge
 	out     eventQueue
+	// heard is when each other node was last heard from (ms): its entries
+	// expire a lease after that (a crashed node sends no leave).
+	heard map[string]int64
 }
 
 // presenceWire is the payload of a presence fanout event.
@@ -68,6 +77,8 @@ type presenceWire struct {
 	Doc       json.RawMessage `json:"doc,omitempty"` // absent: a leave
 	// Gone says the node stopped: every entry it published leaves.
 	Gone bool `json:"gone,omitempty"`
+	// Beat renews the node's lease on what it published.
+	Beat bool `json:"beat,omitempty"`
 }
 
 // scopeKeys derives the presence grant of registrations: the scope keys
@@ -315,8 +326,13 @@ func (h *Hub) remotePresence(e ports.FanoutEvent) {
 	p := &h.pres
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.heard[w.Node] = h.nowMs()
+	if w.Beat {
+		return
+	}
 	h.count(PresenceRemote)
 	if w.Gone {
+		delete(p.heard, w.Node)
 		for pk, m := range p.entries {
 			for id, en := range m {
 				if en.owner == nil && en.node == w.Node {
@@ -346,6 +362,49 @@ func (h *Hub) remotePresence(e ports.FanoutEvent) {
 	}
 	kind := h.storeLocked(pk, id, &presenceEntry{doc: doc, node: w.Node})
 	h.fanLocal(pk, nil, &realtime.PresenceFanout{ScopeKey: pk.scope, Kind: kind, ActorID: id.actor, ClientID: id.client, Doc: doc})
+}
+
+// Maintain keeps presence across nodes true until ctx ends: every third
+// of the lease it renews this node's lease on the other nodes while it
+// holds documents, and drops the documents of nodes not heard from for a
+// whole lease (they crashed or lost the fanout: no leave will come). It
+// returns at once without a fanout.
+func (h *Hub) Maintain(ctx context.Context) {
+	if h.o.Fanout == nil {
+		return
+	}
+	for h.o.Sleep(ctx, h.o.PresenceLease/3) == nil {
+		h.presenceTick()
+	}
+}
+
+func (h *Hub) presenceTick() {
+	p := &h.pres
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now, lease := h.nowMs(), h.o.PresenceLease.Milliseconds()
+	own := false
+	for pk, m := range p.entries {
+		for id, en := range m {
+			if en.owner != nil {
+				own = true
+				continue
+			}
+			if now-p.heard[en.node] > lease {
+				h.removeLocked(pk, id)
+				h.fanLocal(pk, nil, &realtime.PresenceFanout{ScopeKey: pk.scope, Kind: realtime.PresenceLeave, ActorID: id.actor, ClientID: id.client})
+				h.count(PresenceExpired)
+			}
+		}
+	}
+	for node, at := range p.heard {
+		if now-at > lease {
+			delete(p.heard, node)
+		}
+	}
+	if own {
+		p.out.push(h, ports.FanoutEvent{Topic: TopicPresence, Key: "", Payload: encodePresence(presenceWire{Node: h.node, Beat: true})})
+	}
 }
 
 // presenceGone tells the other nodes that this one stopped, after the

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/syncd-dev/syncd/adapters/clock"
 	"github.com/syncd-dev/syncd/app/realtime"
 	"github.com/syncd-dev/syncd/domain/canonjson"
 	domrt "github.com/syncd-dev/syncd/domain/realtime"
@@ -44,6 +46,7 @@ type bus struct {
 	hs   []ports.FanoutHandler
 	max  int
 	lose int
+	sent int // events delivered (or lost)
 }
 
 func (b *bus) PublishCommit(context.Context, ports.CommitNotice) error { return nil }
@@ -63,7 +66,27 @@ func (b *bus) PublishEvent(_ context.Context, e ports.FanoutEvent) error {
 			h.Event(e)
 		}
 	}
+	b.mu.Lock()
+	b.sent++
+	b.mu.Unlock()
 	return nil
+}
+
+// await waits until n events have been delivered in all: publishing is
+// asynchronous to the sessions and ticks.
+func (b *bus) await(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		sent := b.sent
+		b.mu.Unlock()
+		if sent >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d fanout events delivered, want %d", sent, n)
+		}
+	}
 }
 func (b *bus) MaxEventBytes() int { return b.max }
 func (b *bus) Listen(_ context.Context, h ports.FanoutHandler) (func(), error) {
@@ -159,9 +182,10 @@ func wantPresence(t *testing.T, c *fakeConn, kind domrt.PresenceKind, client, do
 
 func wantPresenceError(t *testing.T, c *fakeConn, key, code string) {
 	t.Helper()
-	e, ok := c.event(t).(*domrt.PresenceError)
+	m := c.event(t)
+	e, ok := m.(*domrt.PresenceError)
 	if !ok || e.ScopeKey != key || e.Error != code {
-		t.Fatalf("want %s on %s, got %+v", code, key, e)
+		t.Fatalf("want %s on %s, got %T %+v", code, key, m, m)
 	}
 }
 
@@ -342,4 +366,87 @@ func TestPresenceLargerThanTheFanoutCarries(t *testing.T) {
 	wantPresenceError(t, a, "user:alice", domrt.PresenceTooLarge)
 	publish(a, "user:alice", `{"small":1}`)
 	wantPresence(t, b, domrt.PresenceJoin, "a", `{"small":1}`)
+}
+
+// ticker is a Sleep the test steps: tick runs one wake-up of the loop
+// sleeping on it and returns once the loop sleeps again.
+type ticker struct{ next, idle chan struct{} }
+
+func newTicker() *ticker { return &ticker{next: make(chan struct{}), idle: make(chan struct{})} }
+
+func (k *ticker) Sleep(ctx context.Context, _ time.Duration) error {
+	select {
+	case k.idle <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-k.next:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (k *ticker) tick() { k.next <- struct{}{}; <-k.idle }
+
+func TestPresenceOfASilentNodeExpires(t *testing.T) {
+	w := newPresenceWorld(t, map[string]string{"a": "alice", "b": "alice"})
+	fan := &bus{max: 64 << 10}
+	clk := clock.NewVirtual(1_000_000)
+	lease := 30 * time.Second
+	k1, k2 := newTicker(), newTicker()
+	n1 := w.hub(realtime.Options{Fanout: fan, Now: clk.Now, Sleep: k1.Sleep, PresenceLease: lease})
+	n2 := w.hub(realtime.Options{Fanout: fan, Now: clk.Now, Sleep: k2.Sleep, PresenceLease: lease})
+	ctx1, crash1 := context.WithCancel(context.Background())
+	ctx2, stop2 := context.WithCancel(context.Background())
+	t.Cleanup(func() { crash1(); stop2() })
+	go n1.Maintain(ctx1)
+	go n2.Maintain(ctx2)
+	<-k1.idle
+	<-k2.idle
+	a, _ := w.open(n1, "a")
+	b, _ := w.open(n2, "b")
+	publish(a, "user:alice", `{"n":1}`)
+	wantPresence(t, b, domrt.PresenceJoin, "a", `{"n":1}`)
+	publish(b, "user:alice", `{"m":1}`)
+	wantPresence(t, a, domrt.PresenceJoin, "b", `{"m":1}`)
+	sent := 2
+
+	// Renewed every third of the lease, a live node's documents stay,
+	// however long it holds them.
+	step := func() {
+		if _, err := clk.Advance((lease / 3).Milliseconds()); err != nil {
+			t.Fatal(err)
+		}
+		k1.tick()
+		k2.tick()
+		sent += 2 // both renewals
+		fan.await(t, sent)
+	}
+	for range 6 {
+		step()
+	}
+	nothingBefore(t, b)
+	nothingBefore(t, a)
+
+	// The first node goes silent (crashed: no leave, no gone). Its document
+	// outlives its last renewal by a lease, then leaves; the second node's
+	// own document is never expired.
+	crash1()
+	for range 3 {
+		if _, err := clk.Advance((lease / 3).Milliseconds()); err != nil {
+			t.Fatal(err)
+		}
+		k2.tick()
+		sent++
+		fan.await(t, sent)
+	}
+	nothingBefore(t, b)
+	if _, err := clk.Advance((lease / 3).Milliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	k2.tick()
+	wantPresence(t, b, domrt.PresenceLeave, "a", "")
+	nothingBefore(t, b)
 }

@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"sync"
 
-	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -67,60 +64,4 @@ func (h *Hub) load(ctx context.Context, id ports.Identity, clientID string) (*po
 		regs = append(regs, registration{id: sub.ID, table: sub.Table, effective: oc.Effective, digest: oc.Effective.Digest()})
 	}
 	return rec, regs, nil
-}
-
-// readCache shares commit-window reads between the sessions a notice
-// wakes: sessions on the same table and scopes read the same window once.
-// A window is immutable once committed (pruning only removes whole
-// windows below the horizon), so entries never go stale.
-type readCache struct {
-	mu      sync.Mutex
-	entries map[string]*readEntry
-	order   []string
-	next    int
-}
-
-type readEntry struct {
-	done    chan struct{}
-	commits []commit.Commit
-	err     error
-}
-
-func newReadCache(n int) *readCache {
-	return &readCache{entries: map[string]*readEntry{}, order: make([]string, n)}
-}
-
-func (c *readCache) read(ctx context.Context, st Store, partition string, r registration, after, through int64) ([]commit.Commit, error) {
-	key := partition + "\x00" + r.table + "\x00" + r.digest + "\x00" + strconv.FormatInt(after, 10) + "\x00" + strconv.FormatInt(through, 10)
-	c.mu.Lock()
-	e := c.entries[key]
-	if e == nil {
-		e = &readEntry{done: make(chan struct{})}
-		if old := c.order[c.next]; old != "" {
-			delete(c.entries, old)
-		}
-		c.order[c.next] = key
-		c.next = (c.next + 1) % len(c.order)
-		c.entries[key] = e
-		c.mu.Unlock()
-		e.commits, e.err = st.ReadCommitWindow(ctx, partition, ports.CommitWindow{
-			Table: r.table, ScopeFilter: r.effective, AfterSeq: after, ThroughSeq: through, LimitChanges: deltaChangeCap,
-		})
-		if e.err != nil {
-			c.mu.Lock()
-			if c.entries[key] == e {
-				delete(c.entries, key)
-			}
-			c.mu.Unlock()
-		}
-		close(e.done)
-		return e.commits, e.err
-	}
-	c.mu.Unlock()
-	select {
-	case <-e.done:
-		return e.commits, e.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }

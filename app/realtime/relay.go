@@ -16,6 +16,8 @@ import (
 type Relay struct {
 	Fanout ports.Fanout // nil: this node only
 	Log    *zap.Logger
+	// Metrics, when set, counts the notices published (Metrics.Notice).
+	Metrics Metrics
 
 	mu sync.RWMutex
 	h  ports.FanoutHandler
@@ -32,10 +34,21 @@ func (r *Relay) SetHandler(h ports.FanoutHandler) {
 func (r *Relay) CommitApplied(ctx context.Context, partition string, c commit.Commit) {
 	n := ports.CommitNotice{Partition: partition, CommitSeq: c.Seq}
 	if r.Fanout != nil {
-		if err := r.Fanout.PublishCommit(ctx, n); err != nil && r.Log != nil {
+		err := r.Fanout.PublishCommit(ctx, n)
+		if err != nil && r.Log != nil {
 			r.Log.Warn("commit notice not published; other nodes catch up later", zap.String("partition", partition), zap.Error(err))
 		}
+		if r.Metrics != nil {
+			if err != nil {
+				r.Metrics.Notice(NoticePublishFailed)
+			} else {
+				r.Metrics.Notice(NoticePublished)
+			}
+		}
 		return
+	}
+	if r.Metrics != nil {
+		r.Metrics.Notice(NoticePublished)
 	}
 	r.mu.RLock()
 	h := r.h

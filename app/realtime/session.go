@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/realtime"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -539,8 +540,26 @@ func (s *Session) pass(ctx context.Context) {
 	}
 	var secs []section
 	changes := 0
+	s.mu.Lock()
+	epoch := s.epoch
+	s.mu.Unlock()
+	var shared []commit.Commit
+	var fromFeed bool
+	var err error
+	if len(regs) > 0 {
+		shared, fromFeed, err = s.hub.feeds.window(ctx, s.hub.o.Store, s.id.Partition, epoch, after, target)
+	}
 	for _, r := range regs {
-		cs, err := s.hub.reads.read(ctx, s.hub.o.Store, s.id.Partition, r, after, target)
+		var cs []commit.Commit
+		switch {
+		case err != nil:
+		case fromFeed:
+			cs = matching(shared, r)
+		default: // behind the feed: this session's own read
+			cs, err = s.hub.o.Store.ReadCommitWindow(ctx, s.id.Partition, ports.CommitWindow{
+				Table: r.table, ScopeFilter: r.effective, AfterSeq: after, ThroughSeq: target, LimitChanges: deltaChangeCap,
+			})
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return

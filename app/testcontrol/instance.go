@@ -310,6 +310,14 @@ func (l liveStore) ReadCommitWindow(ctx context.Context, partition string, w por
 	return st.ReadCommitWindow(ctx, partition, w)
 }
 
+func (l liveStore) ReadCommitRange(ctx context.Context, partition string, r ports.CommitRange) (ports.CommitSpan, error) {
+	st, err := l.store()
+	if err != nil {
+		return ports.CommitSpan{}, err
+	}
+	return st.ReadCommitRange(ctx, partition, r)
+}
+
 // liveRounds runs socket rounds through the live sync use case.
 type liveRounds struct{ in *instance }
 

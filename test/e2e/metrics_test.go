@@ -21,21 +21,31 @@ func TestPushMetrics(t *testing.T) {
 		}}
 		s.sync(c, req)
 		s.sync(c, req)
-		resp, err := http.Get(s.admin + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		b := scrape(t, s)
 		for _, want := range []string{
 			`syncd_push_commits_total{outcome="applied"} 1`,
 			`syncd_push_commits_total{outcome="cached"} 1`,
 			`syncd_push_commits_total{outcome="rejected"} 2`,
 			`syncd_push_operations_applied_total 1`,
 		} {
-			if !strings.Contains(string(b), want) {
+			if !strings.Contains(b, want) {
 				t.Fatalf("metrics lack %q", want)
 			}
 		}
 	})
+}
+
+// scrape reads the server's metrics.
+func scrape(t *testing.T, s *server) string {
+	t.Helper()
+	resp, err := http.Get(s.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

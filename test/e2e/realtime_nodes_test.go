@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/coder/websocket"
@@ -82,4 +83,13 @@ func TestRealtimeAcrossNodes(t *testing.T) {
 	wantDelta(kb, 1)
 	rb.pull(ssptest.Commit("k2", ssptest.Upsert("projects", "p-2", project(t, b.sch, "p-2", "alice", "Two"), -1)))
 	wantDelta(ka, 2)
+	// Each node counts the notice it published and both it heard.
+	for _, s := range []*server{a, b} {
+		m := scrape(t, s)
+		for _, want := range []string{`syncd_fanout_notices_total{event="published"} 1`, `syncd_fanout_notices_total{event="received"} 2`} {
+			if !strings.Contains(m, want) {
+				t.Fatalf("metrics lack %q", want)
+			}
+		}
+	}
 }
