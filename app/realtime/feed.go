@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/syncd-dev/syncd/domain/commit"
@@ -20,6 +21,16 @@ import (
 // short leaves a gap. A session whose window starts below the feed (it
 // was behind, or the gap) reads its registrations' windows itself.
 type feed struct {
+	log feedLog // guarded by feeds.mu
+
+	// The dispatcher's: the highest seq noticed, its wake-up, its end.
+	target atomic.Int64
+	wake   chan struct{}
+	stop   chan struct{}
+}
+
+// feedLog is what a feed holds of the partition's log.
+type feedLog struct {
 	epoch string
 	// commits holds every commit in (base, through], oldest first.
 	base, through int64
@@ -55,24 +66,25 @@ func (fs *feeds) window(ctx context.Context, st Store, partition, epoch string, 
 	fs.mu.Lock()
 	f := fs.m[partition]
 	if f == nil {
-		f = &feed{}
-		fs.m[partition] = f
+		fs.mu.Unlock()
+		return nil, false, nil // the partition's last session left
 	}
+	fl := &f.log
 	for {
-		if !f.started || f.epoch != epoch || (len(f.commits) == 0 && f.loading == nil && after > f.through) {
+		if !fl.started || fl.epoch != epoch || (len(fl.commits) == 0 && fl.loading == nil && after > fl.through) {
 			// Nothing held that this window could use: start at it.
-			*f = feed{epoch: epoch, base: after, through: after, started: true}
+			*fl = feedLog{epoch: epoch, base: after, through: after, started: true}
 		}
-		if after < f.base {
+		if after < fl.base {
 			fs.mu.Unlock()
 			return nil, false, nil
 		}
-		if target <= f.through {
-			cs := f.slice(after, target)
+		if target <= fl.through {
+			cs := fl.slice(after, target)
 			fs.mu.Unlock()
 			return cs, true, nil
 		}
-		if l := f.loading; l != nil {
+		if l := fl.loading; l != nil {
 			fs.mu.Unlock()
 			select {
 			case <-l.done:
@@ -88,30 +100,30 @@ func (fs *feeds) window(ctx context.Context, st Store, partition, epoch string, 
 		// The read is shared by every waiting session: it runs detached,
 		// so no one session's context cancels it, and each waits on its own.
 		l := &feedLoad{done: make(chan struct{})}
-		f.loading = l
-		go fs.load(f, l, st, partition, epoch, f.through, target)
+		fl.loading = l
+		go fs.load(fl, l, st, partition, epoch, fl.through, target)
 	}
 }
 
-func (fs *feeds) load(f *feed, l *feedLoad, st Store, partition, epoch string, from, target int64) {
+func (fs *feeds) load(fl *feedLog, l *feedLoad, st Store, partition, epoch string, from, target int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), feedReadTimeout)
 	sp, err := st.ReadCommitRange(ctx, partition, ports.CommitRange{AfterSeq: from, ThroughSeq: target, LimitChanges: deltaChangeCap})
 	cancel()
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	f.loading = nil
+	fl.loading = nil
 	l.err = err
-	if err == nil && f.epoch == epoch && f.through == from {
-		f.extend(sp, target)
+	if err == nil && fl.epoch == epoch && fl.through == from {
+		fl.extend(sp, target)
 	}
 	close(l.done)
 }
 
 // extend appends a span read after through; a span the limit cut short
 // leaves a gap up to target (those windows are read by their sessions).
-func (f *feed) extend(sp ports.CommitSpan, target int64) {
+func (f *feedLog) extend(sp ports.CommitSpan, target int64) {
 	if sp.ThroughSeq < target {
-		*f = feed{epoch: f.epoch, base: target, through: target, started: true}
+		*f = feedLog{epoch: f.epoch, base: target, through: target, started: true}
 		return
 	}
 	for i := range sp.Commits {
@@ -130,7 +142,7 @@ func (f *feed) extend(sp ports.CommitSpan, target int64) {
 	}
 }
 
-func (f *feed) slice(after, target int64) []commit.Commit {
+func (f *feedLog) slice(after, target int64) []commit.Commit {
 	lo := sort.Search(len(f.commits), func(i int) bool { return f.commits[i].Seq > after })
 	hi := sort.Search(len(f.commits), func(i int) bool { return f.commits[i].Seq > target })
 	return f.commits[lo:hi:hi]
@@ -144,11 +156,99 @@ func commitBytes(c *commit.Commit) int {
 	return n
 }
 
-// forget drops the partition's feed once no session of it is left.
+// open starts the partition's feed, with its dispatcher, when its first
+// session registers.
+func (fs *feeds) open(h *Hub, partition string) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.m[partition] != nil {
+		return
+	}
+	f := &feed{wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	f.target.Store(-1)
+	fs.m[partition] = f
+	go h.dispatch(partition, f)
+}
+
+// forget stops the partition's feed once no session of it is left.
 func (fs *feeds) forget(partition string) {
 	fs.mu.Lock()
-	delete(fs.m, partition)
+	defer fs.mu.Unlock()
+	if f := fs.m[partition]; f != nil {
+		close(f.stop)
+		delete(fs.m, partition)
+	}
+}
+
+// noticed hands a commit notice to the partition's dispatcher; false
+// when the partition has no feed.
+func (fs *feeds) noticed(partition string, seq int64) bool {
+	fs.mu.Lock()
+	f := fs.m[partition]
 	fs.mu.Unlock()
+	if f == nil {
+		return false
+	}
+	for {
+		cur := f.target.Load()
+		if seq <= cur || f.target.CompareAndSwap(cur, seq) {
+			break
+		}
+	}
+	signal(f.wake)
+	return true
+}
+
+// dispatch is a feed's dispatcher: for each notice it reads the new
+// commits into the feed and wakes only the sessions with a registration
+// one of them matches; an unrelated socket costs nothing. When it cannot
+// tell (the first notice, a failed read, a gap) it wakes them all and
+// each finds out for itself.
+func (h *Hub) dispatch(partition string, f *feed) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-f.stop; cancel() }()
+	done := int64(-1) // dispatched through; -1 before the first notice
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-f.wake:
+		}
+		target := f.target.Load()
+		if target <= done {
+			continue
+		}
+		var cs []commit.Commit
+		ok := false
+		h.feeds.mu.Lock()
+		epoch, started := f.log.epoch, f.log.started
+		h.feeds.mu.Unlock()
+		if done >= 0 && started {
+			var err error
+			if cs, ok, err = h.feeds.window(ctx, h.o.Store, partition, epoch, done, target); err != nil && ctx.Err() != nil {
+				return
+			}
+		}
+		// The sessions are listed after the read: one registered since has
+		// read log bounds that include target.
+		h.mu.Lock()
+		ss := make([]*Session, 0, len(h.byPart[partition]))
+		for s := range h.byPart[partition] {
+			ss = append(ss, s)
+		}
+		h.mu.Unlock()
+		var changed map[string]struct{}
+		if ok {
+			changed = changedKeys(cs)
+		}
+		for _, s := range ss {
+			if !ok || s.wants(cs, changed) {
+				s.notify(target)
+			}
+		}
+		done = target
+	}
 }
 
 // matching is r's part of cs: the commits with a change of r's table
@@ -169,4 +269,38 @@ func matching(cs []commit.Commit, r registration) []commit.Commit {
 		}
 	}
 	return out
+}
+
+// changedKeys are the changeKeys of every change of cs.
+func changedKeys(cs []commit.Commit) map[string]struct{} {
+	m := map[string]struct{}{}
+	for i := range cs {
+		for _, ch := range cs[i].Changes {
+			for v, val := range ch.Scopes {
+				m[changeKey(ch.Table, v, val)] = struct{}{}
+			}
+		}
+	}
+	return m
+}
+
+// wants says whether a change of cs matches one of s's registrations;
+// changed (cs's changedKeys) rules most registrations out without a look
+// at the changes.
+func (s *Session) wants(cs []commit.Commit, changed map[string]struct{}) bool {
+	s.mu.Lock()
+	regs := s.regs
+	s.mu.Unlock()
+	for _, r := range regs {
+		hit := false
+		for _, k := range r.keys {
+			if _, hit = changed[k]; hit {
+				break
+			}
+		}
+		if hit && len(matching(cs, r)) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -192,17 +192,13 @@ func New(o Options) (*Hub, error) {
 
 func (h *Hub) nowMs() int64 { return h.o.Now().UnixMilli() }
 
-// Commit implements ports.FanoutHandler: it wakes the partition's
-// sessions, which read the commits from storage.
+// Commit implements ports.FanoutHandler: the partition's feed reads the
+// commits once and wakes the sessions they matter to.
 func (h *Hub) Commit(n ports.CommitNotice) {
 	if h.o.Metrics != nil {
 		h.o.Metrics.Notice(NoticeReceived)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for s := range h.byPart[n.Partition] {
-		s.notify(n.CommitSeq)
-	}
+	h.feeds.noticed(n.Partition, n.CommitSeq)
 }
 
 // Event implements ports.FanoutHandler: presence heard from the nodes.
@@ -323,6 +319,7 @@ func (h *Hub) admit(ctx context.Context, id ports.Identity, clientID string) (*S
 	if set == nil {
 		set = map[*Session]struct{}{}
 		h.byPart[id.Partition] = set
+		h.feeds.open(h, id.Partition)
 	}
 	set[s] = struct{}{}
 	h.mu.Unlock()

@@ -16,6 +16,28 @@ type registration struct {
 	table     string
 	effective scopes.Map
 	digest    string
+	// keys are changeKeys of its driving variable (the one with the
+	// fewest values): a change it matches has one of them.
+	keys []string
+}
+
+func newRegistration(id, table string, effective scopes.Map) registration {
+	drive := ""
+	for v, vals := range effective {
+		if drive == "" || len(vals) < len(effective[drive]) || (len(vals) == len(effective[drive]) && v < drive) {
+			drive = v
+		}
+	}
+	r := registration{id: id, table: table, effective: effective, digest: effective.Digest()}
+	for _, val := range effective[drive] {
+		r.keys = append(r.keys, changeKey(table, drive, val))
+	}
+	return r
+}
+
+// changeKey names a (table, variable, value) a change carries.
+func changeKey(table, variable, value string) string {
+	return table + "\x00" + variable + "\x00" + value
 }
 
 // storedSub is the part of a persisted subscription list entry the
@@ -61,7 +83,7 @@ func (h *Hub) load(ctx context.Context, id ports.Identity, clientID string) (*po
 		if oc.Revoked() || len(oc.Effective) == 0 {
 			continue
 		}
-		regs = append(regs, registration{id: sub.ID, table: sub.Table, effective: oc.Effective, digest: oc.Effective.Digest()})
+		regs = append(regs, newRegistration(sub.ID, sub.Table, oc.Effective))
 	}
 	return rec, regs, nil
 }
