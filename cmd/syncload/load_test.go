@@ -126,6 +126,12 @@ func TestScenarios(t *testing.T) {
 			}
 			return ""
 		}},
+		{"engine-commit", []string{"--vus", "3", "--requests", "30", "--engine-read", "--engine-database", filepath.Join(t.TempDir(), "engine.db")}, false, func(r Result) string {
+			if op(r, "commit").Count != 30 || op(r, "read").Count != 30 || r.Notes["engine"] != "sqlite" {
+				return "not one read per commit on sqlite"
+			}
+			return ""
+		}},
 		{"propagation", []string{"--vus", "1", "--requests", "20", "--transport", "ws"}, false, func(r Result) string {
 			if n := op(r, "propagation").Count; n == 0 || n != op(r, "push").Count {
 				return "not one propagation per push"
@@ -182,7 +188,7 @@ func op(r Result, kind string) OpResult {
 func TestUsage(t *testing.T) {
 	var out, errb bytes.Buffer
 	for _, args := range [][]string{{}, {"nope"}, {"--wire", "4", "push-pull"}, {"--vus", "0", "push-pull"}, {"-H", "bad", "push-pull"},
-		{"--transport", "udp", "push-pull"}, {"--idle-sockets", "-1", "propagation"}} {
+		{"--transport", "udp", "push-pull"}, {"--idle-sockets", "-1", "propagation"}, {"engine-commit"}} {
 		if code := run0(context.Background(), args, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}

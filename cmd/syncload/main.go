@@ -6,7 +6,8 @@
 //	syncload [flags] SCENARIO...
 //
 // Scenarios: push-pull, bootstrap-storm, catch-up, mixed-soak,
-// maintenance-churn, slow-bodies, reconnect-storm, propagation ("syncload
+// maintenance-churn, slow-bodies, reconnect-storm, propagation,
+// engine-commit (the storage engine alone, no server; "syncload
 // -h" describes each). With --transport ws the clients run their rounds
 // over the realtime socket (GET /realtime). The virtual clients are
 // the project's Go client (package client); any protocol error
@@ -75,6 +76,8 @@ type options struct {
 	transport      string
 	idleSockets    int
 	dialers        int
+	engineDatabase string
+	engineRead     bool
 }
 
 // headerList is a repeatable "Name: value" flag.
@@ -137,6 +140,8 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request timeout")
 	fs.DurationVar(&o.prepareTimeout, "prepare-timeout", 5*time.Minute, "bound on a scenario's preparation (catch-up's writes)")
 	fs.IntVar(&o.maxErrors, "max-errors", 100, "stop a scenario after this many errors (0: never)")
+	fs.StringVar(&o.engineDatabase, "engine-database", "", "engine-commit: the database to commit on directly (a SQLite file path or a postgres:// URL)")
+	fs.BoolVar(&o.engineRead, "engine-read", false, "engine-commit: follow each commit with a one-row read")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file (\"-\": standard output)")
 	fs.StringVar(&o.runID, "run-id", "", "names this run's clients and projects (default: random)")
 	fs.IntVar(&o.slowConns, "slow-conns", 1000, "slow-bodies: slow connections held open beside the clients")
@@ -165,6 +170,9 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	for _, n := range names {
 		if findScenario(n) == nil {
 			return nil, nil, fmt.Errorf("unknown scenario %q", n)
+		}
+		if n == "engine-commit" && o.engineDatabase == "" {
+			return nil, nil, errors.New("engine-commit needs --engine-database")
 		}
 	}
 	switch {

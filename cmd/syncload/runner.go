@@ -43,6 +43,7 @@ type env struct {
 	data       map[string]any
 	catchup    *catchUpState // set by catch-up's prepare
 	idle       *idleSockets  // set by propagation's prepare
+	engine     *engineDB     // set by engine-commit's prepare
 	rt         rtCounters
 }
 
@@ -296,7 +297,7 @@ type Result struct {
 }
 
 // requestKinds are the operations that are one HTTP request each.
-var requestKinds = map[string]bool{"push": true, "pull": true}
+var requestKinds = map[string]bool{"push": true, "pull": true, "commit": true}
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
