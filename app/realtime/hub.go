@@ -42,7 +42,6 @@ type Store interface {
 // handler of POST /sync.
 type Rounds interface {
 	Handle(ctx context.Context, id ports.Identity, body []byte) (*syncsvc.Response, error)
-	Versions() []uint16
 }
 
 // Metrics hears what the channel does; nil fields are not called.

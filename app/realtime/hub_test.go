@@ -169,7 +169,6 @@ type noRounds struct{}
 func (noRounds) Handle(context.Context, ports.Identity, []byte) (*syncsvc.Response, error) {
 	return nil, syncerr.New(syncerr.InvalidRequest)
 }
-func (noRounds) Versions() []uint16 { return []uint16{3} }
 
 // fakeFanout is an in-memory ports.Fanout: published notices reach the
 // listener, and lose drops them (as a broken listener connection would).

@@ -290,7 +290,10 @@ func (s *Session) round(ctx context.Context, msg []byte) {
 	s.mu.Lock()
 	errWire, epoch := s.wire, s.epoch
 	s.mu.Unlock()
-	if v := binary.LittleEndian.Uint16(msg[4:]); admitted(s.hub.o.Rounds.Versions(), v) {
+	// A refusal is written in the request's own generation whenever the
+	// codec can write it, admitted or not: a wire-2 client refused for its
+	// version must be able to read why.
+	if v := binary.LittleEndian.Uint16(msg[4:]); v >= syncsvc.LowestMinWireVersion && v <= syncsvc.MaxWireVersion {
 		errWire = v
 	}
 	var err error
@@ -318,6 +321,8 @@ func (s *Session) round(ctx context.Context, msg []byte) {
 		if ctx.Err() != nil {
 			return
 		}
+		s.hub.log.Debug("socket round refused", zap.String("partition", s.id.Partition), zap.String("client_id", s.clientID),
+			zap.String("code", string(syncerr.CodeOf(err))), zap.Error(err))
 		resp = syncsvc.ErrorResponse(err, errWire, epoch)
 	}
 	defer resp.Release()
@@ -369,15 +374,6 @@ func (s *Session) round(ctx context.Context, msg []byte) {
 		s.hub.presenceRederive(s)
 	}
 	signal(s.wakeCh)
-}
-
-func admitted(vs []uint16, v uint16) bool {
-	for _, x := range vs {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // sendWake queues a wake-up; callers hold mu. A catch-up of a session

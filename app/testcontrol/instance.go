@@ -329,14 +329,6 @@ func (l liveRounds) Handle(ctx context.Context, id ports.Identity, body []byte) 
 	return sv.sync.Handle(ctx, id, body)
 }
 
-func (l liveRounds) Versions() []uint16 {
-	v := []uint16{}
-	for x := syncsvc.LowestMinWireVersion; x <= syncsvc.MaxWireVersion; x++ {
-		v = append(v, x)
-	}
-	return v
-}
-
 // syncServe answers an authenticated POST /sync like the server's own
 // route: request-level failures as §10.1 JSON, the frames otherwise.
 func syncServe(t *httpapi.Transport, in *instance) httpapi.SyncServeFunc {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/syncd-dev/syncd/domain/realtime"
 	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -201,5 +202,22 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A socket round of a wire version the server does not admit is refused
+// in the request's own generation, so the client can read why (HTTP
+// answers the same refusal as JSON).
+func TestSocketRoundRefusedInTheRequestsWire(t *testing.T) {
+	s := start(t, engines()[0], serverOpts{}) // admits wire 3 only
+	k := dial(t, s, alice("rt"), "w2")
+	if _, ok := k.event().(*realtime.Hello); !ok {
+		t.Fatal("hello first")
+	}
+	req := ssptest.Req{Wire: 2, ClientID: "w2", SchemaVersion: s.sch.Version, NoEpoch: true, Pull: true}.Encode(t)
+	resp := ssptest.DecodeResponse(t, k.round(req, 1<<16))
+	if resp.Msg.WireVersion != 2 || resp.Error == nil || resp.Error.Code != string(syncerr.InvalidRequest) ||
+		!strings.Contains(resp.Error.Message, "--min-wire-version") {
+		t.Fatalf("wire %d, error %+v", resp.Msg.WireVersion, resp.Error)
 	}
 }
