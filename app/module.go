@@ -110,7 +110,19 @@ func NewRouter(p RouterParams) (*httpapi.Router, error) {
 		Logger:   p.Log.Named("syncapi"),
 		Observe:  p.Metrics.ObserveHTTP,
 		Now:      p.Clock.Now,
+		CORS:     corsOptions(p.Config),
+		AccessLog: func() *zap.Logger {
+			if p.Config.HTTP.AccessLog {
+				return p.Log.Named("access")
+			}
+			return nil
+		}(),
 	})
+}
+
+// corsOptions are the configured CORS origins and headers.
+func corsOptions(c config.Config) httpapi.CORSOptions {
+	return httpapi.CORSOptions{Origins: c.HTTP.CORSOriginList(), ExtraHeaders: c.HTTP.CORSHeaderList()}
 }
 
 // SchemaParams are the inputs of NewSchema.

@@ -113,7 +113,8 @@ func newRealtimeRoutes(p realtimeRouteParams) ([]RouteHandler, error) {
 	}
 	h := httpapi.RealtimeEndpoint(p.Auth, httpapi.RealtimeOptions{
 		Limits: p.Config.Limits.Domain(), MaxMessageBytes: p.Config.Sync.MaxDecodedBodyBytes + 1,
-		Log: p.Log.Named("realtime"),
+		OriginPatterns: corsOptions(p.Config).OriginPatterns(),
+		Log:            p.Log.Named("realtime"),
 	}, p.Hub.Admit)
 	return []RouteHandler{{Route: httpapi.RouteRealtime, Handler: h}}, nil
 }

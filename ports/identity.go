@@ -78,3 +78,17 @@ func IdentityFrom(ctx context.Context) (Identity, bool) {
 	id, ok := ctx.Value(identityKey{}).(Identity)
 	return id, ok
 }
+
+type requestIDKey struct{}
+
+// WithRequestID returns ctx carrying the request id the transport took
+// from the request or generated, for every log line of that request.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestID returns the id stored by WithRequestID ("" when none).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}

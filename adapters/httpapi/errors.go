@@ -27,6 +27,7 @@ func WriteError(w http.ResponseWriter, err error) *syncerr.Error {
 		pub = syncerr.New(syncerr.InternalError)
 		body, _ = json.Marshal(pub)
 	}
+	noteCode(w, pub.Code)
 	h := w.Header()
 	h.Set("Content-Type", ContentTypeJSON)
 	h.Set("Cache-Control", "no-store")

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
 )
 
 // Route is one sync API route: a method and a path relative to the mount
@@ -71,13 +72,19 @@ type Options struct {
 	Observe ObserveFunc
 	// Now is the clock that times requests (default time.Now).
 	Now func() time.Time
+	// AccessLog, when set, gets one info line per request.
+	AccessLog *zap.Logger
+	// CORS, when it allows an origin, answers preflights before any route.
+	CORS CORSOptions
 }
 
 // Router serves the sync API.
 type Router struct {
 	mux     *http.ServeMux
+	h       http.Handler // mux behind CORS
 	mount   string
 	log     *zap.Logger
+	access  *zap.Logger
 	observe ObserveFunc
 	now     func() time.Time
 }
@@ -107,10 +114,14 @@ func New(opts Options) (*Router, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Router{mux: http.NewServeMux(), mount: opts.Mount, log: log, observe: opts.Observe, now: opts.Now}
+	r := &Router{mux: http.NewServeMux(), mount: opts.Mount, log: log, access: opts.AccessLog, observe: opts.Observe, now: opts.Now}
 	if r.now == nil {
 		r.now = time.Now
 	}
+	if r.access == nil {
+		r.access = zap.NewNop()
+	}
+	r.h = withCORS(opts.CORS, r.mux)
 	for _, route := range Routes() {
 		h := opts.Handlers[route]
 		if h == nil {
@@ -156,7 +167,7 @@ func known(route Route) bool {
 func (r *Router) Mount() string { return r.mount }
 
 // ServeHTTP dispatches to the route handlers.
-func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }
+func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.h.ServeHTTP(w, req) }
 
 // absent answers a route whose feature this server does not offer. The
 // catalog is closed (SPEC §10.3), so it is the catalog's "unknown sync
@@ -172,13 +183,22 @@ func absent(route Route) http.Handler {
 func (r *Router) wrap(route Route, gate Gate, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		start := r.now()
+		id := requestID(req)
+		w.Header().Set(RequestIDHeader, id)
+		info := &requestInfo{}
+		req = req.WithContext(withRequestInfo(ports.WithRequestID(req.Context(), id), info))
+		var body *countingBody
+		if req.Body != nil && req.Body != http.NoBody {
+			body = &countingBody{ReadCloser: req.Body}
+			req.Body = body
+		}
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				r.log.Error("sync api handler panicked", zap.String("route", string(route)), zap.Any("panic", p), zap.Stack("stack"))
+				r.log.Error("sync api handler panicked", zap.String("route", string(route)), zap.String("request_id", id), zap.Any("panic", p), zap.Stack("stack"))
 				if !sw.wrote {
 					WriteError(sw, syncerr.Newf(syncerr.InternalError, "panic: %v", p))
 				}
@@ -187,9 +207,8 @@ func (r *Router) wrap(route Route, gate Gate, h http.Handler) http.Handler {
 			if r.observe != nil {
 				r.observe(route, sw.status(), elapsed)
 			}
-			if ce := r.log.Check(zap.DebugLevel, "request"); ce != nil {
-				ce.Write(zap.String("method", req.Method), zap.String("path", req.URL.Path),
-					zap.String("route", string(route)), zap.Int("status", sw.status()), zap.Duration("elapsed", elapsed))
+			if ce := r.access.Check(zap.InfoLevel, "request"); ce != nil {
+				ce.Write(append(accessFields(req, route, sw, info, body, id), zap.Duration("elapsed", elapsed))...)
 			}
 		}()
 		if gate != nil {
@@ -206,8 +225,10 @@ func (r *Router) wrap(route Route, gate Gate, h http.Handler) http.Handler {
 // realtime upgrade) reachable.
 type statusWriter struct {
 	http.ResponseWriter
-	code  int
-	wrote bool
+	code    int
+	wrote   bool
+	bytes   int64
+	errCode syncerr.Code // the catalog code answered, for the access log
 }
 
 func (s *statusWriter) WriteHeader(code int) {
@@ -221,7 +242,9 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 	if !s.wrote {
 		s.code, s.wrote = http.StatusOK, true
 	}
-	return s.ResponseWriter.Write(b)
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += int64(n)
+	return n, err
 }
 
 func (s *statusWriter) status() int {

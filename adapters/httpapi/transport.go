@@ -455,3 +455,6 @@ func (b *body) Close() error {
 type zstdCloser struct{ d *zstd.Decoder }
 
 func (z zstdCloser) Close() error { z.d.Close(); return nil }
+
+// Unwrap lets noteCode reach the router's writer.
+func (s *statusOverride) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -38,6 +38,7 @@ func Authenticate(r *http.Request, auth ports.Authenticator, lim limits.Limits) 
 	if err := lim.Identity(id.ActorID, id.Partition, id.Scopes); err != nil {
 		return r, ports.Identity{}, err
 	}
+	noteIdentity(r.Context(), id)
 	return r.WithContext(ports.WithIdentity(r.Context(), id)), id, nil
 }
 

@@ -225,6 +225,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Limits.validate()...)
 	errs = append(errs, c.validateExposure()...)
 	errs = append(errs, c.HTTP.validate(c.Sync)...)
+	errs = append(errs, c.HTTP.validateCORS(c.Auth)...)
 	if c.ShutdownDelay < 0 {
 		errs = append(errs, errors.New("--shutdown-delay must not be negative"))
 	}

@@ -70,7 +70,7 @@ func TestLoadPrecedence(t *testing.T) {
 		{"http bounds", []string{"--body-read-timeout", "5s", "--idle-timeout", "10s", "--max-inflight-requests", "8",
 			"--max-inflight-body-bytes", "100000000", "--shutdown-delay", "0"}, nil, func(t *testing.T, c config.Config) {
 			if c.HTTP != (config.HTTP{BodyReadTimeout: 5 * time.Second, IdleTimeout: 10 * time.Second, MaxInflightRequests: 8,
-				MaxInflightBodyBytes: 100000000}) || c.ShutdownDelay != 0 {
+				MaxInflightBodyBytes: 100000000, AccessLog: true}) || c.ShutdownDelay != 0 {
 				t.Fatalf("got %+v delay %s", c.HTTP, c.ShutdownDelay)
 			}
 		}, ""},
@@ -79,6 +79,21 @@ func TestLoadPrecedence(t *testing.T) {
 				t.Fatalf("got %+v delay %s", c.HTTP, c.ShutdownDelay)
 			}
 		}, ""},
+		{"cors origins", []string{"--cors-origins", " https://app.example.com/, http://localhost:5173", "--cors-headers", "X-App-Version", "--access-log=false"}, nil, func(t *testing.T, c config.Config) {
+			if got := c.HTTP.CORSOriginList(); len(got) != 2 || got[0] != "https://app.example.com" || got[1] != "http://localhost:5173" ||
+				len(c.HTTP.CORSHeaderList()) != 1 || c.HTTP.AccessLog {
+				t.Fatalf("got %+v", c.HTTP)
+			}
+		}, ""},
+		{"cors any origin with dev auth", []string{"--cors-origins", "*"}, nil, func(t *testing.T, c config.Config) {
+			if got := c.HTTP.CORSOriginList(); len(got) != 1 || got[0] != "*" {
+				t.Fatalf("got %v", got)
+			}
+		}, ""},
+		{"cors any origin with jwt", []string{"--cors-origins", "*", "--auth", "jwt", "--jwt-algorithm", "HS256", "--jwt-key-file", "/k"}, nil, nil, "only with --auth dev"},
+		{"cors any origin among others", []string{"--cors-origins", "*,https://a.example.com"}, nil, nil, "* stands alone"},
+		{"cors origin with a path", []string{"--cors-origins", "https://a.example.com/app"}, nil, nil, "want an origin like"},
+		{"cors origin without a scheme", []string{"--cors-origins", "a.example.com"}, nil, nil, "want an origin like"},
 		{"body bound below the body limit", []string{"--max-inflight-body-bytes", "1000"}, nil, nil, "--max-inflight-body-bytes 1000"},
 		{"no inflight requests", []string{"--max-inflight-requests", "0"}, nil, nil, "--max-inflight-requests 0"},
 		{"negative shutdown delay", []string{"--shutdown-delay", "-1s"}, nil, nil, "--shutdown-delay"},

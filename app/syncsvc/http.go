@@ -35,9 +35,9 @@ func (h *HTTPHandler) Serve(w http.ResponseWriter, r *http.Request, id ports.Ide
 	out := h.Transport.Respond(w, r, http.StatusOK, httpapi.ContentTypeSync)
 	if err = resp.Encode(out); err != nil {
 		if clientGone(r.Context(), err) {
-			h.Log.Debug("sync response abandoned by the client", zap.Error(err))
+			h.Log.Debug("sync response abandoned by the client", httpapi.RequestIDField(r.Context()), zap.Error(err))
 		} else {
-			h.Log.Error("encode sync response", zap.Error(err))
+			h.Log.Error("encode sync response", httpapi.RequestIDField(r.Context()), zap.Error(err))
 		}
 		if out.Discard() {
 			httpapi.WriteTransportError(w, syncerr.Wrap(syncerr.InternalError, err))
@@ -45,7 +45,7 @@ func (h *HTTPHandler) Serve(w http.ResponseWriter, r *http.Request, id ports.Ide
 		}
 	}
 	if cerr := out.Close(); cerr != nil && err == nil {
-		h.Log.Debug("write sync response", zap.Error(cerr))
+		h.Log.Debug("write sync response", httpapi.RequestIDField(r.Context()), zap.Error(cerr))
 	}
 }
 
@@ -60,14 +60,14 @@ func (h *HTTPHandler) logFailure(ctx context.Context, err error, id ports.Identi
 	if clientGone(ctx, err) {
 		// The client went away (or the server is shutting down): nothing
 		// failed on this side.
-		h.Log.Debug("sync request abandoned", zap.String("partition", id.Partition), zap.Error(err))
+		h.Log.Debug("sync request abandoned", httpapi.RequestIDField(ctx), zap.String("partition", id.Partition), zap.Error(err))
 		return
 	}
 	var se *syncerr.Error
 	if errors.As(err, &se) && syncerr.Lookup(se.Code).Code == se.Code && se.Code != syncerr.InternalError {
-		h.Log.Debug("sync request refused", zap.String("code", string(se.Code)),
+		h.Log.Debug("sync request refused", httpapi.RequestIDField(ctx), zap.String("code", string(se.Code)),
 			zap.String("reason", se.Reason), zap.String("partition", id.Partition))
 		return
 	}
-	h.Log.Error("sync request failed", zap.String("partition", id.Partition), zap.Error(err))
+	h.Log.Error("sync request failed", httpapi.RequestIDField(ctx), zap.String("partition", id.Partition), zap.Error(err))
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"io"
 	"time"
 
@@ -477,7 +478,7 @@ func (s *Service) resolve(ctx context.Context, rq *request) error {
 		// (ErrResolverOutage) are not issued by this server, so an outage
 		// fails closed too.
 		s.log.Warn("scope resolver failed; writes of this request are forbidden",
-			zap.String("partition", rq.id.Partition), zap.Error(err))
+			httpapi.RequestIDField(ctx), zap.String("partition", rq.id.Partition), zap.Error(err))
 		rq.res = scopes.Failed()
 		return nil
 	}
