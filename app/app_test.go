@@ -145,7 +145,7 @@ func TestServeEmbeddedDefault(t *testing.T) {
 		t.Fatalf("sync %d %s", code, body)
 	}
 	_, body = get(t, "GET", h.url(app.ServerAdmin, "/metrics"))
-	if !strings.Contains(body, `syncd_http_requests_total{route="POST /sync",status="404"} 1`) {
+	if !strings.Contains(body, `syncd_http_requests_total{code="sync.not_found",method="POST",route="/sync",status="404"} 1`) || !strings.Contains(body, "syncd_http_requests_in_flight 0") {
 		t.Fatal("request not counted")
 	}
 	h.app.RequireStop()

@@ -2,7 +2,6 @@ package app
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -17,6 +16,9 @@ type Metrics struct {
 
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	bytesIn  *prometheus.CounterVec
+	bytesOut *prometheus.CounterVec
+	inflight prometheus.Gauge
 	phase    *prometheus.GaugeVec
 }
 
@@ -28,13 +30,25 @@ func NewMetrics(info BuildInfo, r *Readiness) (*Metrics, error) {
 		Registry: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "syncd_http_requests_total",
-			Help: "Sync API requests answered, by route and status.",
-		}, []string{"route", "status"}),
+			Help: "Sync API requests answered, by route, method, status and catalog code (\"\" for answers without an error).",
+		}, []string{"route", "method", "status", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "syncd_http_request_duration_seconds",
-			Help:    "Sync API request duration, by route.",
+			Help:    "Sync API request duration, by route and method.",
 			Buckets: prometheus.DefBuckets,
-		}, []string{"route"}),
+		}, []string{"route", "method"}),
+		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_http_request_bytes_total",
+			Help: "Sync API request body bytes read (as sent, before decompression), by route and method.",
+		}, []string{"route", "method"}),
+		bytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_http_response_bytes_total",
+			Help: "Sync API response body bytes written (as sent, after compression), by route and method.",
+		}, []string{"route", "method"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "syncd_http_requests_in_flight",
+			Help: "Sync API requests being served (realtime sockets count while they are open).",
+		}),
 		phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "syncd_readiness_phase",
 			Help: "1 for the current readiness phase, 0 for the others.",
@@ -57,7 +71,7 @@ func NewMetrics(info BuildInfo, r *Readiness) (*Metrics, error) {
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		build, ready, m.requests, m.duration, m.phase,
+		build, ready, m.requests, m.duration, m.bytesIn, m.bytesOut, m.inflight, m.phase,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -76,11 +90,20 @@ func NewMetrics(info BuildInfo, r *Readiness) (*Metrics, error) {
 }
 
 // ObserveHTTP records one sync API request (an httpapi.ObserveFunc).
-func (m *Metrics) ObserveHTTP(route httpapi.Route, status int, elapsed time.Duration) {
-	name := string(route)
-	if name == "" {
-		name = "unmatched"
+func (m *Metrics) ObserveHTTP(st httpapi.RequestStats) {
+	route := st.Route.Path()
+	if st.Route == "" {
+		route = "unmatched"
 	}
-	m.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(name).Observe(elapsed.Seconds())
+	m.requests.WithLabelValues(route, st.Method, strconv.Itoa(st.Status), string(st.Code)).Inc()
+	m.duration.WithLabelValues(route, st.Method).Observe(st.Elapsed.Seconds())
+	if st.BytesIn > 0 {
+		m.bytesIn.WithLabelValues(route, st.Method).Add(float64(st.BytesIn))
+	}
+	if st.BytesOut > 0 {
+		m.bytesOut.WithLabelValues(route, st.Method).Add(float64(st.BytesOut))
+	}
 }
+
+// InFlightHTTP follows the sync API requests being served.
+func (m *Metrics) InFlightHTTP(delta int) { m.inflight.Add(float64(delta)) }

@@ -109,6 +109,7 @@ func NewRouter(p RouterParams) (*httpapi.Router, error) {
 		Handlers: handlers,
 		Logger:   p.Log.Named("syncapi"),
 		Observe:  p.Metrics.ObserveHTTP,
+		InFlight: p.Metrics.InFlightHTTP,
 		Now:      p.Clock.Now,
 		CORS:     corsOptions(p.Config),
 		AccessLog: func() *zap.Logger {

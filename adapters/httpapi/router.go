@@ -53,9 +53,20 @@ type Gate interface {
 	ServeError() error
 }
 
-// ObserveFunc records one answered request: its route ("" when no route
-// matched), status and duration.
-type ObserveFunc func(route Route, status int, elapsed time.Duration)
+// RequestStats describe one answered request for metrics.
+type RequestStats struct {
+	// Route is "" when no route matched.
+	Route  Route
+	Method string
+	Status int
+	// Code is the catalog code of an error answer ("" otherwise).
+	Code              syncerr.Code
+	Elapsed           time.Duration
+	BytesIn, BytesOut int64
+}
+
+// ObserveFunc records one answered request.
+type ObserveFunc func(RequestStats)
 
 // Options configure a Router.
 type Options struct {
@@ -70,6 +81,9 @@ type Options struct {
 	Logger *zap.Logger
 	// Observe, when set, is called after every request.
 	Observe ObserveFunc
+	// InFlight, when set, is called with +1 as a request begins and -1 as
+	// it ends.
+	InFlight func(delta int)
 	// Now is the clock that times requests (default time.Now).
 	Now func() time.Time
 	// AccessLog, when set, gets one info line per request.
@@ -84,9 +98,10 @@ type Router struct {
 	h       http.Handler // mux behind CORS
 	mount   string
 	log     *zap.Logger
-	access  *zap.Logger
-	observe ObserveFunc
-	now     func() time.Time
+	access   *zap.Logger
+	observe  ObserveFunc
+	inflight func(int)
+	now      func() time.Time
 }
 
 // ValidateMount checks a mount prefix.
@@ -114,7 +129,7 @@ func New(opts Options) (*Router, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Router{mux: http.NewServeMux(), mount: opts.Mount, log: log, access: opts.AccessLog, observe: opts.Observe, now: opts.Now}
+	r := &Router{mux: http.NewServeMux(), mount: opts.Mount, log: log, access: opts.AccessLog, observe: opts.Observe, inflight: opts.InFlight, now: opts.Now}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -193,6 +208,9 @@ func (r *Router) wrap(route Route, gate Gate, h http.Handler) http.Handler {
 			req.Body = body
 		}
 		sw := &statusWriter{ResponseWriter: w}
+		if r.inflight != nil {
+			r.inflight(1)
+		}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
@@ -204,8 +222,15 @@ func (r *Router) wrap(route Route, gate Gate, h http.Handler) http.Handler {
 				}
 			}
 			elapsed := r.now().Sub(start)
+			if r.inflight != nil {
+				r.inflight(-1)
+			}
 			if r.observe != nil {
-				r.observe(route, sw.status(), elapsed)
+				st := RequestStats{Route: route, Method: req.Method, Status: sw.status(), Code: sw.errCode, Elapsed: elapsed, BytesOut: sw.bytes}
+				if body != nil {
+					st.BytesIn = body.n
+				}
+				r.observe(st)
 			}
 			if ce := r.access.Check(zap.InfoLevel, "request"); ce != nil {
 				ce.Write(append(accessFields(req, route, sw, info, body, id), zap.Duration("elapsed", elapsed))...)

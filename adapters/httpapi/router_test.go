@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -99,14 +98,22 @@ func TestGate(t *testing.T) {
 	notReady := syncerr.New(syncerr.SchemaNotReady).WithDetails(map[string]string{"phase": "storage_migration"})
 	var mu sync.Mutex
 	var seen []int
+	var codes []string
+	inflight := 0
 	r, err := httpapi.New(httpapi.Options{
 		Gate: gate{notReady},
 		Handlers: map[httpapi.Route]http.Handler{
 			httpapi.RouteSync: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }),
 		},
-		Observe: func(_ httpapi.Route, status int, _ time.Duration) {
+		Observe: func(st httpapi.RequestStats) {
 			mu.Lock()
-			seen = append(seen, status)
+			seen = append(seen, st.Status)
+			codes = append(codes, string(st.Code))
+			mu.Unlock()
+		},
+		InFlight: func(d int) {
+			mu.Lock()
+			inflight += d
 			mu.Unlock()
 		},
 	})
@@ -117,8 +124,8 @@ func TestGate(t *testing.T) {
 	if code != http.StatusServiceUnavailable || b.Code != "sync.schema_not_ready" || !b.Retryable || b.RecommendedAction != "retryLater" {
 		t.Fatalf("got %d %+v", code, b)
 	}
-	if len(seen) != 1 || seen[0] != 503 {
-		t.Fatalf("observed %v", seen)
+	if len(seen) != 1 || seen[0] != 503 || codes[0] != "sync.schema_not_ready" || inflight != 0 {
+		t.Fatalf("observed %v %v, in flight %d", seen, codes, inflight)
 	}
 }
 
