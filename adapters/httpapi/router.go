@@ -94,10 +94,10 @@ type Options struct {
 
 // Router serves the sync API.
 type Router struct {
-	mux     *http.ServeMux
-	h       http.Handler // mux behind CORS
-	mount   string
-	log     *zap.Logger
+	mux      *http.ServeMux
+	h        http.Handler // mux behind CORS
+	mount    string
+	log      *zap.Logger
 	access   *zap.Logger
 	observe  ObserveFunc
 	inflight func(int)
