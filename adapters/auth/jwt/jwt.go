@@ -1,11 +1,13 @@
 // Package jwt authenticates requests by a signed JSON Web Token in the
 // Authorization header and resolves scopes from one of its claims.
 //
-// One verification key is configured, and the accepted algorithm is the
-// one that key is for (HS256 with a shared secret, RS256 with an RSA
-// public key, EdDSA with an Ed25519 public key): a token naming any other
-// algorithm is refused before its signature is checked, so a public key
-// can never be replayed as an HMAC secret. Expiry, not-before and
+// The verification key is either one configured key, and the accepted
+// algorithm is the one that key is for (HS256 with a shared secret, RS256
+// with an RSA public key, EdDSA with an Ed25519 public key), or a JWK set
+// fetched from a URL (jwks.go), where the token's kid picks the key and
+// the key's type its one algorithm (RS256, EdDSA or ES256; never HMAC). A
+// token naming any other algorithm is refused before its signature is
+// checked, so a public key can never be replayed as an HMAC secret. Expiry, not-before and
 // issued-at (a token issued in the future is refused) are enforced with a
 // leeway for clock skew; expiry is required unless the options say
 // otherwise. The server understands no JWS extension, so a token with a
@@ -27,6 +29,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,7 +66,9 @@ const (
 
 // Options configure the JWT Authenticator.
 type Options struct {
-	// Algorithm is HS256, RS256 or EdDSA; the only one accepted.
+	// Algorithm is HS256, RS256 or EdDSA; the only one accepted. With
+	// JWKSURL it is optional (RS256, EdDSA or ES256) and narrows the
+	// algorithms the set's keys may verify to that one.
 	Algorithm string
 	// KeyFile is read when Key is nil: for HS256 the raw secret (one
 	// trailing newline is dropped), for RS256 and EdDSA a PEM public key
@@ -72,6 +77,25 @@ type Options struct {
 	// Key is the verification key itself: []byte for HS256,
 	// *rsa.PublicKey for RS256, ed25519.PublicKey for EdDSA.
 	Key any
+
+	// JWKSURL, instead of a key, is where the JWK set is fetched
+	// (http or https). Start fetches it; Stop ends the refresh.
+	JWKSURL string
+	// JWKSRefresh is the background refresh interval, jittered ±10%
+	// (default 5m).
+	JWKSRefresh time.Duration
+	// JWKSMinRefetch is the least time between two fetches prompted by a
+	// token whose kid is not in the cached set (default 10s).
+	JWKSMinRefetch time.Duration
+	// JWKSTimeout bounds one fetch (default 10s).
+	JWKSTimeout time.Duration
+	// JWKSLazy lets Start succeed without a first successful fetch;
+	// tokens are refused until one succeeds.
+	JWKSLazy bool
+	// HTTPClient fetches the JWKS (default a plain http.Client).
+	HTTPClient *http.Client
+	// Sleep waits between refreshes (default a timer); tests drive it.
+	Sleep func(ctx context.Context, d time.Duration) error
 
 	// ActorClaim names the string claim holding the actor id (default "sub").
 	ActorClaim string
@@ -107,8 +131,9 @@ type Options struct {
 
 // Authenticator verifies bearer tokens. It implements ports.Authenticator.
 type Authenticator struct {
-	alg            string
+	algs           []string
 	key            any
+	jwks           *jwks
 	parser         *gojwt.Parser
 	actorClaim     string
 	partitionClaim string
@@ -121,24 +146,9 @@ type Authenticator struct {
 var _ ports.Authenticator = (*Authenticator)(nil)
 
 // New validates opts, loads the key and builds an Authenticator.
+// With JWKSURL nothing is fetched until Start.
 func New(opts Options) (*Authenticator, error) {
-	key := opts.Key
-	if key == nil {
-		if opts.KeyFile == "" {
-			return nil, errors.New("jwt auth: a key or key file is required")
-		}
-		k, err := LoadKey(opts.Algorithm, opts.KeyFile)
-		if err != nil {
-			return nil, err
-		}
-		key = k
-	}
-	if err := checkKey(opts.Algorithm, key); err != nil {
-		return nil, err
-	}
 	a := &Authenticator{
-		alg:            opts.Algorithm,
-		key:            key,
 		actorClaim:     orDefault(opts.ActorClaim, DefaultActorClaim),
 		partitionClaim: orDefault(opts.PartitionClaim, DefaultPartitionClaim),
 		defPartition:   orDefault(opts.DefaultPartition, DefaultPartition),
@@ -149,6 +159,9 @@ func New(opts Options) (*Authenticator, error) {
 	if a.log == nil {
 		a.log = zap.NewNop()
 	}
+	if err := a.setKey(opts); err != nil {
+		return nil, err
+	}
 	leeway := opts.Leeway
 	switch {
 	case leeway == 0:
@@ -157,7 +170,7 @@ func New(opts Options) (*Authenticator, error) {
 		leeway = 0
 	}
 	popts := []gojwt.ParserOption{
-		gojwt.WithValidMethods([]string{opts.Algorithm}),
+		gojwt.WithValidMethods(a.algs),
 		gojwt.WithLeeway(leeway),
 		gojwt.WithIssuedAt(),
 	}
@@ -175,6 +188,62 @@ func New(opts Options) (*Authenticator, error) {
 	}
 	a.parser = gojwt.NewParser(popts...)
 	return a, nil
+}
+
+// setKey installs the one configured key or the JWKS cache.
+func (a *Authenticator) setKey(opts Options) error {
+	if opts.JWKSURL != "" {
+		if opts.Key != nil || opts.KeyFile != "" {
+			return errors.New("jwt auth: a JWKS URL and a key or key file are exclusive")
+		}
+		a.algs = jwksAlgorithms()
+		if opts.Algorithm != "" {
+			if !slices.Contains(a.algs, opts.Algorithm) {
+				return fmt.Errorf("jwt auth: algorithm %q cannot come from a JWKS (want RS256, EdDSA or ES256)", opts.Algorithm)
+			}
+			a.algs = []string{opts.Algorithm}
+		}
+		j, err := newJWKS(opts, a.log)
+		if err != nil {
+			return err
+		}
+		a.jwks = j
+		return nil
+	}
+	key := opts.Key
+	if key == nil {
+		if opts.KeyFile == "" {
+			return errors.New("jwt auth: a key, key file or JWKS URL is required")
+		}
+		k, err := LoadKey(opts.Algorithm, opts.KeyFile)
+		if err != nil {
+			return err
+		}
+		key = k
+	}
+	if err := checkKey(opts.Algorithm, key); err != nil {
+		return err
+	}
+	a.algs, a.key = []string{opts.Algorithm}, key
+	return nil
+}
+
+// Start fetches the JWKS once and starts its background refresh; the
+// fetch failing fails Start (naming the URL) unless JWKSLazy. Without a
+// JWKS it does nothing.
+func (a *Authenticator) Start(ctx context.Context) error {
+	if a.jwks == nil {
+		return nil
+	}
+	return a.jwks.start(ctx)
+}
+
+// Stop ends the JWKS refresh and waits for it, or for ctx.
+func (a *Authenticator) Stop(ctx context.Context) error {
+	if a.jwks == nil {
+		return nil
+	}
+	return a.jwks.close(ctx)
 }
 
 func orDefault(v, d string) string {
@@ -273,7 +342,8 @@ func (a *Authenticator) Authenticate(r *http.Request) (ports.Identity, error) {
 		return ports.Identity{}, fail(err)
 	}
 	claims := gojwt.MapClaims{}
-	if _, err := a.parser.ParseWithClaims(raw, claims, a.keyFor); err != nil {
+	keyFor := func(t *gojwt.Token) (any, error) { return a.keyFor(r.Context(), t) }
+	if _, err := a.parser.ParseWithClaims(raw, claims, keyFor); err != nil {
 		a.refused(err)
 		return ports.Identity{}, fail(err)
 	}
@@ -325,20 +395,24 @@ func checkLen(t string) (string, error) {
 	return t, nil
 }
 
-// keyFor hands the configured key to the verifier only for the configured
-// signing method; the parser's method allow-list already refuses others,
-// this keeps the pin even if that option were dropped.
+// keyFor hands the verifier a key only for an accepted signing method;
+// the parser's method allow-list already refuses others, this keeps the
+// pin even if that option were dropped. From a JWKS the key must also be
+// one for the token's method (jwks.key).
 //
 // It also enforces RFC 7515 §4.1.11: crit lists header extensions the
 // recipient must understand, and this server understands none, so any
 // crit header is refused — one naming an extension as not understood, a
 // malformed one (not a non-empty array of strings) as malformed.
-func (a *Authenticator) keyFor(t *gojwt.Token) (any, error) {
-	if t.Method == nil || t.Method.Alg() != a.alg {
+func (a *Authenticator) keyFor(ctx context.Context, t *gojwt.Token) (any, error) {
+	if t.Method == nil || !slices.Contains(a.algs, t.Method.Alg()) {
 		return nil, fmt.Errorf("unexpected signing method %v", t.Header["alg"])
 	}
 	if crit, present := t.Header["crit"]; present {
 		return nil, checkCrit(crit)
+	}
+	if a.jwks != nil {
+		return a.jwks.key(ctx, t.Header["kid"], t.Method.Alg())
 	}
 	return a.key, nil
 }
