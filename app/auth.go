@@ -17,10 +17,11 @@ import (
 // AuthParams are the inputs of NewAuth.
 type AuthParams struct {
 	fx.In
-	Config config.Config
-	Schema *schema.Schema
-	Log    *zap.Logger
-	Clock  ports.Clock
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+	Schema    *schema.Schema
+	Log       *zap.Logger
+	Clock     Clock
 }
 
 // AuthResult provides the identity ports.
@@ -33,7 +34,9 @@ type AuthResult struct {
 // NewAuth builds the authenticator and scope resolver --auth selects:
 // dev trusts the request's own headers and grants every declared scope
 // variable unless the request narrows it; jwt verifies bearer tokens and
-// grants their scopes claim.
+// grants their scopes claim. With --jwt-jwks-url the key set is fetched
+// when the app starts (failing the start unless --jwt-jwks-lazy) and
+// refreshed until it stops.
 func NewAuth(p AuthParams) (AuthResult, error) {
 	switch p.Config.Auth {
 	case config.AuthDev:
@@ -58,6 +61,11 @@ func NewAuth(p AuthParams) (AuthResult, error) {
 		a, err := jwtauth.New(jwtauth.Options{
 			Algorithm:       j.Algorithm,
 			KeyFile:         j.KeyFile,
+			JWKSURL:         j.JWKSURL,
+			JWKSRefresh:     j.JWKSRefresh,
+			JWKSMinRefetch:  j.JWKSMinRefetch,
+			JWKSLazy:        j.JWKSLazy,
+			Sleep:           p.Clock.Sleep,
 			Issuer:          j.Issuer,
 			Audience:        j.Audience,
 			ActorClaim:      j.ActorClaim,
@@ -70,6 +78,9 @@ func NewAuth(p AuthParams) (AuthResult, error) {
 		})
 		if err != nil {
 			return AuthResult{}, err
+		}
+		if j.JWKSURL != "" {
+			p.Lifecycle.Append(fx.Hook{OnStart: a.Start, OnStop: a.Stop})
 		}
 		return AuthResult{Authenticator: a, Resolver: jwtauth.NewResolver()}, nil
 	case config.AuthHost:

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -29,6 +30,11 @@ const (
 	DefaultDatabase    = "./syncd.db"
 	// DefaultJWTLeeway is the clock skew tolerated on exp, nbf and iat.
 	DefaultJWTLeeway = 60 * time.Second
+	// DefaultJWKSRefresh is how often the JWKS is fetched again.
+	DefaultJWKSRefresh = 5 * time.Minute
+	// DefaultJWKSMinRefetch is the least time between two fetches that
+	// tokens with an unknown kid prompt.
+	DefaultJWKSMinRefetch = 10 * time.Second
 )
 
 // Auth modes.
@@ -103,10 +109,20 @@ type DevAuth struct {
 
 // JWT are the settings of bearer-token authentication.
 type JWT struct {
-	// Algorithm is HS256, RS256 or EdDSA; the only one accepted.
+	// Algorithm is HS256, RS256 or EdDSA with KeyFile, the only one
+	// accepted; with JWKSURL it is optional (RS256, EdDSA or ES256) and
+	// narrows the keys' algorithms to that one.
 	Algorithm string
 	// KeyFile holds the HS256 secret or the PEM public key.
 	KeyFile string
+	// JWKSURL is where the JWK set is fetched; exclusive with KeyFile.
+	JWKSURL string
+	// JWKSRefresh is the background refresh interval (jittered ±10%).
+	JWKSRefresh time.Duration
+	// JWKSMinRefetch rate-limits the refetch an unknown kid prompts.
+	JWKSMinRefetch time.Duration
+	// JWKSLazy starts without a first successful fetch.
+	JWKSLazy bool
 	// Issuer and Audience, when set, must match the token.
 	Issuer   string
 	Audience string
@@ -118,6 +134,40 @@ type JWT struct {
 	TokenQueryParam string
 	// Leeway tolerates clock skew on exp, nbf and iat (0: none).
 	Leeway time.Duration
+}
+
+// validateKey checks that exactly one key source is set and that the
+// algorithm suits it.
+func (j JWT) validateKey() []error {
+	var errs []error
+	switch {
+	case j.KeyFile != "" && j.JWKSURL != "":
+		errs = append(errs, errors.New("--jwt-key-file and --jwt-jwks-url are exclusive: set one"))
+	case j.KeyFile == "" && j.JWKSURL == "":
+		errs = append(errs, errors.New("--auth jwt needs --jwt-key-file or --jwt-jwks-url"))
+	case j.KeyFile != "":
+		switch j.Algorithm {
+		case "HS256", "RS256", "EdDSA":
+		default:
+			errs = append(errs, fmt.Errorf("--jwt-algorithm %q: want HS256, RS256 or EdDSA with --jwt-key-file", j.Algorithm))
+		}
+	default:
+		switch j.Algorithm {
+		case "", "RS256", "EdDSA", "ES256":
+		default:
+			errs = append(errs, fmt.Errorf("--jwt-algorithm %q: want RS256, EdDSA, ES256 or none with --jwt-jwks-url (a JWKS never supplies HMAC keys)", j.Algorithm))
+		}
+		if u, err := url.Parse(j.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--jwt-jwks-url %q: want an http(s) URL", j.JWKSURL))
+		}
+	}
+	if j.JWKSRefresh <= 0 {
+		errs = append(errs, fmt.Errorf("--jwt-jwks-refresh %s: must be positive", j.JWKSRefresh))
+	}
+	if j.JWKSMinRefetch <= 0 {
+		errs = append(errs, fmt.Errorf("--jwt-jwks-min-refetch %s: must be positive", j.JWKSMinRefetch))
+	}
+	return errs
 }
 
 // Default returns the configuration of a bare `syncd serve`.
@@ -134,7 +184,7 @@ func Default() Config {
 		Segments:        DefaultSegments(),
 		Realtime:        DefaultRealtime(),
 		Limits:          DefaultLimits(),
-		JWT:             JWT{Leeway: DefaultJWTLeeway},
+		JWT:             JWT{Leeway: DefaultJWTLeeway, JWKSRefresh: DefaultJWKSRefresh, JWKSMinRefetch: DefaultJWKSMinRefetch},
 		Fanout:          FanoutAuto,
 	}
 }
@@ -200,14 +250,7 @@ func (c *Config) Validate() error {
 		}
 	case AuthDev, AuthHost:
 	case AuthJWT:
-		switch c.JWT.Algorithm {
-		case "HS256", "RS256", "EdDSA":
-		default:
-			errs = append(errs, fmt.Errorf("--jwt-algorithm %q: want HS256, RS256 or EdDSA", c.JWT.Algorithm))
-		}
-		if c.JWT.KeyFile == "" {
-			errs = append(errs, errors.New("--jwt-key-file is required with --auth jwt"))
-		}
+		errs = append(errs, c.JWT.validateKey()...)
 		if c.JWT.Leeway < 0 {
 			errs = append(errs, fmt.Errorf("--jwt-leeway %s: must not be negative", c.JWT.Leeway))
 		}
@@ -287,8 +330,12 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.StringVar(&c.Auth, "auth", c.Auth, "request authentication: dev or jwt (default dev with the demo schema or --dev, required otherwise)")
 	fs.StringVar(&c.DevAuth.Actor, "dev-actor", c.DevAuth.Actor, "--auth dev: actor of requests without an X-Syncd-Actor header (default: refuse them)")
 	fs.StringVar(&c.DevAuth.Partition, "dev-partition", c.DevAuth.Partition, "--auth dev: partition of requests without an X-Syncd-Partition header (default \"default\")")
-	fs.StringVar(&c.JWT.Algorithm, "jwt-algorithm", c.JWT.Algorithm, "--auth jwt: the accepted algorithm, HS256, RS256 or EdDSA")
-	fs.StringVar(&c.JWT.KeyFile, "jwt-key-file", c.JWT.KeyFile, "--auth jwt: file with the HS256 secret or the PEM public key")
+	fs.StringVar(&c.JWT.Algorithm, "jwt-algorithm", c.JWT.Algorithm, "--auth jwt: the accepted algorithm, HS256, RS256 or EdDSA (with --jwt-jwks-url optional: RS256, EdDSA or ES256)")
+	fs.StringVar(&c.JWT.KeyFile, "jwt-key-file", c.JWT.KeyFile, "--auth jwt: file with the HS256 secret or the PEM public key (or use --jwt-jwks-url)")
+	fs.StringVar(&c.JWT.JWKSURL, "jwt-jwks-url", c.JWT.JWKSURL, "--auth jwt: URL of the issuer's JWK set; the token's kid picks the key (start fails if it cannot be fetched, unless --jwt-jwks-lazy)")
+	fs.DurationVar(&c.JWT.JWKSRefresh, "jwt-jwks-refresh", c.JWT.JWKSRefresh, "--auth jwt: how often the JWK set is fetched again (jittered ±10%)")
+	fs.DurationVar(&c.JWT.JWKSMinRefetch, "jwt-jwks-min-refetch", c.JWT.JWKSMinRefetch, "--auth jwt: least time between two fetches prompted by tokens with an unknown kid")
+	fs.BoolVar(&c.JWT.JWKSLazy, "jwt-jwks-lazy", c.JWT.JWKSLazy, "--auth jwt: start even if the JWK set cannot be fetched yet (tokens are refused until it is)")
 	fs.StringVar(&c.JWT.Issuer, "jwt-issuer", c.JWT.Issuer, "--auth jwt: required iss claim, if set")
 	fs.StringVar(&c.JWT.Audience, "jwt-audience", c.JWT.Audience, "--auth jwt: required aud claim, if set")
 	fs.StringVar(&c.JWT.ActorClaim, "jwt-actor-claim", c.JWT.ActorClaim, "--auth jwt: claim holding the actor id (default sub)")

@@ -61,7 +61,33 @@ func TestLoadPrecedence(t *testing.T) {
 		{"schema needs auth", []string{"--schema", "x.json"}, nil, nil, "--auth is required"},
 		{"bad auth", []string{"--auth", "none"}, nil, nil, `--auth "none"`},
 		{"jwt needs algorithm", []string{"--auth", "jwt", "--jwt-key-file", "k"}, nil, nil, "--jwt-algorithm"},
-		{"jwt needs key", []string{"--auth", "jwt", "--jwt-algorithm", "RS256"}, nil, nil, "--jwt-key-file"},
+		{"jwt needs a key file or a JWKS URL", []string{"--auth", "jwt", "--jwt-algorithm", "RS256"}, nil, nil,
+			"needs --jwt-key-file or --jwt-jwks-url"},
+		{"jwt key file and JWKS URL", []string{"--auth", "jwt", "--jwt-algorithm", "RS256", "--jwt-key-file", "k",
+			"--jwt-jwks-url", "https://id.example/jwks.json"}, nil, nil, "exclusive"},
+		{"jwt JWKS", []string{"--schema", "x.json", "--auth", "jwt", "--jwt-jwks-url", "https://id.example/jwks.json"},
+			[]string{"SYNCD_JWT_JWKS_REFRESH=1m", "SYNCD_JWT_JWKS_LAZY=true"}, func(t *testing.T, c config.Config) {
+				j := c.JWT
+				if j.JWKSURL != "https://id.example/jwks.json" || j.Algorithm != "" || j.JWKSRefresh != time.Minute ||
+					j.JWKSMinRefetch != config.DefaultJWKSMinRefetch || !j.JWKSLazy {
+					t.Fatalf("got %+v", j)
+				}
+			}, ""},
+		{"jwt JWKS narrowed to EdDSA", []string{"--schema", "x.json", "--auth", "jwt", "--jwt-jwks-url", "https://id.example/jwks.json",
+			"--jwt-algorithm", "EdDSA"}, nil, func(t *testing.T, c config.Config) {
+			if c.JWT.Algorithm != "EdDSA" {
+				t.Fatalf("got %+v", c.JWT)
+			}
+		}, ""},
+		{"jwt JWKS refuses HS256", []string{"--auth", "jwt", "--jwt-jwks-url", "https://id.example/jwks.json",
+			"--jwt-algorithm", "HS256"}, nil, nil, "never supplies HMAC keys"},
+		{"jwt key file refuses ES256", []string{"--auth", "jwt", "--jwt-key-file", "k", "--jwt-algorithm", "ES256"}, nil, nil,
+			`--jwt-algorithm "ES256"`},
+		{"jwt JWKS URL not http", []string{"--auth", "jwt", "--jwt-jwks-url", "/etc/jwks.json"}, nil, nil, "want an http(s) URL"},
+		{"jwt JWKS zero refresh", []string{"--auth", "jwt", "--jwt-jwks-url", "https://id.example/jwks.json",
+			"--jwt-jwks-refresh", "0s"}, nil, nil, "--jwt-jwks-refresh 0s"},
+		{"jwt JWKS zero refetch window", []string{"--auth", "jwt", "--jwt-jwks-url", "https://id.example/jwks.json",
+			"--jwt-jwks-min-refetch", "0s"}, nil, nil, "--jwt-jwks-min-refetch 0s"},
 		{"dev auth settings", []string{"--dev-actor", "alice"}, []string{"SYNCD_DEV_PARTITION=p1"}, func(t *testing.T, c config.Config) {
 			if c.DevAuth.Actor != "alice" || c.DevAuth.Partition != "p1" {
 				t.Fatalf("got %+v", c)

@@ -80,6 +80,8 @@ func (c *Config) jwtFlagsSet() []string {
 		set  bool
 	}{
 		{"--jwt-algorithm", j.Algorithm != ""}, {"--jwt-key-file", j.KeyFile != ""},
+		{"--jwt-jwks-url", j.JWKSURL != ""}, {"--jwt-jwks-refresh", j.JWKSRefresh != DefaultJWKSRefresh},
+		{"--jwt-jwks-min-refetch", j.JWKSMinRefetch != DefaultJWKSMinRefetch}, {"--jwt-jwks-lazy", j.JWKSLazy},
 		{"--jwt-issuer", j.Issuer != ""}, {"--jwt-audience", j.Audience != ""},
 		{"--jwt-actor-claim", j.ActorClaim != ""}, {"--jwt-partition-claim", j.PartitionClaim != ""},
 		{"--jwt-scopes-claim", j.ScopesClaim != ""}, {"--jwt-token-query-param", j.TokenQueryParam != ""},

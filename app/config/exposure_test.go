@@ -36,6 +36,8 @@ func TestExposureAndIgnoredSettings(t *testing.T) {
 
 		{"jwt flags with dev auth", []string{"--jwt-issuer", "i", "--jwt-key-file", "/k"}, []string{"--jwt-key-file", "--jwt-issuer", "--auth jwt"}},
 		{"jwt leeway with dev auth", []string{"--jwt-leeway", "5s"}, []string{"--jwt-leeway"}},
+		{"JWKS flags with dev auth", []string{"--jwt-jwks-url", "https://id.example/jwks", "--jwt-jwks-lazy"},
+			[]string{"--jwt-jwks-url", "--jwt-jwks-lazy", "--auth jwt"}},
 		{"dev actor with jwt", append([]string{"--dev-actor", "alice"}, jwt...), []string{"--dev-actor", "--auth dev"}},
 		{"dev partition with jwt", append([]string{"--dev-partition", "p"}, jwt...), []string{"--dev-partition"}},
 		{"negative jwt leeway", append([]string{"--jwt-leeway", "-1s"}, jwt...), []string{"--jwt-leeway"}},
