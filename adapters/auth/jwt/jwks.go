@@ -350,8 +350,14 @@ func (j *jwks) load(ctx context.Context, why string) error {
 	set, skipped, err := j.fetch(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			j.log.Warn("JWKS fetch failed; the cached keys stay in use", zap.String("trigger", why), zap.Error(err),
-				zap.Strings("skipped", skipped))
+			cached := 0
+			if s := j.set.Load(); s != nil {
+				cached = len(s.all)
+			}
+			// cached_keys says what keeps verifying meanwhile (0 before a
+			// first successful fetch).
+			j.log.Warn("JWKS fetch failed", zap.String("trigger", why), zap.Error(err),
+				zap.Int("cached_keys", cached), zap.Strings("skipped", skipped))
 		}
 		return err
 	}
