@@ -44,7 +44,7 @@ var CoreModule = fx.Module("syncd.core",
 		NewSchemaSource,
 		NewSchema,
 	),
-	fx.Invoke(registerPreparer, registerChecks),
+	fx.Invoke(registerPreparer, registerChecks, registerPoolMetrics),
 )
 
 // AdminModule serves /livez, /readyz, /metrics and (--pprof) /debug/pprof

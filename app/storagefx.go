@@ -2,8 +2,11 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
@@ -25,6 +28,30 @@ var StorageModule = fx.Module("syncd.storage",
 	fx.Provide(func(s ports.Storage) ports.SchemaStore { return s }),
 	fx.Provide(func(s ports.Storage) ports.HealthChecker { return s }),
 )
+
+// pooled is a store on database/sql pools (both SQL engines).
+type pooled interface{ Pools() map[string]*sql.DB }
+
+type poolMetricsParams struct {
+	fx.In
+	Storage ports.Storage `optional:"true"`
+	Metrics *Metrics      `optional:"true"`
+}
+
+// registerPoolMetrics exports the connection pools' statistics
+// (go_sql_* by db_name: open, in use, idle, waits, wait time).
+func registerPoolMetrics(p poolMetricsParams) error {
+	ps, ok := p.Storage.(pooled)
+	if !ok || p.Metrics == nil || p.Metrics.Registry == nil {
+		return nil
+	}
+	for role, db := range ps.Pools() {
+		if err := p.Metrics.Registry.Register(collectors.NewDBStatsCollector(db, "syncd_"+role)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // StorageParams are the inputs of NewStorage.
 type StorageParams struct {

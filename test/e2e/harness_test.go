@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -78,6 +79,14 @@ type gatedStore struct {
 	// beforePush, when set, runs as each push begins, before its
 	// transaction (a test holds pushes at a barrier with it).
 	beforePush atomic.Pointer[func()]
+}
+
+// Pools passes the engine's pools through, for their metrics.
+func (g *gatedStore) Pools() map[string]*sql.DB {
+	if p, ok := g.Storage.(interface{ Pools() map[string]*sql.DB }); ok {
+		return p.Pools()
+	}
+	return nil
 }
 
 func (g *gatedStore) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {

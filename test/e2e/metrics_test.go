@@ -27,6 +27,8 @@ func TestPushMetrics(t *testing.T) {
 			`syncd_push_commits_total{outcome="cached"} 1`,
 			`syncd_push_commits_total{outcome="rejected"} 2`,
 			`syncd_push_operations_applied_total 1`,
+			`go_sql_open_connections{db_name="syncd_write"}`,
+			`syncd_http_request_bytes_total{method="POST",route="/sync"}`,
 		} {
 			if !strings.Contains(b, want) {
 				t.Fatalf("metrics lack %q", want)
