@@ -86,7 +86,11 @@ func NewRetentionScheduler(p RetentionParams) (*retention.Scheduler, error) {
 		Name: "syncd_pruned_commits_total",
 		Help: "Commits removed by scheduled prune passes.",
 	})
-	for _, c := range []prometheus.Collector{passes, removed} {
+	lag := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "syncd_commit_log_lag_commits",
+		Help: "At the last prune pass, the most commits any partition's slowest active client was behind its newest commit.",
+	})
+	for _, c := range []prometheus.Collector{passes, removed, lag} {
 		if err := p.Metrics.Registry.Register(c); err != nil {
 			return nil, err
 		}
@@ -97,8 +101,13 @@ func NewRetentionScheduler(p RetentionParams) (*retention.Scheduler, error) {
 			result = "error"
 		}
 		passes.WithLabelValues(result).Inc()
+		most := int64(0)
 		for _, r := range res {
 			removed.Add(float64(r.RemovedCommits))
+			most = max(most, r.Lag)
+		}
+		if err == nil {
+			lag.Set(float64(most))
 		}
 	}
 	return retention.NewScheduler(pr, p.Config.Sync.PruneInterval, p.Log.Named("retention"), onPass), nil

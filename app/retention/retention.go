@@ -126,6 +126,9 @@ type PartitionResult struct {
 	Partition string
 	// Skipped is set for an unregistered partition.
 	Skipped bool
+	// Lag is how many commits the slowest active client is behind the
+	// newest (0 without an active client).
+	Lag int64
 	ports.PruneResult
 }
 
@@ -157,6 +160,9 @@ func (p *Pruner) PrunePartition(ctx context.Context, partition string) (Partitio
 	// no log; it must not pin the horizon at zero.
 	if hasFloor && floor < 0 {
 		hasFloor = false
+	}
+	if hasFloor && floor < bounds.MaxSeq {
+		res.Lag = bounds.MaxSeq - floor
 	}
 	forceSeq, err := p.store.CommitSeqBefore(ctx, partition, now.Add(-p.policy.ForceAge).UnixMilli())
 	if err != nil {
