@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/syncd-dev/syncd/examples/todos"
 	"os"
 
 	"github.com/syncd-dev/syncd/app/seed"
@@ -19,9 +20,19 @@ type fixture struct {
 }
 
 func loadFixture(path, table string) (*fixture, error) {
-	s, err := schema.LoadFile(path)
+	var s *schema.Schema
+	var err error
+	if path == "" {
+		path = todos.Name
+		s, err = schema.Load(todos.IR())
+	} else {
+		s, err = schema.LoadFile(path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--schema %s: %w", path, err)
+	}
+	if table == "" {
+		table = defaultTable(s)
 	}
 	t := s.Table(table)
 	if t == nil {
@@ -39,6 +50,20 @@ func loadFixture(path, table string) (*fixture, error) {
 		return nil, fmt.Errorf("scope column %q must be a string column for the load fixture", sc.Column)
 	}
 	return &fixture{schema: s, table: t, variable: sc.Variable, column: col}, nil
+}
+
+// defaultTable is the first table whose first scope reads a string
+// column ("" when none does).
+func defaultTable(s *schema.Schema) string {
+	for _, t := range s.Tables {
+		if len(t.Scopes) == 0 {
+			continue
+		}
+		if c := t.ColumnIndex(t.Scopes[0].Column); c >= 0 && t.Columns[c].Type == schema.TypeString {
+			return t.Name
+		}
+	}
+	return ""
 }
 
 // scopes returns the requested scopes of a subscription to one value.

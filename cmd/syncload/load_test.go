@@ -27,8 +27,8 @@ import (
 // returns its sync base URL.
 func startServer(t *testing.T, minWire, seedRows int) string {
 	t.Helper()
-	schemaPath := defaultSchema()
-	if !fileExists(schemaPath) {
+	schemaPath := sharedFixture()
+	if schemaPath == "" {
 		t.Skipf("fixture %s not found (set SYNCD_SHARED_DIR)", schemaPath)
 	}
 	dir := t.TempDir()
@@ -140,7 +140,7 @@ func TestScenarios(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"--url", url, "--duration", "2m", "--json", "-"}, tc.args...)
+			args := append([]string{"--url", url, "--schema", sharedFixture(), "--duration", "2m", "--json", "-"}, tc.args...)
 			expectFail := false
 			if args[len(args)-1] == "--expect-fail" {
 				args, expectFail = args[:len(args)-1], true
@@ -200,4 +200,32 @@ func TestMain(m *testing.M) {
 		_ = os.Setenv("SYNCD_SHARED_DIR", "../../../shared")
 	}
 	os.Exit(m.Run())
+}
+
+// sharedFixture is the tasks load fixture beside the repository, the
+// schema of the figures in bench/RESULTS.md ("" when it is not there).
+func sharedFixture() string {
+	for _, p := range []string{
+		os.Getenv("SYNCD_SHARED_DIR") + "/fixtures/tasks.ir.json",
+		filepath.FromSlash("../shared/fixtures/tasks.ir.json"),
+	} {
+		if fileExists(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// Bare, syncload loads what a bare `syncd serve` serves: the todos demo.
+func TestDefaultsMatchABareServer(t *testing.T) {
+	fx, err := loadFixture("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fx.table.Name != "lists" || fx.variable != "owner_id" {
+		t.Fatalf("default table %s scoped by %s", fx.table.Name, fx.variable)
+	}
+	if _, err := loadFixture("", "nope"); err == nil {
+		t.Fatal("an unknown table was accepted")
+	}
 }

@@ -27,7 +27,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -93,19 +92,6 @@ func main() {
 	os.Exit(code)
 }
 
-// defaultSchema is the tasks fixture beside the repository.
-func defaultSchema() string {
-	for _, p := range []string{
-		os.Getenv("SYNCD_SHARED_DIR") + "/fixtures/tasks.ir.json",
-		"../shared/fixtures/tasks.ir.json",
-	} {
-		if fileExists(p) {
-			return p
-		}
-	}
-	return filepath.FromSlash("../shared/fixtures/tasks.ir.json")
-}
-
 func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("syncload", flag.ContinueOnError)
@@ -118,8 +104,8 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.Int64Var(&o.requests, "requests", 0, "stop a scenario after this many requests (0: only --duration)")
 	fs.IntVar(&o.dataset, "dataset", 0, "bootstrap-storm: rows the storm project holds (checked when > 0); catch-up: commits to catch up on (0: 5000)")
 	fs.IntVar(&o.wire, "wire", 3, "SSP2 wire version: 3, or 2 (the server needs --min-wire-version 2)")
-	fs.StringVar(&o.schemaPath, "schema", defaultSchema(), "schema IR the server serves")
-	fs.StringVar(&o.table, "table", "tasks", "table to load; its first scope pattern gives each client its scope value")
+	fs.StringVar(&o.schemaPath, "schema", "", "schema IR the server serves (default: the todos demo a bare `syncd serve` runs)")
+	fs.StringVar(&o.table, "table", "", "table to load; its first scope pattern gives each client its scope value (default: the schema's first table scoped by a string column)")
 	fs.Var(&o.headers, "H", "extra request header \"Name: value\" (repeatable), e.g. -H 'Authorization: Bearer TOKEN'")
 	fs.BoolVar(&o.devHeaders, "dev-headers", true, "send development identity headers X-Syncd-Actor (one actor per client) and X-Syncd-Partition")
 	fs.StringVar(&o.actorPrefix, "actor-prefix", "load-", "actor of client i is PREFIX+i")
