@@ -17,8 +17,20 @@ import (
 	"github.com/syncd-dev/syncd/app/config"
 )
 
-// version is set at link time: -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// Set at link time by `make build|static|release` (-ldflags "-X
+// main.version=v1.2.3 -X main.revision=..."); a plain `go build` leaves them
+// empty and app.ReadStampedBuildInfo falls back to Go's VCS stamp.
+var (
+	version      = "dev"
+	revision     string
+	revisionTime string
+	// treeModified is "true" when the tree had uncommitted changes.
+	treeModified string
+)
+
+func stamp() app.Stamp {
+	return app.Stamp{Version: version, Commit: revision, CommitAt: revisionTime, Modified: treeModified}
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr))
@@ -33,7 +45,7 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	case "serve":
 		return serve(args[1:], environ, stdout, stderr)
 	case "version", "--version", "-version":
-		_, _ = fmt.Fprint(stdout, app.ReadBuildInfo(version).String())
+		_, _ = fmt.Fprint(stdout, app.ReadStampedBuildInfo(stamp()).String())
 		return 0
 	case "inspect":
 		return runInspect(args[1:], stdin, stdout, stderr)
@@ -88,7 +100,7 @@ func serve(args, environ []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	return app.Run(cfg, app.ReadBuildInfo(version), log, app.StorageModule, app.WithBanner(stderr))
+	return app.Run(cfg, app.ReadStampedBuildInfo(stamp()), log, app.StorageModule, app.WithBanner(stderr))
 }
 
 func printConfig(w io.Writer, cfg config.Config) int {
