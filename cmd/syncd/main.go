@@ -5,6 +5,7 @@
 //	syncd inspect ARGS...   decode and render SSP2 messages
 //	syncd prune [flags]     prune the commit log of every partition once
 //	syncd seed [flags]      fill a project with synthetic rows for load tests
+//	syncd health [flags]    exit 0 when a server's /readyz answers 200
 package main
 
 import (
@@ -53,6 +54,8 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return runPrune(args[1:], environ, stdout, stderr)
 	case "seed":
 		return runSeed(args[1:], environ, stdout, stderr)
+	case "health":
+		return runHealth(args[1:], environ, stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		usage(stdout)
 		return 0
@@ -73,6 +76,8 @@ Usage:
   syncd prune [flags]     prune the commit log of every partition once
                           (the serve flags; --database, --retention-*)
   syncd seed [flags]      fill a project with synthetic rows for load tests
+  syncd health [flags]    exit 0 when the admin listener's /readyz is 200, 1
+                          otherwise (--url, --timeout; for health checks)
   syncd help              show this help
 
 With no flags, "syncd serve" runs the embedded todos demo schema on
