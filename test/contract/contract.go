@@ -26,6 +26,8 @@
 //     never a cursor; the owner of push results.
 //   - Checkpoints, ServeGate: the state machine, fence, gate reads.
 //   - ReactionQueue: run when the storage implements ports.ReactionQueue.
+//   - Admin: the admin API's reads (ports.AdminReader): partitions, clients,
+//     commit metadata, reaction counts, keyset pages in byte order.
 //   - Engine (hooks only): fence trigger, physical layout, query plans.
 //   - Bulk: seeding BulkRows rows for one scope, then bounded reads (the time is logged).
 package contract
@@ -112,7 +114,7 @@ type group struct {
 // allGroups lists every case group, in run order.
 func allGroups() []group {
 	var gs []group
-	for _, part := range [][]group{checkpointGroups(), clientGroups(), engineGroups(), healthGroups(), logGroups(), pushGroups(), reactionGroups(), schemaGroups()} {
+	for _, part := range [][]group{adminGroups(), checkpointGroups(), clientGroups(), engineGroups(), healthGroups(), logGroups(), pushGroups(), reactionGroups(), schemaGroups()} {
 		gs = append(gs, part...)
 	}
 	return gs
