@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -119,6 +120,15 @@ func (l *lazySegments) Open(ctx context.Context, id string) (io.ReadCloser, int6
 
 func (l *lazySegments) Sweep(ctx context.Context, beforeMs int64) (ports.SegmentSweep, error) {
 	return l.s().Sweep(ctx, beforeMs)
+}
+
+// SegmentStats implements ports.SegmentStatsReader (the database store does).
+func (l *lazySegments) SegmentStats(ctx context.Context, nowMs int64) (ports.SegmentStats, error) {
+	sr, ok := l.s().(ports.SegmentStatsReader)
+	if !ok {
+		return ports.SegmentStats{}, errors.New("segment store reports no stats")
+	}
+	return sr.SegmentStats(ctx, nowMs)
 }
 
 // NewSegmentSigner reads --signed-url-key-file; nil when unset.

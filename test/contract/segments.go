@@ -41,6 +41,7 @@ func RunSegments(t *testing.T, h SegmentHarness) {
 		{"find_newest_of_rebuilds", segFindNewest},
 		{"unknown", segUnknown},
 		{"sweep", segSweep},
+		{"stats", segStats},
 		{"concurrent_publishers", segConcurrent},
 		{"large_segment", segLarge},
 		{"reopen", segReopen},
@@ -311,5 +312,50 @@ func segReopen(t *testing.T, h SegmentHarness) {
 	got, ok, err := s2.Find(context.Background(), p.SegmentKey, 2000)
 	if err != nil || !ok || got != p {
 		t.Fatalf("reopened Find = %+v %v %v", got, ok, err)
+	}
+}
+
+// segStats: the store's totals count entries once however often they are
+// published, their uncompressed bytes, and the publications expired at
+// the time asked for; a sweep lowers them.
+func segStats(t *testing.T, h SegmentHarness) {
+	s := h.New(t)
+	sr, ok := s.(ports.SegmentStatsReader)
+	if !ok {
+		t.Fatalf("%T does not implement ports.SegmentStatsReader", s)
+	}
+	ctx := context.Background()
+	stats := func(nowMs int64) ports.SegmentStats {
+		t.Helper()
+		st, err := sr.SegmentStats(ctx, nowMs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if got := stats(0); got != (ports.SegmentStats{}) {
+		t.Fatalf("empty store stats = %+v", got)
+	}
+	a, b := []byte("twelve bytes"), []byte("seven b")
+	segMustPut(t, s, a, segPub(a, segKey("p1", "a"), 1, 100))
+	segMustPut(t, s, a, segPub(a, segKey("p1", "b"), 1, 300))
+	segMustPut(t, s, b, segPub(b, segKey("p2", "a"), 1, 200))
+	for _, tc := range []struct {
+		now  int64
+		want ports.SegmentStats
+	}{
+		{50, ports.SegmentStats{Segments: 2, Bytes: 19, Publications: 3}},
+		{100, ports.SegmentStats{Segments: 2, Bytes: 19, Publications: 3, ExpiredPublications: 1}},
+		{300, ports.SegmentStats{Segments: 2, Bytes: 19, Publications: 3, ExpiredPublications: 3}},
+	} {
+		if got := stats(tc.now); got != tc.want {
+			t.Fatalf("stats at %d = %+v, want %+v", tc.now, got, tc.want)
+		}
+	}
+	if _, err := s.Sweep(ctx, 200); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := stats(200), (ports.SegmentStats{Segments: 1, Bytes: 12, Publications: 1}); got != want {
+		t.Fatalf("stats after the sweep = %+v, want %+v", got, want)
 	}
 }

@@ -56,7 +56,10 @@ type Store struct {
 	cat *catalog.Catalog
 }
 
-var _ ports.SegmentStore = (*Store)(nil)
+var (
+	_ ports.SegmentStore       = (*Store)(nil)
+	_ ports.SegmentStatsReader = (*Store)(nil)
+)
 
 // Open opens (creating) the store at o.Dir and loads its publications.
 func Open(o Options) (*Store, error) {
@@ -332,3 +335,11 @@ func (s *Store) Sweep(_ context.Context, beforeMs int64) (ports.SegmentSweep, er
 }
 
 func notFound() error { return syncerr.New(syncerr.NotFound).WithMessage("segment not found") }
+
+// SegmentStats implements ports.SegmentStatsReader from the catalog held
+// in memory (no directory walk).
+func (s *Store) SegmentStats(_ context.Context, nowMs int64) (ports.SegmentStats, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.cat.Stats(nowMs), nil
+}

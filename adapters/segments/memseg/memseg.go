@@ -21,7 +21,10 @@ type Store struct {
 	bytes map[string][]byte
 }
 
-var _ ports.SegmentStore = (*Store)(nil)
+var (
+	_ ports.SegmentStore       = (*Store)(nil)
+	_ ports.SegmentStatsReader = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New() *Store { return &Store{cat: catalog.New(), bytes: map[string][]byte{}} }
@@ -79,4 +82,11 @@ func (s *Store) Sweep(_ context.Context, beforeMs int64) (ports.SegmentSweep, er
 		delete(s.bytes, id)
 	}
 	return ports.SegmentSweep{Publications: n, Segments: int64(len(emptied))}, nil
+}
+
+// SegmentStats implements ports.SegmentStatsReader.
+func (s *Store) SegmentStats(_ context.Context, nowMs int64) (ports.SegmentStats, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.cat.Stats(nowMs), nil
 }

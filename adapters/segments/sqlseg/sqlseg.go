@@ -49,7 +49,10 @@ type Store struct {
 	pg bool
 }
 
-var _ ports.SegmentStore = (*Store)(nil)
+var (
+	_ ports.SegmentStore       = (*Store)(nil)
+	_ ports.SegmentStatsReader = (*Store)(nil)
+)
 
 // Open creates the segment tables when missing and returns the store.
 func Open(ctx context.Context, o Options) (*Store, error) {
@@ -440,4 +443,19 @@ func (s *Store) Sweep(ctx context.Context, beforeMs int64) (ports.SegmentSweep, 
 		return ports.SegmentSweep{}, fmt.Errorf("sqlseg: sweep: %w", err)
 	}
 	return ports.SegmentSweep{Publications: pubs, Segments: segs}, nil
+}
+
+// SegmentStats implements ports.SegmentStatsReader: two aggregate reads
+// over the catalog columns (the segment bytes are never read).
+func (s *Store) SegmentStats(ctx context.Context, nowMs int64) (ports.SegmentStats, error) {
+	var st ports.SegmentStats
+	if err := s.rd.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(byte_length), 0) FROM sync_segments`).
+		Scan(&st.Segments, &st.Bytes); err != nil {
+		return ports.SegmentStats{}, fmt.Errorf("sqlseg: stats: %w", err)
+	}
+	if err := s.rd.QueryRowContext(ctx, s.q(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN expires_at_ms <= ? THEN 1 ELSE 0 END), 0)
+FROM sync_segment_publications`), nowMs).Scan(&st.Publications, &st.ExpiredPublications); err != nil {
+		return ports.SegmentStats{}, fmt.Errorf("sqlseg: stats: %w", err)
+	}
+	return st, nil
 }

@@ -162,3 +162,20 @@ func (c *Catalog) Sweep(beforeMs int64) (removed int64, changed, emptied []strin
 	sort.Strings(emptied)
 	return removed, changed, emptied
 }
+
+// Stats totals the catalog: entries, their bytes, publications and those
+// expired at nowMs.
+func (c *Catalog) Stats(nowMs int64) ports.SegmentStats {
+	var st ports.SegmentStats
+	for _, e := range c.entries {
+		st.Segments++
+		st.Bytes += e.Size
+		for _, p := range e.Pubs {
+			st.Publications++
+			if p.Expired(nowMs) {
+				st.ExpiredPublications++
+			}
+		}
+	}
+	return st
+}
