@@ -28,6 +28,9 @@ type AdminOptions struct {
 	Pprof bool
 	// Refresher, when set, serves POST /admin/realtime/refresh-scopes.
 	Refresher ports.ScopeRefresher
+	// API, when set together with Token, serves the read-only admin API
+	// under /admin/v1/ (app/admin). Without a token it is never mounted.
+	API http.Handler
 }
 
 // maxAdminBodyBytes bounds an admin request body.
@@ -38,7 +41,8 @@ const maxAdminBodyBytes = 64 << 10
 // and, with o.Pprof, /debug/pprof; with o.Refresher, POST
 // /admin/realtime/refresh-scopes re-resolves the realtime sessions of a
 // partition ({"partition": …, "actorId": … optional}; answers
-// {"sessions": n}). It is never mounted on the sync API listener.
+// {"sessions": n}); with o.API and o.Token, the admin API under
+// /admin/v1/. It is never mounted on the sync API listener.
 func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger, o AdminOptions) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
@@ -71,6 +75,9 @@ func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger, o AdminOptions) 
 			n := o.Refresher.RefreshScopes(req.Context(), in.Partition, in.ActorID)
 			writeJSON(w, http.StatusOK, map[string]int{"sessions": n})
 		})
+	}
+	if o.API != nil && o.Token != "" {
+		mux.Handle("/admin/v1/", o.API)
 	}
 	if o.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -15,8 +15,8 @@ import (
 )
 
 // TestAdminAccess: with a token every admin route but the health probes
-// needs it (probes cannot send one), and pprof is served only when
-// enabled.
+// needs it (probes cannot send one), pprof is served only when enabled,
+// and the admin API only behind a token.
 func TestAdminAccess(t *testing.T) {
 	const token = "0123456789abcdef-admin"
 	r := app.NewReadiness(app.NewClock())
@@ -24,6 +24,7 @@ func TestAdminAccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	api := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	handler := func(o app.AdminOptions) http.Handler {
 		return app.NewAdminHandler(r, m, zap.NewNop(), o)
 	}
@@ -47,6 +48,13 @@ func TestAdminAccess(t *testing.T) {
 		{"no token configured: metrics open", app.AdminOptions{}, "/metrics", "", 200},
 		{"no token configured: pprof off by default", app.AdminOptions{}, "/debug/pprof/", "", 404},
 		{"no token configured: pprof on", app.AdminOptions{Pprof: true}, "/debug/pprof/cmdline", "", 200},
+		{"admin API without a token", app.AdminOptions{Token: token, API: api}, "/admin/v1/partitions", "", 401},
+		{"admin API with a wrong token", app.AdminOptions{Token: token, API: api}, "/admin/v1/partitions", "Bearer " + token[:len(token)-1] + "X", 401},
+		{"admin API with a token prefix", app.AdminOptions{Token: token, API: api}, "/admin/v1/partitions", "Bearer " + token[:8], 401},
+		{"admin API with the token", app.AdminOptions{Token: token, API: api}, "/admin/v1/partitions", "Bearer " + token, 200},
+		{"admin API never mounted without a token", app.AdminOptions{API: api}, "/admin/v1/partitions", "", 404},
+		{"admin API off", app.AdminOptions{Token: token}, "/admin/v1/partitions", "Bearer " + token, 404},
+		{"probes stay open beside the admin API", app.AdminOptions{Token: token, API: api}, "/livez", "", 200},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

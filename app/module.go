@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -49,7 +50,9 @@ var CoreModule = fx.Module("syncd.core",
 
 // AdminModule serves /livez, /readyz, /metrics and (--pprof) /debug/pprof
 // on the admin listener; with --admin-token-file every route but the
-// health probes requires that bearer token.
+// health probes requires that bearer token. --admin-api adds the
+// read-only admin API (/admin/v1/...) and refuses to start without the
+// token.
 var AdminModule = fx.Module("syncd.admin",
 	fx.Invoke(func(p serverParams, cfg config.Config, r *Readiness, m *Metrics, a adminParams) error {
 		o := AdminOptions{Pprof: cfg.Admin.Pprof, Refresher: a.Refresher}
@@ -60,6 +63,12 @@ var AdminModule = fx.Module("syncd.admin",
 			}
 			o.Token = tok
 		}
+		if cfg.Admin.API {
+			if o.Token == "" {
+				return errors.New("--admin-api requires --admin-token-file")
+			}
+			o.API = newAdminAPI(r, p.Log, a)
+		}
 		registerServer(p, ServerAdmin, cfg.AdminListen, NewAdminHandler(r, m, p.Log, o))
 		return nil
 	}),
@@ -68,6 +77,9 @@ var AdminModule = fx.Module("syncd.admin",
 type adminParams struct {
 	fx.In
 	Refresher ports.ScopeRefresher `optional:"true"`
+	Storage   ports.Storage        `optional:"true"`
+	Segments  ports.SegmentStore   `optional:"true"`
+	Clock     ports.Clock
 }
 
 // SyncAPIModule serves the sync API on the main listener.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -15,12 +16,17 @@ type Admin struct {
 	TokenFile string
 	// Pprof serves /debug/pprof on the admin listener.
 	Pprof bool
+	// API serves the read-only admin API (/admin/v1/...) on the admin
+	// listener. It requires TokenFile: the API shows client ids, actors
+	// and commit metadata, so it never runs without authentication.
+	API bool
 }
 
 func (c *Config) exposureFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.DevAuth.AllowInsecure, "allow-insecure-dev-auth", c.DevAuth.AllowInsecure, "--auth dev: start even though --listen is not a loopback address (any client that reaches it chooses its own identity)")
-	fs.StringVar(&c.Admin.TokenFile, "admin-token-file", c.Admin.TokenFile, "file holding the bearer token /metrics and /debug/pprof require (/livez and /readyz stay open); required when --admin-listen is not a loopback address")
+	fs.StringVar(&c.Admin.TokenFile, "admin-token-file", c.Admin.TokenFile, "file holding the bearer token /metrics, /debug/pprof and the admin API require (/livez and /readyz stay open); required when --admin-listen is not a loopback address and by --admin-api")
 	fs.BoolVar(&c.Admin.Pprof, "pprof", c.Admin.Pprof, "serve /debug/pprof on the admin listener")
+	fs.BoolVar(&c.Admin.API, "admin-api", c.Admin.API, "serve the read-only admin API (/admin/v1/...) on the admin listener; requires --admin-token-file")
 }
 
 // IsLoopback reports whether a host:port names a loopback address
@@ -50,6 +56,9 @@ func (c *Config) validateExposure() []error {
 	}
 	if !IsLoopback(c.AdminListen) && c.Admin.TokenFile == "" {
 		errs = append(errs, fmt.Errorf("--admin-listen %s is not a loopback address: --admin-token-file is required (it protects /metrics and /debug/pprof)", c.AdminListen))
+	}
+	if c.Admin.API && c.Admin.TokenFile == "" {
+		errs = append(errs, errors.New("--admin-api requires --admin-token-file: the admin API never runs without a bearer token"))
 	}
 	if c.Auth != AuthJWT {
 		if set := c.jwtFlagsSet(); len(set) > 0 {

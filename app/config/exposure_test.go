@@ -33,6 +33,8 @@ func TestExposureAndIgnoredSettings(t *testing.T) {
 		{"admin on every interface without a token", []string{"--admin-listen", "0.0.0.0:8788"}, []string{"--admin-listen", "--admin-token-file"}},
 		{"admin on every interface with a token", []string{"--admin-listen", "0.0.0.0:8788", "--admin-token-file", "/t"}, nil},
 		{"admin token on loopback", []string{"--admin-token-file", "/t", "--pprof"}, nil},
+		{"admin API without a token", []string{"--admin-api"}, []string{"--admin-api", "--admin-token-file"}},
+		{"admin API with a token", []string{"--admin-api", "--admin-token-file", "/t"}, nil},
 
 		{"jwt flags with dev auth", []string{"--jwt-issuer", "i", "--jwt-key-file", "/k"}, []string{"--jwt-key-file", "--jwt-issuer", "--auth jwt"}},
 		{"jwt leeway with dev auth", []string{"--jwt-leeway", "5s"}, []string{"--jwt-leeway"}},
