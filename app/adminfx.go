@@ -18,9 +18,10 @@ func newAdminAPI(r *Readiness, log *zap.Logger, a adminParams) http.Handler {
 		Now:       a.Clock.Now,
 		Log:       log.Named("adminapi"),
 	}
+	o.Reader = a.Reader
 	if a.Storage != nil {
 		o.Logs, o.Clients = a.Storage, a.Storage
-		if ar, ok := a.Storage.(ports.AdminReader); ok {
+		if ar, ok := a.Storage.(ports.AdminReader); ok && o.Reader == nil {
 			o.Reader = ar
 		}
 	}

@@ -78,8 +78,12 @@ type adminParams struct {
 	fx.In
 	Refresher ports.ScopeRefresher `optional:"true"`
 	Storage   ports.Storage        `optional:"true"`
-	Segments  ports.SegmentStore   `optional:"true"`
-	Clock     ports.Clock
+	// Reader, when provided, serves the admin lists; otherwise the
+	// storage does when it implements ports.AdminReader (a host that
+	// wraps its storage provides the reader beside it).
+	Reader   ports.AdminReader  `optional:"true"`
+	Segments ports.SegmentStore `optional:"true"`
+	Clock    ports.Clock
 }
 
 // SyncAPIModule serves the sync API on the main listener.
