@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/fx"
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/app"
@@ -193,4 +194,15 @@ func TestAdminRefreshScopes(t *testing.T) {
 			t.Fatalf("status %d", rec.Code)
 		}
 	})
+}
+
+// TestAdminAPIWithoutTokenFailsStart: the graph itself refuses --admin-api
+// without a token, even when the configuration was not validated.
+func TestAdminAPIWithoutTokenFailsStart(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Admin.API = true
+	a := fx.New(app.Options(cfg, app.ReadBuildInfo("test"), zap.NewNop()), fx.NopLogger)
+	if err := a.Err(); err == nil || !strings.Contains(err.Error(), "--admin-api requires --admin-token-file") {
+		t.Fatalf("err = %v, want the missing token named", err)
+	}
 }
