@@ -43,6 +43,15 @@ type Options struct {
 	NewEpoch func() string
 	// Now: see sqlstore.Config.
 	Now func() time.Time
+	// PushGroup bounds group commit per partition: pushes that queue behind
+	// a partition's running push share one transaction and one COMMIT (one
+	// WAL flush), at most PushGroup of them (default 32, which keeps a
+	// group's subtransactions within the backend's cache of 64; 1 commits
+	// every push alone).
+	PushGroup int
+	// PushGroupOpen stops a group taking more pushes once it has been open
+	// this long (default 10ms), bounding the wait of its first pushes.
+	PushGroupOpen time.Duration
 }
 
 // Store is the PostgreSQL storage engine.
@@ -82,8 +91,15 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	db := bun.NewDB(pool, pgdialect.New())
 	st := &Store{pool: pool}
+	d := &dialect{pool: pool, group: o.PushGroup, groupOpen: o.PushGroupOpen}
+	if d.group <= 0 {
+		d.group = 32
+	}
+	if d.groupOpen <= 0 {
+		d.groupOpen = 10 * time.Millisecond
+	}
 	st.Store = sqlstore.New(sqlstore.Config{
-		Dialect: &dialect{pool: pool}, DB: db, ReadDB: db, Reader: pool,
+		Dialect: d, DB: db, ReadDB: db, Reader: pool,
 		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now,
 		Close: pool.Close,
 	})
@@ -91,7 +107,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 }
 
 type dialect struct {
-	pool *sql.DB
+	pool      *sql.DB
+	group     int
+	groupOpen time.Duration
 }
 
 var pgTypes = sqlstore.Types{

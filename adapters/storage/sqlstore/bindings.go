@@ -139,8 +139,9 @@ func (t *pushTx) BindClient(ctx context.Context, clientID string) (string, error
 		return "", internal("bind client", err)
 	}
 	t.bound = append(t.bound, binding{t.partition, clientID, bound})
-	if t.savepoint && bound == t.actorID {
-		// Bound after the first write: DiscardWrites must redo it.
+	if (t.savepoint || t.discardTo != "") && bound == t.actorID {
+		// Bound after the savepoint DiscardWrites returns to: it must
+		// redo the binding.
 		t.rebind = append(t.rebind, clientID)
 	}
 	return bound, nil

@@ -33,9 +33,10 @@ func (s *Store) getPushResult(ctx context.Context, q Querier, partition, clientI
 
 // Push implements ports.PushStore. fn's own error comes back unchanged;
 // transient engine conflicts are retried with a fresh transaction. On a
-// GroupCommitter dialect pushes commit in groups (pushbatch.go).
+// GroupCommitter dialect pushes commit in groups (pushbatch.go), on a
+// PartitionGroupCommitter in groups per partition (pushgroup.go).
 func (s *Store) Push(ctx context.Context, partition string, opts ports.PushOptions, fn func(tx ports.PushTx) error) error {
-	if s.pushes != nil {
+	if s.pushes != nil || s.parts != nil {
 		return s.pushGrouped(ctx, partition, opts, fn)
 	}
 	var fnErr error
@@ -63,7 +64,10 @@ type pushTx struct {
 	writerVersion int32
 	actorID       string
 	savepoint     bool
-	written       int // rows staged, for statistics refresh
+	// discardTo is the savepoint a grouped push began in (pushgroup.go):
+	// DiscardWrites returns to it, and no savepoint of its own is taken.
+	discardTo string
+	written   int // rows staged, for statistics refresh
 	// bound are the bindings seen or made, cached after commit; rebind
 	// the client ids bound after the savepoint, redone by DiscardWrites.
 	bound  []binding
@@ -75,7 +79,7 @@ const savepointName = "sync_push_apply"
 // beforeWrite takes the savepoint DiscardWrites returns to, before the
 // transaction's first write (nothing precedes it but the lock and reads).
 func (t *pushTx) beforeWrite(ctx context.Context) error {
-	if t.savepoint {
+	if t.savepoint || t.discardTo != "" {
 		return nil
 	}
 	if _, err := t.tx.ExecContext(ctx, "SAVEPOINT "+savepointName); err != nil {
@@ -446,11 +450,19 @@ VALUES (?, ?, ?, ?, ?) ON CONFLICT (partition, client_id, client_commit_id) DO N
 }
 
 func (t *pushTx) DiscardWrites(ctx context.Context) error {
-	if !t.savepoint {
+	switch {
+	case t.discardTo != "":
+		// The push's own savepoint precedes its reads too, so every
+		// binding it made is redone (rebind holds them all).
+		if _, err := t.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+t.discardTo); err != nil {
+			return internal("discard writes", err)
+		}
+	case !t.savepoint:
 		return nil
-	}
-	if _, err := t.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+savepointName); err != nil {
-		return internal("discard writes", err)
+	default:
+		if _, err := t.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+savepointName); err != nil {
+			return internal("discard writes", err)
+		}
 	}
 	for _, c := range t.rebind {
 		if _, err := t.s.bind(ctx, t.tx, t.partition, c, t.actorID); err != nil {

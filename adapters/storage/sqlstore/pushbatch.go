@@ -21,6 +21,31 @@ type GroupCommitter interface {
 	PushBatch() (maxPushes int, maxOpen time.Duration)
 }
 
+// PartitionGroupCommitter is implemented by dialects whose write
+// transactions on different partitions run in parallel, each on its own
+// connection (PostgreSQL). Push then commits in groups per partition: the
+// pushes that queue behind a partition's running group form its next
+// group, one transaction holding the partition lock, each push in its own
+// savepoint, one COMMIT (one WAL flush) for all.
+type PartitionGroupCommitter interface {
+	// PushBatch bounds a group as GroupCommitter.PushBatch does.
+	PushBatch() (maxPushes int, maxOpen time.Duration)
+	// BeginGroup opens a write transaction holding partition's lock, with
+	// savepoint already taken, in as few round trips as the engine allows.
+	BeginGroup(ctx context.Context, partition, savepoint string) (GroupTx, error)
+}
+
+// GroupTx is the transaction of a partition's push group.
+type GroupTx interface {
+	WriteTx
+	// Aborted reports, without a round trip, that a statement failed and
+	// the transaction accepts nothing but a rollback (to a savepoint).
+	Aborted() bool
+	// MultiStatement reports that ExecContext without arguments may carry
+	// several statements separated by ';' in one round trip.
+	MultiStatement() bool
+}
+
 // Group commit (SQLite).
 //
 // A Push enqueues a request. When no group is in progress the pusher leads
@@ -65,9 +90,44 @@ type pushBatcher struct {
 	maxOpen   time.Duration
 	now       func() time.Time
 
-	mu      sync.Mutex
+	// mu is the batcher's own, or its batchSet's, shared by the set's
+	// batchers so an idle batcher can leave the set without a race.
+	mu      *sync.Mutex
 	leading bool // a group is being formed or run
 	queue   []*pushReq
+
+	// set is the per-partition set the batcher belongs to (nil: the one
+	// batcher of a GroupCommitter dialect), key its partition.
+	set *batchSet
+	key string
+}
+
+// batchSet holds the batchers of a PartitionGroupCommitter dialect, one per
+// partition with a group running or queued, dropped when idle.
+type batchSet struct {
+	g         PartitionGroupCommitter
+	maxPushes int
+	maxOpen   time.Duration
+	now       func() time.Time
+
+	mu sync.Mutex
+	m  map[string]*pushBatcher
+}
+
+// lockBatcher returns the batcher for partition with its mutex held.
+func (s *Store) lockBatcher(partition string) *pushBatcher {
+	if s.pushes != nil {
+		s.pushes.mu.Lock()
+		return s.pushes
+	}
+	set := s.parts
+	set.mu.Lock()
+	b := set.m[partition]
+	if b == nil {
+		b = &pushBatcher{maxPushes: set.maxPushes, maxOpen: set.maxOpen, now: set.now, mu: &set.mu, set: set, key: partition}
+		set.m[partition] = b
+	}
+	return b
 }
 
 type reqState int
@@ -110,7 +170,7 @@ const groupSavepoint = "sync_push_group"
 func (s *Store) pushGrouped(ctx context.Context, partition string, opts ports.PushOptions, fn func(tx ports.PushTx) error) error {
 	for attempt := 0; ; attempt++ {
 		r := &pushReq{ctx: ctx, partition: partition, opts: opts, fn: fn, wake: make(chan bool, 1)}
-		s.pushes.submit(s, r)
+		s.submit(r)
 		if r.panic != nil {
 			panic(r.panic)
 		}
@@ -140,7 +200,7 @@ func (s *Store) pushGrouped(ctx context.Context, partition string, opts ports.Pu
 func (s *Store) writeGrouped(ctx context.Context, op string, fn func(q Querier) error) error {
 	for attempt := 0; ; attempt++ {
 		r := &pushReq{ctx: ctx, one: fn, wake: make(chan bool, 1)}
-		s.pushes.submit(s, r)
+		s.submit(r)
 		if r.panic != nil {
 			panic(r.panic)
 		}
@@ -156,8 +216,8 @@ func (s *Store) writeGrouped(ctx context.Context, op string, fn func(q Querier) 
 }
 
 // submit queues r (or leads a group with it) and returns once r is done.
-func (b *pushBatcher) submit(s *Store, r *pushReq) {
-	b.mu.Lock()
+func (s *Store) submit(r *pushReq) {
+	b := s.lockBatcher(r.partition)
 	if !b.leading {
 		b.leading = true
 		r.state = reqRunning
@@ -217,6 +277,9 @@ func (b *pushBatcher) handoff() {
 	if len(b.queue) == 0 {
 		b.queue = nil
 		b.leading = false
+		if b.set != nil {
+			delete(b.set.m, b.key)
+		}
 		b.mu.Unlock()
 		return
 	}
@@ -231,6 +294,10 @@ func (b *pushBatcher) handoff() {
 // lead runs one group starting with self, answers its other members and
 // passes the lead on.
 func (b *pushBatcher) lead(s *Store, self *pushReq) {
+	if b.set != nil {
+		b.leadPartition(s, self)
+		return
+	}
 	defer b.handoff()
 	tx, err := s.d.Begin(self.ctx)
 	if err != nil {
@@ -246,6 +313,13 @@ func (b *pushBatcher) lead(s *Store, self *pushReq) {
 			break
 		}
 	}
+	b.finish(tx, self, group, broken)
+}
+
+// finish ends a group's transaction: rolled back when broken (the members
+// not yet failed are retried), committed when a member succeeded; then
+// every member but self is woken with its outcome.
+func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken error) {
 	committed := false
 	for _, r := range group {
 		committed = committed || r.ok
@@ -373,10 +447,19 @@ func (pushQuerier) Rollback() error { return errGroupCommit }
 
 // PushesQueued is the number of pushes waiting for a group (tests).
 func (s *Store) PushesQueued() int {
-	if s.pushes == nil {
-		return 0
+	switch {
+	case s.pushes != nil:
+		s.pushes.mu.Lock()
+		defer s.pushes.mu.Unlock()
+		return len(s.pushes.queue)
+	case s.parts != nil:
+		s.parts.mu.Lock()
+		defer s.parts.mu.Unlock()
+		n := 0
+		for _, b := range s.parts.m {
+			n += len(b.queue)
+		}
+		return n
 	}
-	s.pushes.mu.Lock()
-	defer s.pushes.mu.Unlock()
-	return len(s.pushes.queue)
+	return 0
 }

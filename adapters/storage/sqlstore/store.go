@@ -69,8 +69,10 @@ type Store struct {
 	sqlMu    sync.Mutex
 	sqlCache map[string]string
 
-	// pushes groups push transactions (nil: one transaction per push).
+	// pushes groups push transactions (nil: one transaction per push);
+	// parts instead groups them per partition.
 	pushes *pushBatcher
+	parts  *batchSet
 
 	// binds caches committed client-id bindings (bindings.go).
 	binds bindingCache
@@ -98,9 +100,13 @@ func New(c Config) *Store {
 		s.retries = 5
 	}
 	s.nextAnalyze.Store(firstAnalyze)
-	if g, ok := c.Dialect.(GroupCommitter); ok {
+	if g, ok := c.Dialect.(PartitionGroupCommitter); ok {
 		if n, open := g.PushBatch(); n > 1 && open > 0 {
-			s.pushes = &pushBatcher{maxPushes: n, maxOpen: open, now: s.now}
+			s.parts = &batchSet{g: g, maxPushes: n, maxOpen: open, now: s.now, m: map[string]*pushBatcher{}}
+		}
+	} else if g, ok := c.Dialect.(GroupCommitter); ok {
+		if n, open := g.PushBatch(); n > 1 && open > 0 {
+			s.pushes = &pushBatcher{maxPushes: n, maxOpen: open, now: s.now, mu: new(sync.Mutex)}
 		}
 	}
 	return s

@@ -1,0 +1,132 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
+)
+
+// PushBatch makes the dialect a sqlstore.PartitionGroupCommitter: pushes to
+// one partition serialize on its row lock anyway, so those that queue
+// behind a running one share its successor's transaction and COMMIT.
+func (d *dialect) PushBatch() (int, time.Duration) { return d.group, d.groupOpen }
+
+// groupOpen is BEGIN, the partition lock (the row created first when
+// missing; the insert takes no lock when the row exists) and the first
+// member's savepoint, sent as one simple-protocol query: one round trip.
+// pgx renders $1 as a quoted literal (standard_conforming_strings).
+const groupOpen = `BEGIN; INSERT INTO sync_partitions(partition) VALUES ($1) ON CONFLICT (partition) DO NOTHING;
+SELECT 1 FROM sync_partitions WHERE partition=$1 FOR UPDATE; SAVEPOINT `
+
+// BeginGroup implements sqlstore.PartitionGroupCommitter: the transaction
+// runs on a connection of its own, taken from the pool, with transaction
+// control in its own hands (not database/sql's, which would roll the
+// whole group back when the leader's context ends).
+func (d *dialect) BeginGroup(ctx context.Context, partition, savepoint string) (sqlstore.GroupTx, error) {
+	conn, err := d.pool.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := &groupTx{conn: conn}
+	// The wait for the lock honours ctx: a cancellation drops the
+	// connection, and nothing but this push is in the group yet.
+	if _, err := conn.ExecContext(ctx, groupOpen+savepoint, pgx.QueryExecModeSimpleProtocol, partition); err != nil {
+		t.end("ROLLBACK")
+		return nil, err
+	}
+	return t, nil
+}
+
+// groupTx is a push group's transaction on its pooled connection.
+type groupTx struct {
+	conn *sql.Conn
+	done bool
+}
+
+var _ sqlstore.GroupTx = (*groupTx)(nil)
+
+func (t *groupTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return t.conn.ExecContext(ctx, q, args...)
+}
+
+func (t *groupTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return t.conn.QueryContext(ctx, q, args...)
+}
+
+func (t *groupTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return t.conn.QueryRowContext(ctx, q, args...)
+}
+
+func (*groupTx) MultiStatement() bool { return true }
+
+// txStatus is the backend's transaction status from its last
+// ReadyForQuery ('I' idle, 'T' in a transaction, 'E' failed), or 0 when
+// the connection is unusable.
+func (t *groupTx) txStatus() byte {
+	var st byte
+	_ = t.conn.Raw(func(dc any) error {
+		if c, ok := dc.(*stdlib.Conn); ok && !c.Conn().IsClosed() {
+			st = c.Conn().PgConn().TxStatus()
+		}
+		return nil
+	})
+	return st
+}
+
+func (t *groupTx) Aborted() bool { return t.txStatus() != 'T' }
+
+// errCommitRolledBack is a COMMIT the server answered with a rollback.
+var errCommitRolledBack = errors.New("postgres: commit of the push group was rolled back")
+
+func (t *groupTx) Commit() error {
+	if t.done {
+		return sql.ErrTxDone
+	}
+	var tag string
+	err := t.conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("postgres: unexpected driver connection %T", dc)
+		}
+		ct, err := c.Conn().Exec(context.Background(), "COMMIT")
+		tag = ct.String()
+		return err
+	})
+	if err == nil && tag != "COMMIT" {
+		err = errCommitRolledBack
+	}
+	t.end("")
+	return err
+}
+
+func (t *groupTx) Rollback() error {
+	if t.done {
+		return sql.ErrTxDone
+	}
+	t.end("ROLLBACK")
+	return nil
+}
+
+// end runs stmt (if any) and gives the connection back: to the pool when
+// it is idle outside a transaction, else closed, so no transaction
+// outlives the group.
+func (t *groupTx) end(stmt string) {
+	t.done = true
+	if stmt != "" && t.txStatus() != 'I' {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, _ = t.conn.ExecContext(ctx, stmt)
+		cancel()
+	}
+	if t.txStatus() != 'I' {
+		discardConn(t.conn)
+		return
+	}
+	_ = t.conn.Close()
+}

@@ -1,0 +1,500 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/syncd-dev/syncd/adapters/storage/postgres"
+	"github.com/syncd-dev/syncd/adapters/storage/sqlstore/storetest"
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/pgtest"
+)
+
+// groupStore opens a store whose groups never close on time, so a test
+// decides a group's members by what it queues.
+func groupStore(t *testing.T) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), postgres.Options{DSN: pgtest.DSN(t), MaxConns: 8, PushGroupOpen: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.EnsureSchema(context.Background(), storetest.Schema(t, storetest.IR), nil); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func exec(t *testing.T, s *postgres.Store, q string) {
+	t.Helper()
+	if _, err := s.DB().DB.ExecContext(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hold starts a push to partition that holds its group open until release
+// is called; it returns once the push runs.
+func hold(t *testing.T, s *postgres.Store, partition string) (release func() error) {
+	t.Helper()
+	running, rel := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		var once sync.Once // the push runs again when its group is aborted
+		done <- push(context.Background(), s, partition, "holder", func(context.Context, ports.PushTx) error {
+			once.Do(func() { close(running) })
+			<-rel
+			return nil
+		}, nil)
+	}()
+	select {
+	case <-running:
+	case err := <-done:
+		t.Fatalf("holder: %v", err)
+	}
+	return func() error { close(rel); return <-done }
+}
+
+// push upserts item id in partition, appends its commit (storing the seq
+// in seq) and its push result, then runs then (which may fail the push).
+func push(ctx context.Context, s *postgres.Store, partition, id string, then func(context.Context, ports.PushTx) error, seq *int64) error {
+	return s.Push(ctx, partition, ports.PushOptions{WriterVersion: 1, ActorID: "a"}, func(tx ports.PushTx) error {
+		w := storetest.Item(id, "o", 0)
+		if err := tx.UpsertRow(ctx, "items", w); err != nil {
+			return err
+		}
+		n, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: id,
+			Changes: []commit.Change{storetest.Change(w)}})
+		if err != nil {
+			return err
+		}
+		if seq != nil {
+			*seq = n
+		}
+		if _, err := tx.PutPushResult(ctx, "c", id, []byte(`{"status":"applied"}`)); err != nil {
+			return err
+		}
+		if then != nil {
+			return then(ctx, tx)
+		}
+		return nil
+	})
+}
+
+// queue starts f in a goroutine and waits until its push is queued behind
+// a running group, so queued pushes keep their order.
+func queue(t *testing.T, s *postgres.Store, f func() error) <-chan error {
+	t.Helper()
+	n := s.PushesQueued()
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.PushesQueued() != n+1 {
+		select {
+		case err := <-ch:
+			t.Fatalf("push ended before queueing: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("push never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return ch
+}
+
+func present(t *testing.T, s *postgres.Store, partition, id string) bool {
+	t.Helper()
+	r, err := s.GetRow(context.Background(), partition, "items", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stored, err := s.GetPushResult(context.Background(), partition, "c", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (r != nil) != stored {
+		t.Fatalf("%s: row %v but push result %v", id, r != nil, stored)
+	}
+	return r != nil
+}
+
+func maxSeq(t *testing.T, s *postgres.Store, partition string) int64 {
+	t.Helper()
+	b, err := s.LogBounds(context.Background(), partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.MaxSeq
+}
+
+// recordTransactions makes every commit insert record its top-level
+// transaction id (a savepoint's rows carry the subtransaction's xmin).
+func recordTransactions(t *testing.T, s *postgres.Store) {
+	t.Helper()
+	exec(t, s, `CREATE TABLE commit_txids(partition TEXT, txid BIGINT)`)
+	exec(t, s, `CREATE FUNCTION record_txid() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO commit_txids VALUES (NEW.partition, txid_current()); RETURN NEW; END $$`)
+	exec(t, s, `CREATE TRIGGER record_txid BEFORE INSERT ON sync_commits FOR EACH ROW EXECUTE FUNCTION record_txid()`)
+}
+
+// transactions counts the distinct transactions that committed
+// partition's commits (see recordTransactions).
+func transactions(t *testing.T, s *postgres.Store, partition string) int {
+	t.Helper()
+	var n int
+	if err := s.DB().DB.QueryRowContext(context.Background(),
+		"SELECT count(DISTINCT txid) FROM commit_txids WHERE partition=$1", partition).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+var errRefused = errors.New("refused by the push function")
+
+// TestGroupPartialFailure: of a group of pushes, the failing ones leave no
+// trace and get their own error, the others commit with dense seqs, all in
+// the holder's one transaction.
+func TestGroupPartialFailure(t *testing.T) {
+	s := groupStore(t)
+	recordTransactions(t, s)
+	release := hold(t, s, "p")
+	const n = 20
+	seqs := make([]int64, n)
+	results := make([]<-chan error, n)
+	for i := range n {
+		results[i] = queue(t, s, func() error {
+			return push(context.Background(), s, "p", fmt.Sprint("i", i), func(context.Context, ports.PushTx) error {
+				if i%2 == 1 {
+					return errRefused
+				}
+				return nil
+			}, &seqs[i])
+		})
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	want := int64(1) // the holder
+	for i := range n {
+		err := <-results[i]
+		if i%2 == 1 {
+			if !errors.Is(err, errRefused) {
+				t.Errorf("push %d: err %v, want its own error", i, err)
+			}
+			if present(t, s, "p", fmt.Sprint("i", i)) {
+				t.Errorf("failed push %d persisted", i)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("push %d: %v", i, err)
+		}
+		want++
+		if seqs[i] != want {
+			t.Errorf("push %d: seq %d, want %d", i, seqs[i], want)
+		}
+		if !present(t, s, "p", fmt.Sprint("i", i)) {
+			t.Errorf("push %d missing", i)
+		}
+	}
+	if got := maxSeq(t, s, "p"); got != want {
+		t.Errorf("max seq %d, want %d", got, want)
+	}
+	if got := transactions(t, s, "p"); got != 1 {
+		t.Errorf("%d transactions for the holder and the pushes queued behind it, want one", got)
+	}
+}
+
+// TestGroupStatementFailure: a member whose function swallows the failure
+// of one of its statements (the transaction then refuses everything until
+// a rollback) fails alone; the members before and after it commit.
+func TestGroupStatementFailure(t *testing.T) {
+	s := groupStore(t)
+	exec(t, s, `CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.client_commit_id = 'bad' THEN RAISE EXCEPTION 'bad commit'; END IF; RETURN NEW; END $$`)
+	exec(t, s, `CREATE TRIGGER boom BEFORE INSERT ON sync_commits FOR EACH ROW EXECUTE FUNCTION boom()`)
+	release := hold(t, s, "p")
+	a := queue(t, s, func() error { return push(context.Background(), s, "p", "a", nil, nil) })
+	bad := queue(t, s, func() error {
+		return s.Push(context.Background(), "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+			w := storetest.Item("bad", "o", 0)
+			if err := tx.UpsertRow(context.Background(), "items", w); err != nil {
+				return err
+			}
+			_, _ = tx.AppendCommit(context.Background(), ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c",
+				ClientCommitID: "bad", Changes: []commit.Change{storetest.Change(w)}})
+			return nil // the failure swallowed
+		})
+	})
+	c := queue(t, s, func() error { return push(context.Background(), s, "p", "c", nil, nil) })
+	if err := release(); err != nil {
+		t.Fatalf("holder: %v", err)
+	}
+	for name, ch := range map[string]<-chan error{"a": a, "c": c} {
+		if err := <-ch; err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if err := <-bad; err == nil {
+		t.Error("the push whose statement failed succeeded")
+	}
+	if r, err := s.GetRow(context.Background(), "p", "items", "bad"); err != nil || r != nil {
+		t.Errorf("the failed push persisted its row (%v)", err)
+	}
+	for _, id := range []string{"holder", "a", "c"} {
+		if !present(t, s, "p", id) {
+			t.Errorf("%s missing", id)
+		}
+	}
+	if got := maxSeq(t, s, "p"); got != 3 {
+		t.Errorf("max seq %d, want 3", got)
+	}
+}
+
+// TestGroupCancelledQueued: a push whose context ends while queued returns
+// at once and never runs; one cancelled mid-function is rolled back alone.
+func TestGroupCancelledQueued(t *testing.T) {
+	s := groupStore(t)
+	release := hold(t, s, "p")
+	ctx, cancel := context.WithCancel(context.Background())
+	var ran atomic.Bool
+	queued := queue(t, s, func() error {
+		return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(ports.PushTx) error {
+			ran.Store(true)
+			return nil
+		})
+	})
+	first := queue(t, s, func() error { return push(context.Background(), s, "p", "first", nil, nil) })
+	mctx, mcancel := context.WithCancel(context.Background())
+	mid := queue(t, s, func() error {
+		return s.Push(mctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+			w := storetest.Item("mid", "o", 0)
+			if err := tx.UpsertRow(mctx, "items", w); err != nil {
+				return err
+			}
+			mcancel()
+			_, err := tx.AppendCommit(mctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "mid",
+				Changes: []commit.Change{storetest.Change(w)}})
+			return err
+		})
+	})
+	last := queue(t, s, func() error { return push(context.Background(), s, "p", "last", nil, nil) })
+	cancel()
+	select {
+	case err := <-queued:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled queued push: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled queued push waited for the group")
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-mid; !errors.Is(err, context.Canceled) {
+		t.Errorf("push cancelled mid-function: %v", err)
+	}
+	if err := <-last; err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() {
+		t.Error("the cancelled queued push ran")
+	}
+	if r, err := s.GetRow(context.Background(), "p", "items", "mid"); err != nil || r != nil {
+		t.Errorf("push cancelled mid-function persisted (%v)", err)
+	}
+	if !present(t, s, "p", "first") || !present(t, s, "p", "last") || maxSeq(t, s, "p") != 3 {
+		t.Errorf("first %v, last %v, max seq %d", present(t, s, "p", "first"), present(t, s, "p", "last"), maxSeq(t, s, "p"))
+	}
+}
+
+// TestGroupCommitFailure: a failed COMMIT (here a deferred trigger that
+// refuses one member's commit at COMMIT time) reaches every push of the
+// group, the holder's included, and persists none of them; a retry of
+// the others commits.
+func TestGroupCommitFailure(t *testing.T) {
+	s := groupStore(t)
+	exec(t, s, `CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.client_commit_id = 'boom' THEN RAISE EXCEPTION 'boom at commit'; END IF; RETURN NULL; END $$`)
+	exec(t, s, `CREATE CONSTRAINT TRIGGER boom AFTER INSERT ON sync_commits DEFERRABLE INITIALLY DEFERRED
+FOR EACH ROW EXECUTE FUNCTION boom()`)
+	release := hold(t, s, "p")
+	var results []<-chan error
+	for i := range 4 {
+		results = append(results, queue(t, s, func() error { return push(context.Background(), s, "p", fmt.Sprint("i", i), nil, nil) }))
+	}
+	boom := queue(t, s, func() error { return push(context.Background(), s, "p", "boom", nil, nil) })
+	if err := release(); err == nil {
+		t.Error("holder: committed, want the COMMIT failure")
+	}
+	for i, ch := range append(results, boom) {
+		if err := <-ch; err == nil {
+			t.Errorf("push %d: committed, want the COMMIT failure", i)
+		}
+	}
+	for _, id := range []string{"holder", "i0", "i1", "i2", "i3", "boom"} {
+		if present(t, s, "p", id) {
+			t.Errorf("%s persisted", id)
+		}
+	}
+	if got := maxSeq(t, s, "p"); got != 0 {
+		t.Errorf("max seq %d after the failed COMMIT", got)
+	}
+	var seq int64
+	if err := push(context.Background(), s, "p", "i0", nil, &seq); err != nil || seq != 1 {
+		t.Fatalf("retry: seq %d, %v", seq, err)
+	}
+}
+
+// TestGroupDiscardWrites: DiscardWrites inside a group discards only the
+// calling push's writes and keeps the client binding it made; what it
+// writes afterwards commits.
+func TestGroupDiscardWrites(t *testing.T) {
+	s := groupStore(t)
+	release := hold(t, s, "p")
+	var seqA, seqC int64
+	a := queue(t, s, func() error { return push(context.Background(), s, "p", "a", nil, &seqA) })
+	b := queue(t, s, func() error {
+		return s.Push(context.Background(), "p", ports.PushOptions{WriterVersion: 1, ActorID: "actor-b"}, func(tx ports.PushTx) error {
+			ctx := context.Background()
+			if bound, err := tx.BindClient(ctx, "client-b"); err != nil || bound != "actor-b" {
+				return fmt.Errorf("bind: %q %v", bound, err)
+			}
+			w := storetest.Item("b", "o", 0)
+			if err := tx.UpsertRow(ctx, "items", w); err != nil {
+				return err
+			}
+			if _, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "actor-b", ClientID: "client-b",
+				ClientCommitID: "b", Changes: []commit.Change{storetest.Change(w)}}); err != nil {
+				return err
+			}
+			if err := tx.DiscardWrites(ctx); err != nil {
+				return err
+			}
+			_, err := tx.PutPushResult(ctx, "client-b", "b", []byte(`{"status":"rejected"}`))
+			return err
+		})
+	})
+	c := queue(t, s, func() error { return push(context.Background(), s, "p", "c", nil, &seqC) })
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan error{a, b, c} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !present(t, s, "p", "a") || !present(t, s, "p", "c") {
+		t.Fatal("a group member lost its writes to another's DiscardWrites")
+	}
+	if r, err := s.GetRow(context.Background(), "p", "items", "b"); err != nil || r != nil {
+		t.Fatalf("DiscardWrites kept the push's row (%v)", err)
+	}
+	if _, ok, err := s.GetPushResult(context.Background(), "p", "client-b", "b"); err != nil || !ok {
+		t.Fatalf("write after DiscardWrites lost: %v %v", ok, err)
+	}
+	if actor, ok, err := s.ClientBinding(context.Background(), "p", "client-b"); err != nil || !ok || actor != "actor-b" {
+		t.Fatalf("binding after DiscardWrites: %q %v %v", actor, ok, err)
+	}
+	if seqA != 2 || seqC != 3 || maxSeq(t, s, "p") != 3 {
+		t.Fatalf("seqs a=%d c=%d, max %d", seqA, seqC, maxSeq(t, s, "p"))
+	}
+}
+
+// TestGroupPartitionsParallel: a push to one partition commits while a
+// group of another partition is held open, and neither waits for the
+// other's commit.
+func TestGroupPartitionsParallel(t *testing.T) {
+	s := groupStore(t)
+	release := hold(t, s, "p")
+	var seq int64
+	if err := push(context.Background(), s, "q", "q1", nil, &seq); err != nil || seq != 1 {
+		t.Fatalf("push to q while p's group is open: seq %d, %v", seq, err)
+	}
+	if !present(t, s, "q", "q1") {
+		t.Fatal("q's push is not visible while p's group is open")
+	}
+	if present(t, s, "p", "holder") {
+		t.Fatal("p's held push is visible before its commit")
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	if !present(t, s, "p", "holder") || maxSeq(t, s, "p") != 1 {
+		t.Fatal("p's push did not commit")
+	}
+}
+
+// TestGroupConcurrent: many goroutines pushing at once to two partitions,
+// some failing: each log is dense and holds exactly its successful pushes.
+func TestGroupConcurrent(t *testing.T) {
+	s := groupStore(t)
+	const workers, each = 16, 20
+	parts := []string{"p", "q"}
+	errs := make(chan error, workers*each)
+	var ok [2]atomic.Int64
+	for w := range workers {
+		go func() {
+			part := parts[w%2]
+			for i := range each {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				err := push(context.Background(), s, part, id, func(context.Context, ports.PushTx) error {
+					if i%3 == 0 {
+						return errRefused
+					}
+					return nil
+				}, nil)
+				if i%3 == 0 {
+					if !errors.Is(err, errRefused) {
+						err = fmt.Errorf("%s: %v, want its own error", id, err)
+					} else {
+						err = nil
+					}
+				} else if err == nil {
+					ok[w%2].Add(1)
+				}
+				errs <- err
+			}
+		}()
+	}
+	for range workers * each {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	for pi, part := range parts {
+		n := ok[pi].Load()
+		if got := maxSeq(t, s, part); got != n {
+			t.Fatalf("%s: max seq %d for %d successful pushes", part, got, n)
+		}
+		cs, err := s.ReadCommitWindow(context.Background(), part, ports.CommitWindow{Table: "items",
+			ScopeFilter: map[string][]string{"org": {"o"}}, ThroughSeq: n, LimitChanges: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cs {
+			if c.Seq != int64(i+1) {
+				t.Fatalf("%s: commit %d has seq %d", part, i, c.Seq)
+			}
+		}
+		if int64(len(cs)) != n {
+			t.Fatalf("%s: %d commits in the log, want %d", part, len(cs), n)
+		}
+	}
+	for w := range workers {
+		for i := range each {
+			if got := present(t, s, parts[w%2], fmt.Sprintf("w%d-%d", w, i)); got != (i%3 != 0) {
+				t.Errorf("w%d-%d present=%v", w, i, got)
+			}
+		}
+	}
+}
