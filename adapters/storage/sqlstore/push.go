@@ -183,6 +183,10 @@ func (t *pushTx) UpsertRow(ctx context.Context, table string, w ports.RowWrite) 
 // row-scope index refresh (dropping only pairs that changed, so no row is
 // touched twice) and the tombstone clear, as data-modifying CTEs.
 func (s *Store) combinedUpsert(ts *tableSQL, nscopes int) string {
+	return s.shaped(stmtShape{table: ts, scopes: nscopes}, func() string { return s.buildCombinedUpsert(ts, nscopes) })
+}
+
+func (s *Store) buildCombinedUpsert(ts *tableSQL, nscopes int) string {
 	key := "partition=? AND tbl=? AND row_id=?"
 	var b strings.Builder
 	b.WriteString("WITH up AS (")
@@ -513,21 +517,11 @@ func changeKeys(changes []commit.Change) (scopes [][3]string, tombs [][2]string)
 // engines that support them; typed VALUES lists carry the rows.
 func (s *Store) appendCommitCombined(ctx context.Context, q Querier, partition string, wv int32, c ports.NewCommit) (int64, error) {
 	scopes, tombs := changeKeys(c.Changes)
-	var b strings.Builder
 	args := make([]any, 0, 8+8*len(c.Changes)+3*len(scopes)+2*len(tombs))
-	b.WriteString(`WITH seq AS (UPDATE sync_partitions SET max_commit_seq=max_commit_seq+1 WHERE partition=? RETURNING max_commit_seq AS s),
-c AS (INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
-  SELECT ?, s, ?, ?, ?, CAST(? AS BIGINT), CAST(? AS BIGINT) FROM seq)`)
 	args = append(args, partition, partition, c.ClientID, c.ClientCommitID, c.ActorID, c.CreatedAtMs, int64(wv))
 	if len(c.Changes) > 0 {
-		b.WriteString(`, ch AS (INSERT INTO sync_changes(partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
-  SELECT ?, seq.s, v.i, v.t, v.r, v.o, v.rv, v.sc, v.pl FROM seq, (VALUES `)
 		args = append(args, partition)
 		for i, ch := range c.Changes {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString("(CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS SMALLINT), CAST(? AS BIGINT), CAST(? AS JSONB), CAST(? AS BYTEA))")
 			var version, payload any
 			if ch.Op == commit.OpUpsert {
 				version, payload = ch.RowVersion, ch.Row
@@ -537,38 +531,92 @@ c AS (INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_i
 			}
 			args = append(args, i, ch.Table, ch.RowID, int64(ch.Op), version, encodeScopes(ch.Scopes), payload)
 		}
-		b.WriteString(") AS v(i, t, r, o, rv, sc, pl))")
 	}
 	if len(scopes) > 0 {
+		args = append(args, partition)
+		for _, k := range scopes {
+			args = append(args, k[0], k[1], k[2])
+		}
+	}
+	if len(tombs) > 0 {
+		args = append(args, partition)
+		for _, k := range tombs {
+			args = append(args, k[0], k[1])
+		}
+	}
+	shape := stmtShape{commit: true, changes: len(c.Changes), scopes: len(scopes), tombs: len(tombs)}
+	text := s.shaped(shape, func() string { return s.buildAppendCommit(shape) })
+	var seq int64
+	if err := q.QueryRowContext(ctx, text, args...).Scan(&seq); err != nil {
+		return 0, err
+	}
+	return seq, nil
+}
+
+// buildAppendCommit renders appendCommitCombined's statement for a shape.
+func (s *Store) buildAppendCommit(shape stmtShape) string {
+	var b strings.Builder
+	b.WriteString(`WITH seq AS (UPDATE sync_partitions SET max_commit_seq=max_commit_seq+1 WHERE partition=? RETURNING max_commit_seq AS s),
+c AS (INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
+  SELECT ?, s, ?, ?, ?, CAST(? AS BIGINT), CAST(? AS BIGINT) FROM seq)`)
+	if shape.changes > 0 {
+		b.WriteString(`, ch AS (INSERT INTO sync_changes(partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
+  SELECT ?, seq.s, v.i, v.t, v.r, v.o, v.rv, v.sc, v.pl FROM seq, (VALUES `)
+		for i := range shape.changes {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("(CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS SMALLINT), CAST(? AS BIGINT), CAST(? AS JSONB), CAST(? AS BYTEA))")
+		}
+		b.WriteString(") AS v(i, t, r, o, rv, sc, pl))")
+	}
+	if shape.scopes > 0 {
 		b.WriteString(`, cs AS (INSERT INTO sync_change_scopes(partition, tbl, var, value, commit_seq)
   SELECT ?, v.t, v.k, v.x, seq.s FROM seq, (VALUES `)
-		args = append(args, partition)
-		for i, k := range scopes {
+		for i := range shape.scopes {
 			if i > 0 {
 				b.WriteByte(',')
 			}
 			b.WriteString("(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT))")
-			args = append(args, k[0], k[1], k[2])
 		}
 		b.WriteString(") AS v(t, k, x) ON CONFLICT DO NOTHING)")
 	}
-	if len(tombs) > 0 {
+	if shape.tombs > 0 {
 		b.WriteString(`, tb AS (INSERT INTO sync_tombstones(partition, tbl, row_id, commit_seq)
   SELECT ?, v.t, v.r, seq.s FROM seq, (VALUES `)
-		args = append(args, partition)
-		for i, k := range tombs {
+		for i := range shape.tombs {
 			if i > 0 {
 				b.WriteByte(',')
 			}
 			b.WriteString("(CAST(? AS TEXT), CAST(? AS TEXT))")
-			args = append(args, k[0], k[1])
 		}
 		b.WriteString(") AS v(t, r) ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq=excluded.commit_seq)")
 	}
 	b.WriteString(" SELECT s FROM seq")
-	var seq int64
-	if err := q.QueryRowContext(ctx, s.q(b.String()), args...).Scan(&seq); err != nil {
-		return 0, err
+	return s.q(b.String())
+}
+
+// stmtShape keys a composed statement whose text depends only on counts.
+type stmtShape struct {
+	commit bool // appendCommitCombined; else combinedUpsert of table
+	// table is combinedUpsert's table as the running schema renders it
+	// (a schema change makes new ones).
+	table                  *tableSQL
+	changes, scopes, tombs int
+}
+
+// maxShapes bounds the composed statements kept.
+const maxShapes = 4096
+
+// shaped returns the composed statement of shape, building (and keeping)
+// it once: the hot write paths then neither render nor rebind SQL.
+func (s *Store) shaped(shape stmtShape, build func() string) string {
+	if v, ok := s.shapes.Load(shape); ok {
+		return v.(string)
 	}
-	return seq, nil
+	text := build()
+	if s.nshapes.Add(1) <= maxShapes {
+		s.shapes.Store(shape, text)
+	}
+	return text
 }

@@ -68,6 +68,9 @@ type Store struct {
 
 	sqlMu    sync.Mutex
 	sqlCache map[string]string
+	// shapes caches composed statements by shape (push.go).
+	shapes  sync.Map
+	nshapes atomic.Int64
 
 	// pushes groups push transactions (nil: one transaction per push);
 	// parts instead groups them per partition.
