@@ -21,6 +21,7 @@ func pushGroups() []group {
 		{"Push", []testCase{
 			{"DenseSeqs", testDenseSeqs},
 			{"ConcurrentPushesOnePartitionAreDense", testConcurrentDense},
+			{"ConcurrentFailingPushesRollBackAlone", testConcurrentFailing},
 			{"PartitionsDoNotSerialize", testPartitionsIndependent},
 			{"RollbackLeavesNothing", testRollbackLeavesNothing},
 			{"DiscardWritesKeepsLockAndPersistsRejection", testDiscardWrites},
@@ -111,6 +112,78 @@ func testConcurrentDense(t *testing.T, h Harness) {
 	for i, c := range cs {
 		if c.Seq != int64(i+1) || len(c.Changes) != 1 {
 			t.Fatalf("commit %d = seq %d with %d changes", i, c.Seq, len(c.Changes))
+		}
+	}
+}
+
+// testConcurrentFailing: of many pushes racing for one partition (on a
+// group-committing engine, sharing transactions), every third fails after
+// writing: each failing push gets its own error and leaves no row, result
+// or seq; the others commit densely.
+func testConcurrentFailing(t *testing.T, h Harness) {
+	e := open(t, h)
+	const workers, each = 6, 9
+	refused := errors.New("refused by the push function")
+	var mu sync.Mutex
+	var seqs []int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				err := e.push("p1", func(tx ports.PushTx) error {
+					k := task{id: id, project: "p1", owner: "o"}
+					if err := tx.UpsertRow(e.ctx, "tasks", k.write(0)); err != nil {
+						return err
+					}
+					seq, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: fmt.Sprint("c", w), ClientCommitID: id, Changes: []commit.Change{k.upsert()}})
+					if err != nil {
+						return err
+					}
+					if _, err := tx.PutPushResult(e.ctx, fmt.Sprint("c", w), id, []byte(`{"status":"applied"}`)); err != nil {
+						return err
+					}
+					if i%3 == 0 {
+						return refused
+					}
+					mu.Lock()
+					seqs = append(seqs, seq)
+					mu.Unlock()
+					return nil
+				})
+				if i%3 == 0 && !errors.Is(err, refused) {
+					errs <- fmt.Errorf("%s: %v, want its own error", id, err)
+				} else if i%3 != 0 && err != nil {
+					errs <- fmt.Errorf("%s: %w", id, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	slices.Sort(seqs)
+	for i, s := range seqs {
+		if s != int64(i+1) {
+			t.Fatalf("seqs not dense: %v", seqs)
+		}
+	}
+	if b := e.bounds("p1"); b.MaxSeq != int64(len(seqs)) {
+		t.Fatalf("max seq %d for %d successful pushes", b.MaxSeq, len(seqs))
+	}
+	for w := range workers {
+		for i := range each {
+			id := fmt.Sprintf("w%d-%d", w, i)
+			row, err := e.s.GetRow(e.ctx, "p1", "tasks", id)
+			must(t, err)
+			_, stored, err := e.s.GetPushResult(e.ctx, "p1", fmt.Sprint("c", w), id)
+			must(t, err)
+			if want := i%3 != 0; (row != nil) != want || stored != want {
+				t.Errorf("%s: row %v, result %v, want %v", id, row != nil, stored, want)
+			}
 		}
 	}
 }
