@@ -313,20 +313,16 @@ func (b *pushBatcher) lead(s *Store, self *pushReq) {
 			break
 		}
 	}
-	b.finish(tx, self, group, broken, nil)
+	b.finish(tx, self, group, broken)
 }
 
 // finish ends a group's transaction: rolled back when broken (the members
 // not yet failed are retried), committed when a member succeeded; then
-// every member but self is woken with its outcome. beforeEnd, if any, runs
-// just before the transaction ends.
-func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken error, beforeEnd func()) {
+// every member but self is woken with its outcome.
+func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken error) {
 	committed := false
 	for _, r := range group {
 		committed = committed || r.ok
-	}
-	if beforeEnd != nil {
-		beforeEnd()
 	}
 	var end error
 	switch {

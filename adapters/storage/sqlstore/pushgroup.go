@@ -18,7 +18,7 @@ import (
 // A group transaction costs, beside the members' own statements, one round
 // trip to open it (BEGIN, the partition lock and the first savepoint sent
 // together), one between members (RELEASE and the next SAVEPOINT together)
-// and the COMMIT, during which the next group already waits for the lock. The partition lock is taken at the top level, outside
+// and the COMMIT. The partition lock is taken at the top level, outside
 // every savepoint, so no member's rollback can release it. A member that
 // fails is rolled back to its savepoint, which then still marks the same
 // clean point and serves the next member as is. A member whose function
@@ -45,15 +45,14 @@ var errStatementFailed = errors.New("push group: a statement of the push failed 
 // leadPartition runs one partition group starting with self, answers its
 // other members and passes the lead on.
 func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
+	defer b.handoff()
 	if err := self.ctx.Err(); err != nil {
 		self.err = err
-		b.handoff()
 		return
 	}
 	tx, err := b.set.g.BeginGroup(self.ctx, self.partition, groupSavepoint)
 	if err != nil {
 		self.err = err
-		b.handoff()
 		return
 	}
 	group := make([]*pushReq, 0, 8)
@@ -77,10 +76,7 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 			break
 		}
 	}
-	// The lead passes on before the COMMIT: the next group opens (its
-	// BEGIN and lock request already sent, waiting for the lock) while
-	// this one's COMMIT flushes, instead of one round trip after it.
-	b.finish(tx, self, group, broken, b.handoff)
+	b.finish(tx, self, group, broken)
 }
 
 // releaseAndSave ends the previous member's savepoint and opens the next
