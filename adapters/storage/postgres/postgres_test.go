@@ -35,6 +35,9 @@ func Engine() storetest.Engine {
 func TestEngine(t *testing.T) { storetest.Run(t, Engine()) }
 
 func BenchmarkPushAppend(b *testing.B) { storetest.BenchPushAppend(b, Engine()) }
+func BenchmarkPushAppendParallel(b *testing.B) {
+	storetest.BenchPushAppendParallel(b, Engine())
+}
 func BenchmarkWindowRead(b *testing.B) { storetest.BenchWindowRead(b, Engine()) }
 func BenchmarkScanRows(b *testing.B)   { storetest.BenchScanRows(b, Engine()) }
 func BenchmarkSeed100k(b *testing.B)   { storetest.BenchSeed(b, Engine(), 100_000) }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
@@ -51,6 +52,47 @@ func BenchPushAppend(b *testing.B, e Engine) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchPushAppendParallel is BenchPushAppend from 16 goroutines per
+// GOMAXPROCS at once, all to one partition: what group commit buys when
+// pushes queue behind each other.
+func BenchPushAppendParallel(b *testing.B, e Engine) {
+	ctx := context.Background()
+	s := e.open(b)
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			w := Item(fmt.Sprintf("r%d", i%1000), "a", 0)
+			w.Version = i
+			cc := fmt.Sprint("cc", i)
+			err := s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+				if _, ok, err := tx.GetPushResult(ctx, "c", cc); err != nil || ok {
+					return fmt.Errorf("replay check: %v %v", ok, err)
+				}
+				if _, err := tx.GetRow(ctx, "items", w.RowID); err != nil {
+					return err
+				}
+				if err := tx.UpsertRow(ctx, "items", w); err != nil {
+					return err
+				}
+				if _, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: cc,
+					Changes: []commit.Change{Change(w)}}); err != nil {
+					return err
+				}
+				_, err := tx.PutPushResult(ctx, "c", cc, []byte(`{"status":"applied"}`))
+				return err
+			})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
 
 // BenchWindowRead measures an incremental pull's window read: 100 changes
