@@ -18,26 +18,27 @@ import (
 // behind a running one share its successor's transaction and COMMIT.
 func (d *dialect) PushBatch() (int, time.Duration) { return d.group, d.groupOpen }
 
-// groupOpen is BEGIN, the partition lock (the row created first when
-// missing; the insert takes no lock when the row exists) and the first
-// member's savepoint, sent as one simple-protocol query: one round trip.
-// pgx renders $1 as a quoted literal (standard_conforming_strings).
-const groupOpen = `BEGIN; INSERT INTO sync_partitions(partition) VALUES ($1) ON CONFLICT (partition) DO NOTHING;
-SELECT 1 FROM sync_partitions WHERE partition=$1 FOR UPDATE; SAVEPOINT `
-
-// BeginGroup implements sqlstore.PartitionGroupCommitter: the transaction
-// runs on a connection of its own, taken from the pool, with transaction
-// control in its own hands (not database/sql's, which would roll the
-// whole group back when the leader's context ends).
-func (d *dialect) BeginGroup(ctx context.Context, partition, savepoint string) (sqlstore.GroupTx, error) {
+// BeginGroup implements sqlstore.PartitionGroupCommitter: BEGIN, the
+// partition lock (the row created first when missing; the insert takes no
+// lock when the row exists), the first member's savepoint and the read
+// ahead go as one pipeline, one round trip. The transaction runs on a
+// connection of its own, taken from the pool, with transaction control in
+// its own hands (not database/sql's, which would roll the whole group back
+// when the leader's context ends).
+func (d *dialect) BeginGroup(ctx context.Context, partition, savepoint string, ahead *sqlstore.ReadAhead) (sqlstore.GroupTx, error) {
 	conn, err := d.pool.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	t := &groupTx{conn: conn}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("INSERT INTO sync_partitions(partition) VALUES ($1) ON CONFLICT (partition) DO NOTHING", partition)
+	b.Queue("SELECT 1 FROM sync_partitions WHERE partition=$1 FOR UPDATE", partition)
+	b.Queue("SAVEPOINT " + savepoint)
 	// The wait for the lock honours ctx: a cancellation drops the
 	// connection, and nothing but this push is in the group yet.
-	if _, err := conn.ExecContext(ctx, groupOpen+savepoint, pgx.QueryExecModeSimpleProtocol, partition); err != nil {
+	if err := t.send(ctx, b, ahead); err != nil {
 		t.end("ROLLBACK")
 		return nil, err
 	}
@@ -64,7 +65,43 @@ func (t *groupTx) QueryRowContext(ctx context.Context, q string, args ...any) *s
 	return t.conn.QueryRowContext(ctx, q, args...)
 }
 
-func (*groupTx) MultiStatement() bool { return true }
+// NextSavepoint implements sqlstore.GroupTx: RELEASE, SAVEPOINT and the
+// read ahead as one pipeline.
+func (t *groupTx) NextSavepoint(ctx context.Context, savepoint string, ahead *sqlstore.ReadAhead) error {
+	b := &pgx.Batch{}
+	b.Queue("RELEASE " + savepoint)
+	b.Queue("SAVEPOINT " + savepoint)
+	return t.send(ctx, b, ahead)
+}
+
+// send runs b's statements, then ahead's query (if any), as one pipeline.
+// A failure of b's statements is returned; ahead's own goes to ahead.Err.
+func (t *groupTx) send(ctx context.Context, b *pgx.Batch, ahead *sqlstore.ReadAhead) error {
+	n := b.Len()
+	if ahead != nil {
+		b.Queue(ahead.Query, ahead.Args...)
+	}
+	return t.conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("postgres: unexpected driver connection %T", dc)
+		}
+		br := c.Conn().SendBatch(ctx, b)
+		for range n {
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				return err
+			}
+		}
+		if ahead != nil {
+			if ahead.Err = br.QueryRow().Scan(ahead.Dest...); ahead.Err != nil {
+				_ = br.Close() // reports ahead.Err again
+				return nil
+			}
+		}
+		return br.Close()
+	})
+}
 
 // txStatus is the backend's transaction status from its last
 // ReadyForQuery ('I' idle, 'T' in a transaction, 'E' failed), or 0 when

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlstore/storetest"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/pgtest"
@@ -494,6 +496,76 @@ func TestGroupConcurrent(t *testing.T) {
 		for i := range each {
 			if got := present(t, s, parts[w%2], fmt.Sprintf("w%d-%d", w, i)); got != (i%3 != 0) {
 				t.Errorf("w%d-%d present=%v", w, i, got)
+			}
+		}
+	}
+}
+
+// TestGroupServeGate: a member's serve gate, read ahead with its savepoint
+// when it is the member's first statement, is what a read of its own
+// gives: the epoch and schema version, and the pending checkpoints once
+// one is declared at the running version; a member reading it after
+// statements of its own reads it afresh, and sees the same.
+func TestGroupServeGate(t *testing.T) {
+	s := groupStore(t)
+	ctx := context.Background()
+	if _, err := s.TouchPartition(ctx, "p", 1); err != nil {
+		t.Fatal(err)
+	}
+	gateFirst := func(got *checkpoint.ServeGate) func() error {
+		return func() error {
+			return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+				g, err := tx.ReadServeGate(ctx)
+				*got = g
+				return err
+			})
+		}
+	}
+	gateLater := func(got *checkpoint.ServeGate) func() error {
+		return func() error {
+			return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+				if _, _, err := tx.GetPushResult(ctx, "c", "x"); err != nil {
+					return err
+				}
+				g, err := tx.ReadServeGate(ctx)
+				*got = g
+				return err
+			})
+		}
+	}
+	for _, declared := range []bool{false, true} {
+		if declared {
+			if _, err := s.DeclareCheckpoint(ctx, checkpoint.Declaration{Partition: "p", Name: "cp", SchemaVersion: 1}, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := s.ReadServeGate(ctx, "p", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want.LogEpoch == "" || want.StoredSchemaVersion != 1 || (len(want.Pending) == 1) != declared {
+			t.Fatalf("declared %v: gate outside a push %+v", declared, want)
+		}
+		var lead, first, later, second checkpoint.ServeGate
+		release := hold(t, s, "p")
+		a := queue(t, s, gateFirst(&first))
+		b := queue(t, s, gateLater(&later))
+		c := queue(t, s, gateFirst(&second))
+		if err := release(); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range []<-chan error{a, b, c} {
+			if err := <-ch; err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A lone push leads its own group: its gate came with the BEGIN.
+		if err := gateFirst(&lead)(); err != nil {
+			t.Fatal(err)
+		}
+		for name, got := range map[string]checkpoint.ServeGate{"lead": lead, "first": first, "later": later, "second": second} {
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("declared %v: %s member's gate %+v, want %+v", declared, name, got, want)
 			}
 		}
 	}

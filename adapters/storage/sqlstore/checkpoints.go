@@ -222,6 +222,12 @@ CASE WHEN EXISTS (SELECT 1 FROM sync_changes WHERE partition=? AND commit_seq>? 
 	return checkpoint.ClassifySources(changed == 1, horizon, seq), nil
 }
 
+// gateQuery is serveGate's common-case statement: the marker, the epoch
+// and whether a checkpoint is pending at the running version.
+const gateQuery = `SELECT (SELECT schema_version FROM sync_schema_meta WHERE id=1),
+  (SELECT log_epoch FROM sync_partition_registry WHERE partition=?),
+  CASE WHEN EXISTS (SELECT 1 FROM sync_backfill_checkpoints WHERE schema_version=? AND state<>'activated') THEN 1 ELSE 0 END`
+
 // ReadServeGate implements ports.CheckpointStore.
 func (s *Store) ReadServeGate(ctx context.Context, partition string, running int32) (checkpoint.ServeGate, error) {
 	g, err := s.serveGate(ctx, s.rd, partition, running)
@@ -239,10 +245,7 @@ func (s *Store) serveGate(ctx context.Context, q Querier, partition string, runn
 	var v sql.NullInt64
 	var e sql.NullString
 	var pending int
-	err := q.QueryRowContext(ctx, s.q(`SELECT (SELECT schema_version FROM sync_schema_meta WHERE id=1),
-  (SELECT log_epoch FROM sync_partition_registry WHERE partition=?),
-  CASE WHEN EXISTS (SELECT 1 FROM sync_backfill_checkpoints WHERE schema_version=? AND state<>'activated') THEN 1 ELSE 0 END`),
-		partition, running).Scan(&v, &e, &pending)
+	err := q.QueryRowContext(ctx, s.q(gateQuery), partition, running).Scan(&v, &e, &pending)
 	if err != nil {
 		return g, err
 	}

@@ -67,7 +67,11 @@ type pushTx struct {
 	// discardTo is the savepoint a grouped push began in (pushgroup.go):
 	// DiscardWrites returns to it, and no savepoint of its own is taken.
 	discardTo string
-	written   int // rows staged, for statistics refresh
+	// gate is the serve gate read ahead for a grouped push, good while
+	// the push has run no statement (ran) of its own.
+	gate    *checkpoint.ServeGate
+	ran     bool
+	written int // rows staged, for statistics refresh
 	// bound are the bindings seen or made, cached after commit; rebind
 	// the client ids bound after the savepoint, redone by DiscardWrites.
 	bound  []binding
@@ -92,6 +96,15 @@ func (t *pushTx) beforeWrite(ctx context.Context) error {
 func (t *pushTx) Partition() string { return t.partition }
 
 func (t *pushTx) ReadServeGate(ctx context.Context) (checkpoint.ServeGate, error) {
+	if g := t.gate; g != nil {
+		t.gate = nil
+		if !t.ran {
+			if err := ctx.Err(); err != nil {
+				return checkpoint.ServeGate{}, internal("read serve gate", err)
+			}
+			return *g, nil
+		}
+	}
 	g, err := t.s.serveGate(ctx, t.tx, t.partition, t.writerVersion)
 	return g, internal("read serve gate", err)
 }

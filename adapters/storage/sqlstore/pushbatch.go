@@ -31,19 +31,33 @@ type PartitionGroupCommitter interface {
 	// PushBatch bounds a group as GroupCommitter.PushBatch does.
 	PushBatch() (maxPushes int, maxOpen time.Duration)
 	// BeginGroup opens a write transaction holding partition's lock, with
-	// savepoint already taken, in as few round trips as the engine allows.
-	BeginGroup(ctx context.Context, partition, savepoint string) (GroupTx, error)
+	// savepoint taken and then ahead's query (if any) run, in one round
+	// trip where the engine allows.
+	BeginGroup(ctx context.Context, partition, savepoint string, ahead *ReadAhead) (GroupTx, error)
 }
 
 // GroupTx is the transaction of a partition's push group.
 type GroupTx interface {
 	WriteTx
+	// NextSavepoint releases savepoint and takes it again, then runs
+	// ahead's query (if any), in one round trip where the engine allows.
+	// An error is the transaction's loss; ahead's own failure is in
+	// ahead.Err.
+	NextSavepoint(ctx context.Context, savepoint string, ahead *ReadAhead) error
 	// Aborted reports, without a round trip, that a statement failed and
 	// the transaction accepts nothing but a rollback (to a savepoint).
 	Aborted() bool
-	// MultiStatement reports that ExecContext without arguments may carry
-	// several statements separated by ';' in one round trip.
-	MultiStatement() bool
+}
+
+// ReadAhead is a one-row query sent along with a group's savepoint
+// statements, in their round trip.
+type ReadAhead struct {
+	Query string
+	Args  []any
+	Dest  []any
+	// Err is the query's own failure (the transaction then awaits a
+	// rollback to the savepoint just taken).
+	Err error
 }
 
 // Group commit (SQLite).

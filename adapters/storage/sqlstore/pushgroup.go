@@ -2,7 +2,10 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+
+	"github.com/syncd-dev/syncd/domain/checkpoint"
 )
 
 // Group commit per partition (PostgreSQL).
@@ -18,7 +21,9 @@ import (
 // A group transaction costs, beside the members' own statements, one round
 // trip to open it (BEGIN, the partition lock and the first savepoint sent
 // together), one between members (RELEASE and the next SAVEPOINT together)
-// and the COMMIT. The partition lock is taken at the top level, outside
+// and the COMMIT; and each of these carries the next member's serve gate
+// read, its first statement, so a member pays no round trip of its own
+// for it. The partition lock is taken at the top level, outside
 // every savepoint, so no member's rollback can release it. A member that
 // fails is rolled back to its savepoint, which then still marks the same
 // clean point and serves the next member as is. A member whose function
@@ -50,7 +55,8 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 		self.err = err
 		return
 	}
-	tx, err := b.set.g.BeginGroup(self.ctx, self.partition, groupSavepoint)
+	ahead := s.gateAhead(self)
+	tx, err := b.set.g.BeginGroup(self.ctx, self.partition, groupSavepoint, &ahead.q)
 	if err != nil {
 		self.err = err
 		return
@@ -65,48 +71,68 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 			r.err = err // cancelled while queued: never run
 			continue
 		}
-		if pending {
-			if broken = releaseAndSave(r.ctx, tx); broken != nil {
-				r.err = broken
-				break
-			}
+		switch {
+		case r == self:
+		case pending:
+			ahead = s.gateAhead(r)
+			// A failure here loses the transaction before r ran: r is
+			// retried with the group's other innocent members.
+			broken = tx.NextSavepoint(context.WithoutCancel(r.ctx), groupSavepoint, &ahead.q)
 			pending = false
+		default:
+			ahead = nil // the savepoint is clean as it is: nothing to send along
 		}
-		if pending, broken = s.runMember(tx, r); broken != nil {
+		if broken != nil {
+			break
+		}
+		if pending, broken = s.runMember(tx, r, ahead); broken != nil {
 			break
 		}
 	}
 	b.finish(tx, self, group, broken)
 }
 
-// releaseAndSave ends the previous member's savepoint and opens the next
-// member's.
-func releaseAndSave(ctx context.Context, tx GroupTx) error {
-	bg := context.WithoutCancel(ctx)
-	if tx.MultiStatement() {
-		_, err := tx.ExecContext(bg, "RELEASE "+groupSavepoint+"; SAVEPOINT "+groupSavepoint)
-		return err
-	}
-	if _, err := tx.ExecContext(bg, "RELEASE "+groupSavepoint); err != nil {
-		return err
-	}
-	_, err := tx.ExecContext(bg, "SAVEPOINT "+groupSavepoint)
-	return err
+// gateRead is a member's serve gate read ahead, with its savepoint
+// (pushTx.ReadServeGate uses it when it is the member's first statement,
+// as it is in syncsvc's pipeline: the read then ran exactly where the
+// member's own would have).
+type gateRead struct {
+	q       ReadAhead
+	version sql.NullInt64
+	epoch   sql.NullString
+	pending int
+}
+
+func (s *Store) gateAhead(r *pushReq) *gateRead {
+	g := &gateRead{}
+	g.q = ReadAhead{Query: s.q(gateQuery), Args: []any{r.partition, r.opts.WriterVersion}}
+	g.q.Dest = []any{&g.version, &g.epoch, &g.pending}
+	return g
 }
 
 // runMember runs one push of a partition group in the open savepoint. ok
 // reports success (the savepoint stays open until the next member or the
 // COMMIT); on failure the savepoint is rolled back to, clean for the next
 // member. A non-nil broken means the transaction is lost.
-func (s *Store) runMember(tx GroupTx, r *pushReq) (ok bool, broken error) {
-	q := pushQuerier{tx: tx, db: s.db.DB}
-	ptx := &pushTx{s: s, tx: q, partition: r.partition, writerVersion: r.opts.WriterVersion, actorID: r.opts.ActorID,
+func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead) (ok bool, broken error) {
+	ptx := &pushTx{s: s, partition: r.partition, writerVersion: r.opts.WriterVersion, actorID: r.opts.ActorID,
 		discardTo: groupSavepoint}
-	err := callGuarded(r, func() error {
-		err := r.fn(ptx)
-		r.fnErr = err
-		return err
-	})
+	ptx.tx = markRan{WriteTx: pushQuerier{tx: tx, db: s.db.DB}, ran: &ptx.ran}
+	var err error
+	switch {
+	case ahead != nil && ahead.q.Err != nil:
+		// The read ahead failed as the member's own first read would have.
+		err = internal("read serve gate", ahead.q.Err)
+	case ahead != nil && ahead.pending == 0:
+		ptx.gate = &checkpoint.ServeGate{StoredSchemaVersion: int32(ahead.version.Int64), LogEpoch: ahead.epoch.String}
+	}
+	if err == nil {
+		err = callGuarded(r, func() error {
+			err := r.fn(ptx)
+			r.fnErr = err
+			return err
+		})
+	}
 	if err == nil && tx.Aborted() {
 		err = internal("push", errStatementFailed)
 	}
@@ -120,4 +146,25 @@ func (s *Store) runMember(tx GroupTx, r *pushReq) (ok bool, broken error) {
 		return false, err
 	}
 	return false, nil
+}
+
+// markRan notes that a member ran a statement of its own.
+type markRan struct {
+	WriteTx
+	ran *bool
+}
+
+func (m markRan) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	*m.ran = true
+	return m.WriteTx.ExecContext(ctx, q, args...)
+}
+
+func (m markRan) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	*m.ran = true
+	return m.WriteTx.QueryContext(ctx, q, args...)
+}
+
+func (m markRan) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	*m.ran = true
+	return m.WriteTx.QueryRowContext(ctx, q, args...)
 }
