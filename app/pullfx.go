@@ -48,9 +48,13 @@ func NewPullService(p PullServiceParams) (*pull.Service, error) {
 		SegmentTTL:          p.Config.Segments.TTL,
 		SpoolMemoryBytes:    p.Config.Sync.PullSpoolMemoryBytes,
 		ResponseBudgetBytes: p.Config.Sync.PullResponseBudgetBytes,
+		ClientRefresh:       p.Config.Sync.ClientRecordRefresh,
 		Metrics:             p.Metrics,
 		Log:                 p.Log.Named("pull"),
 		Now:                 p.Clock.Now,
+	}
+	if o.ClientRefresh == 0 {
+		o.ClientRefresh = -1 // --client-record-refresh 0: every pull writes
 	}
 	if p.Segments != nil {
 		o.Segments = p.Segments

@@ -304,7 +304,9 @@ type Pruner interface {
 	// tombstones at or below it, atomically.
 	PruneCommitsThrough(ctx context.Context, partition string, r PruneRequest) (PruneResult, error)
 	// ActiveClientCursorFloor returns the minimum cursor of clients seen at
-	// or after cutoffMs; ok is false when there are none.
+	// or after cutoffMs that hold one (cursor ≥ 0: a client without an
+	// active subscription needs no log, and must not hide the others);
+	// ok is false when there are none.
 	ActiveClientCursorFloor(ctx context.Context, partition string, cutoffMs int64) (int64, bool, error)
 	// CommitSeqBefore returns the highest seq created before ms (0 if none).
 	CommitSeqBefore(ctx context.Context, partition string, ms int64) (int64, error)

@@ -123,6 +123,13 @@ func TestLoadPrecedence(t *testing.T) {
 		{"body bound below the body limit", []string{"--max-inflight-body-bytes", "1000"}, nil, nil, "--max-inflight-body-bytes 1000"},
 		{"no inflight requests", []string{"--max-inflight-requests", "0"}, nil, nil, "--max-inflight-requests 0"},
 		{"negative shutdown delay", []string{"--shutdown-delay", "-1s"}, nil, nil, "--shutdown-delay"},
+		{"client record refresh", []string{"--client-record-refresh", "0"}, nil, func(t *testing.T, c config.Config) {
+			if c.Sync.ClientRecordRefresh != 0 {
+				t.Fatalf("got %s", c.Sync.ClientRecordRefresh)
+			}
+		}, ""},
+		{"client record refresh past a tenth of the active window", []string{"--retention-active-window", "336h", "--client-record-refresh", "34h"}, nil, nil, "--client-record-refresh 34h"},
+		{"negative client record refresh", []string{"--client-record-refresh", "-1s"}, nil, nil, "--client-record-refresh"},
 		{"bad listen", []string{"--listen", "8787"}, nil, nil, "want host:port"},
 		{"same listeners", []string{"--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"}, nil, nil, "must differ"},
 		{"bad mount", []string{"--mount", "api/"}, nil, nil, "--mount"},

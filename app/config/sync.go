@@ -34,6 +34,11 @@ type Sync struct {
 	RetentionActiveWindow time.Duration
 	RetentionForceAge     time.Duration
 	RetentionKeepCommits  int64
+	// ClientRecordRefresh is how long a pull that only moved its cursor
+	// may leave the stored client record as it is (0: every pull writes
+	// it). At most a tenth of RetentionActiveWindow, so a client that
+	// pulls stays well inside the window that makes it active.
+	ClientRecordRefresh time.Duration
 }
 
 // DefaultSync returns the reference limits.
@@ -43,6 +48,7 @@ func DefaultSync() Sync {
 		PullSpoolMemoryBytes: 4 << 20, PullResponseBudgetBytes: 64 << 20,
 		PruneInterval: time.Hour, RetentionActiveWindow: 14 * 24 * time.Hour,
 		RetentionForceAge: 30 * 24 * time.Hour, RetentionKeepCommits: 1000,
+		ClientRecordRefresh: 30 * time.Second,
 	}
 }
 
@@ -57,6 +63,7 @@ func (s *Sync) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&s.RetentionActiveWindow, "retention-active-window", s.RetentionActiveWindow, "clients seen within this window hold the pruning horizon at their cursor (at least 336h)")
 	fs.DurationVar(&s.RetentionForceAge, "retention-force-age", s.RetentionForceAge, "commits older than this are pruned regardless of laggard cursors (at least 720h)")
 	fs.Int64Var(&s.RetentionKeepCommits, "retention-keep-commits", s.RetentionKeepCommits, "newest commits always kept (at least 1000)")
+	fs.DurationVar(&s.ClientRecordRefresh, "client-record-refresh", s.ClientRecordRefresh, "a pull that only moved its cursor leaves a client record younger than this unwritten (0: always write; at most a tenth of --retention-active-window)")
 }
 
 func (s Sync) validate() []error {
@@ -78,6 +85,9 @@ func (s Sync) validate() []error {
 	}
 	if s.RetentionActiveWindow < 14*24*time.Hour || s.RetentionForceAge < 30*24*time.Hour || s.RetentionKeepCommits < 1000 {
 		errs = append(errs, fmt.Errorf("retention below the protocol floors: --retention-active-window ≥ 336h, --retention-force-age ≥ 720h, --retention-keep-commits ≥ 1000"))
+	}
+	if s.ClientRecordRefresh < 0 || s.ClientRecordRefresh > s.RetentionActiveWindow/10 {
+		errs = append(errs, fmt.Errorf("--client-record-refresh %s: must be between 0 and a tenth of --retention-active-window", s.ClientRecordRefresh))
 	}
 	if s.MaxDecodedBodyBytes < s.MaxBodyBytes {
 		errs = append(errs, fmt.Errorf("--max-decoded-body-bytes must be at least --max-body-bytes"))

@@ -14,6 +14,7 @@ type Metrics struct {
 	restarts prometheus.Counter
 	expired  prometheus.Counter
 	spills   prometheus.Counter
+	skips    prometheus.Counter
 }
 
 // NewMetrics registers the pull counters on reg.
@@ -47,8 +48,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "syncd_pull_response_spills_total",
 			Help: "Sync responses whose read-verify buffer spilled from memory to a temporary file.",
 		}),
+		skips: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "syncd_pull_client_record_skips_total",
+			Help: "Pulls that left a fresh, unchanged client record as stored instead of rewriting it for a cursor move.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.builds, m.reuses, m.sections, m.commitsN, m.restarts, m.expired, m.spills} {
+	for _, c := range []prometheus.Collector{m.builds, m.reuses, m.sections, m.commitsN, m.restarts, m.expired, m.spills, m.skips} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -98,6 +103,12 @@ func (m *Metrics) spilled() {
 	}
 }
 
+func (m *Metrics) clientRecordSkipped() {
+	if m != nil {
+		m.skips.Inc()
+	}
+}
+
 // Value returns the current value of the counter named name (for tests
 // and tools); 0 for an unknown name or a nil *Metrics.
 func (m *Metrics) Value(name string) float64 {
@@ -118,6 +129,8 @@ func (m *Metrics) Value(name string) float64 {
 		c = m.expired
 	case "syncd_pull_response_spills_total":
 		c = m.spills
+	case "syncd_pull_client_record_skips_total":
+		c = m.skips
 	default:
 		return 0
 	}

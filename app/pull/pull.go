@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -100,11 +101,14 @@ type Options struct {
 	// system temporary directory).
 	SpoolMemoryBytes int
 	SpoolDir         string
-	// ClientRefresh skips rewriting an unchanged client record (same
-	// actor, wire version, cursor and subscription list) younger than
-	// this: its timestamp only feeds the 14-day active window, and a
-	// steady-state poll then costs no write. 0 → 30 s; negative: always
-	// write.
+	// ClientRefresh skips the client record write of a pull that changed
+	// nothing but the cursor while the stored record is younger than this
+	// (same actor, wire version and subscription list; no bootstrap
+	// section; a stored cursor of at least 0 that the new one does not
+	// pass below). The stored cursor then lags the client's, which only
+	// holds the retention floor back, and its timestamp is at most this
+	// old, so keep it well below the retention active window (the server
+	// configuration caps it at a tenth). 0 → 30 s; negative: always write.
 	ClientRefresh time.Duration
 	// InlineCacheBytes bounds the in-process cache of built inline pages
 	// (0 → 32 MiB; negative: no cache).
@@ -451,14 +455,15 @@ type clientSub struct {
 // clientRecord is the client record after all sections (§4.5): the
 // minimum nextCursor across the active sections (the previous cursor when
 // none is active), the time, the request's subscription list replacing the
-// stored one, and the wire version; nil when the stored record is
-// unchanged and younger than ClientRefresh.
+// stored one, and the wire version; nil when the stored one may stand
+// (see unchanged).
 func (s *Service) clientRecord(r Request, plans []plan) (*ports.ClientRecord, error) {
 	cursor, have := int64(-1), false
 	if r.Previous != nil {
 		cursor = r.Previous.Cursor
 	}
 	list := make([]clientSub, 0, len(plans))
+	bootstrap := false
 	for i := range plans {
 		p := &plans[i]
 		status := "active"
@@ -468,6 +473,7 @@ func (s *Service) clientRecord(r Request, plans []plan) (*ports.ClientRecord, er
 		case kindReset:
 			status = "reset"
 		default:
+			bootstrap = bootstrap || p.kind == kindBootstrap
 			if !have || p.nextCursor < cursor {
 				cursor, have = p.nextCursor, true
 			}
@@ -478,14 +484,14 @@ func (s *Service) clientRecord(r Request, plans []plan) (*ports.ClientRecord, er
 		}
 		list = append(list, cs)
 	}
+	now := s.o.Now().UnixMilli()
+	if !bootstrap && s.unchanged(r, cursor, list, now) {
+		s.o.Metrics.clientRecordSkipped()
+		return nil, nil
+	}
 	subs, err := json.Marshal(list)
 	if err != nil {
 		return nil, fmt.Errorf("encode subscriptions: %w", err)
-	}
-	now := s.o.Now().UnixMilli()
-	if p := r.Previous; p != nil && s.o.ClientRefresh > 0 && p.ActorID == r.ActorID && p.WireVersion == int(r.WireVersion) &&
-		p.Cursor == cursor && bytes.Equal(p.Subscriptions, subs) && now >= p.UpdatedAtMs && now-p.UpdatedAtMs < s.o.ClientRefresh.Milliseconds() {
-		return nil, nil
 	}
 	return &ports.ClientRecord{
 		Partition:     r.Partition,
@@ -496,6 +502,57 @@ func (s *Service) clientRecord(r Request, plans []plan) (*ports.ClientRecord, er
 		Subscriptions: subs,
 		UpdatedAtMs:   now,
 	}, nil
+}
+
+// unchanged reports whether the stored record may stand for this pull:
+// younger than ClientRefresh, same actor and wire version, the same
+// subscriptions (id, table, scopes, params and status; their cursors
+// aside), and a stored cursor the client's new one equals or, when the
+// stored one is at least 0, passes. Retention then reads a cursor the
+// client holds or has passed (pruning waits a little longer, never too
+// little) and a client seen within the active window stays seen; a
+// cursor moving back or leaving -1 is always written.
+func (s *Service) unchanged(r Request, cursor int64, list []clientSub, now int64) bool {
+	p := r.Previous
+	if p == nil || s.o.ClientRefresh <= 0 || p.ActorID != r.ActorID || p.WireVersion != int(r.WireVersion) ||
+		now < p.UpdatedAtMs || now-p.UpdatedAtMs >= s.o.ClientRefresh.Milliseconds() {
+		return false
+	}
+	if cursor != p.Cursor && (p.Cursor < 0 || cursor < p.Cursor) {
+		return false
+	}
+	var stored []clientSub
+	if err := json.Unmarshal(p.Subscriptions, &stored); err != nil || len(stored) != len(list) {
+		return false
+	}
+	for i := range list {
+		a, b := &list[i], &stored[i]
+		if a.ID != b.ID || a.Table != b.Table || a.Status != b.Status || !sameScopes(a.Scopes, b.Scopes) {
+			return false
+		}
+		if len(a.Params) != 0 || len(b.Params) != 0 {
+			// Stored params went through json.Marshal (compacted,
+			// HTML-escaped); compare in that form.
+			enc, err := json.Marshal(a.Params)
+			if err != nil || !bytes.Equal(enc, b.Params) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func sameScopes(a, b map[string][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, va := range a {
+		vb, ok := b[k]
+		if !ok || !slices.Equal(va, vb) {
+			return false
+		}
+	}
+	return true
 }
 
 // emitter encodes response frames into the spool, reusing its buffers.

@@ -157,7 +157,8 @@ func (p *Pruner) PrunePartition(ctx context.Context, partition string) (Partitio
 		return res, fmt.Errorf("read active client floor: %w", err)
 	}
 	// A client recorded without any active subscription (cursor -1) needs
-	// no log; it must not pin the horizon at zero.
+	// no log; the store leaves it out of the floor, and a negative floor
+	// must still never pin the horizon at zero.
 	if hasFloor && floor < 0 {
 		hasFloor = false
 	}

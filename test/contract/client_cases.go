@@ -200,14 +200,14 @@ func testCursorFloor(t *testing.T, h Harness) {
 		id     string
 		cursor int64
 		seen   int64
-	}{{"a", 10, 100}, {"b", 3, 50}, {"c", 7, 200}} {
+	}{{"a", 10, 100}, {"b", 3, 50}, {"c", 7, 200}, {"none", -1, 300}} {
 		must(t, e.s.PutClient(e.ctx, ports.ClientRecord{Partition: "p1", ClientID: c.id, ActorID: "u", WireVersion: 3, Cursor: c.cursor, Subscriptions: []byte(`[]`), UpdatedAtMs: c.seen}))
 	}
 	for _, tt := range []struct {
 		cutoff int64
 		want   int64
 		ok     bool
-	}{{0, 3, true}, {50, 3, true}, {51, 7, true}, {200, 7, true}, {201, 0, false}} {
+	}{{0, 3, true}, {50, 3, true}, {51, 7, true}, {200, 7, true}, {201, 0, false}, {301, 0, false}} {
 		got, ok, err := e.s.ActiveClientCursorFloor(e.ctx, "p1", tt.cutoff)
 		must(t, err)
 		if ok != tt.ok || (ok && got != tt.want) {

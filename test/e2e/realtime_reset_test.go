@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/domain/realtime"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/ssptest"
@@ -17,7 +18,8 @@ import (
 func TestRealtimeResetBelowTheHorizon(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
 		var rf ports.ScopeRefresher
-		s := start(t, e, serverOpts{extra: []fx.Option{fx.Populate(&rf)}})
+		// Every pull writes its record, so the stored cursor is the pulled one.
+		s := start(t, e, serverOpts{extra: []fx.Option{fx.Populate(&rf)}, config: func(c *config.Config) { c.Sync.ClientRecordRefresh = 0 }})
 		ctx := context.Background()
 		owner := map[string][]string{"owner": {"alice"}}
 		r := newReplica(t, s, alice("rt-prune"), "c1")

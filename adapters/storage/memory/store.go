@@ -618,7 +618,8 @@ func (s *Store) PruneCommitsThrough(ctx context.Context, name string, r ports.Pr
 	return res, nil
 }
 
-// ActiveClientCursorFloor returns the minimum cursor of clients seen since cutoffMs.
+// ActiveClientCursorFloor returns the minimum cursor (of at least 0) of
+// clients seen since cutoffMs.
 func (s *Store) ActiveClientCursorFloor(ctx context.Context, name string, cutoffMs int64) (int64, bool, error) {
 	if err := s.ready(ctx); err != nil {
 		return 0, false, err
@@ -632,7 +633,7 @@ func (s *Store) ActiveClientCursorFloor(ctx context.Context, name string, cutoff
 	var floor int64
 	found := false
 	for _, c := range p.clients {
-		if c.UpdatedAtMs >= cutoffMs && (!found || c.Cursor < floor) {
+		if c.UpdatedAtMs >= cutoffMs && c.Cursor >= 0 && (!found || c.Cursor < floor) {
 			floor, found = c.Cursor, true
 		}
 	}

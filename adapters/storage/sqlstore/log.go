@@ -270,7 +270,7 @@ func (s *Store) PruneCommitsThrough(ctx context.Context, partition string, r por
 // ActiveClientCursorFloor implements ports.Pruner.
 func (s *Store) ActiveClientCursorFloor(ctx context.Context, partition string, cutoffMs int64) (int64, bool, error) {
 	var floor sql.NullInt64
-	err := s.rd.QueryRowContext(ctx, s.q("SELECT MIN(cursor) FROM sync_clients WHERE partition=? AND updated_at_ms>=?"), partition, cutoffMs).Scan(&floor)
+	err := s.rd.QueryRowContext(ctx, s.q("SELECT MIN(cursor) FROM sync_clients WHERE partition=? AND updated_at_ms>=? AND cursor>=0"), partition, cutoffMs).Scan(&floor)
 	return floor.Int64, floor.Valid, internal("client cursor floor", err)
 }
 
