@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sort"
 
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -61,15 +62,20 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 // values; its args are candidateArgs(partition, table, var; values; after,
 // through; batch) then partition, partition, table.
 func (s *Store) windowQuery(nvals int) string {
+	// Ordered by the candidate key only: both engines then keep the
+	// candidates' index order through the nested loop instead of sorting
+	// every change row, payload included, by (seq, idx); windowPage puts a
+	// commit's changes in idx order itself.
 	return s.q(fmt.Sprintf(`SELECT c.k, m.actor_id, m.created_at_ms, m.client_id, m.client_commit_id,
-  ch.row_id, ch.op, ch.row_version, ch.scopes, ch.payload
+  ch.idx, ch.row_id, ch.op, ch.row_version, ch.scopes, ch.payload
 FROM (%s) c
 LEFT JOIN sync_commits m ON m.partition=? AND m.commit_seq=c.k
 LEFT JOIN sync_changes ch ON ch.partition=? AND ch.commit_seq=c.k AND ch.tbl=?
-ORDER BY c.k, ch.idx`, candidates("sync_change_scopes", "commit_seq", " AND commit_seq>? AND commit_seq<=?", nvals)))
+ORDER BY c.k`, candidates("sync_change_scopes", "commit_seq", " AND commit_seq>? AND commit_seq<=?", nvals)))
 }
 
-// windowPage folds one page: rows arrive ordered by (seq, idx); every
+// windowPage folds one page: rows arrive ordered by seq (a commit's
+// changes in any order, put in idx order before the commit is kept); every
 // candidate advances the cursor, even one whose changes all fail the
 // full filter. Scopes and payload are scanned as sql.RawBytes (no
 // database/sql clone): the scopes are decoded straight from the driver's
@@ -84,23 +90,29 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 	}
 	defer func() { _ = rows.Close() }()
 	var cur commit.Commit
+	var order byIdx
 	have := false
 	curSeq := int64(-1)
 	flush := func() bool {
 		if have && len(cur.Changes) > 0 {
+			order.changes = cur.Changes
+			if !sort.IsSorted(order) {
+				sort.Sort(order)
+			}
 			*out = append(*out, cur)
 			*delivered += len(cur.Changes)
 		}
 		cur, have = commit.Commit{}, false
+		order.idx = order.idx[:0]
 		return *delivered >= w.LimitChanges
 	}
 	in := interner{}
 	var seq int64
 	var actor, client, clientCommit, rowID sql.NullString
-	var created, op, rowVersion sql.NullInt64
+	var created, idx, op, rowVersion sql.NullInt64
 	var scopes, payload sql.RawBytes
 	for rows.Next() {
-		if err := rows.Scan(&seq, &actor, &created, &client, &clientCommit, &rowID, &op, &rowVersion, &scopes, &payload); err != nil {
+		if err := rows.Scan(&seq, &actor, &created, &client, &clientCommit, &idx, &rowID, &op, &rowVersion, &scopes, &payload); err != nil {
 			return cands, false, err
 		}
 		if seq != curSeq {
@@ -134,11 +146,25 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 			ch.Row = append(make([]byte, 0, len(payload)), payload...)
 		}
 		cur.Changes = append(cur.Changes, ch)
+		order.idx = append(order.idx, idx.Int64)
 	}
 	if err := rows.Err(); err != nil {
 		return cands, false, err
 	}
 	return cands, flush(), nil
+}
+
+// byIdx sorts one commit's changes by their index in the commit.
+type byIdx struct {
+	changes []commit.Change
+	idx     []int64
+}
+
+func (b byIdx) Len() int           { return len(b.changes) }
+func (b byIdx) Less(i, j int) bool { return b.idx[i] < b.idx[j] }
+func (b byIdx) Swap(i, j int) {
+	b.changes[i], b.changes[j] = b.changes[j], b.changes[i]
+	b.idx[i], b.idx[j] = b.idx[j], b.idx[i]
 }
 
 // ReadCommitRange implements ports.LogReader: one statement over the
