@@ -6,6 +6,8 @@
 //	syncd prune [flags]     prune the commit log of every partition once
 //	syncd seed [flags]      fill a project with synthetic rows for load tests
 //	syncd health [flags]    exit 0 when a server's /readyz answers 200
+//	syncd backup [flags]    copy a SQLite database consistently, online
+//	syncd epoch rotate ...  new log epochs after a restore (SPEC §2.1)
 package main
 
 import (
@@ -56,6 +58,10 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return runSeed(args[1:], environ, stdout, stderr)
 	case "health":
 		return runHealth(args[1:], environ, stdout, stderr)
+	case "backup":
+		return runBackup(args[1:], environ, stdout, stderr)
+	case "epoch":
+		return runEpoch(args[1:], environ, stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		usage(stdout)
 		return 0
@@ -78,6 +84,10 @@ Usage:
   syncd seed [flags]      fill a project with synthetic rows for load tests
   syncd health [flags]    exit 0 when the admin listener's /readyz is 200, 1
                           otherwise (--url, --timeout; for health checks)
+  syncd backup [flags]    copy a SQLite database consistently while the
+                          server runs (--database, --out)
+  syncd epoch rotate ...  new log epochs for restored partitions, so clients
+                          re-bootstrap (--database, --partition P | --all)
   syncd help              show this help
 
 With no flags, "syncd serve" runs the embedded todos demo schema on
