@@ -20,6 +20,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -52,6 +53,8 @@ type Options struct {
 	// PushGroupOpen stops a group taking more pushes once it has been open
 	// this long (default 10ms), bounding the wait of its first pushes.
 	PushGroupOpen time.Duration
+	// Tracer: see sqlstore.Config.
+	Tracer trace.TracerProvider
 }
 
 // Store is the PostgreSQL storage engine.
@@ -100,7 +103,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	st.Store = sqlstore.New(sqlstore.Config{
 		Dialect: d, DB: db, ReadDB: db, Reader: pool,
-		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now,
+		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now, Tracer: o.Tracer,
 		Close: pool.Close,
 	})
 	return st, nil

@@ -18,6 +18,7 @@ import (
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"go.opentelemetry.io/otel/trace"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -54,6 +55,8 @@ type Options struct {
 	// PushGroupOpen stops a group taking more pushes once it has been open
 	// this long (default 10ms), bounding the wait of its first pushes.
 	PushGroupOpen time.Duration
+	// Tracer: see sqlstore.Config.
+	Tracer trace.TracerProvider
 }
 
 // Store is the SQLite storage engine.
@@ -133,7 +136,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	st := &Store{writer: w, reader: r, w: d.w}
 	st.Store = sqlstore.New(sqlstore.Config{
 		Dialect: d, DB: wdb, ReadDB: rdb, Reader: rs,
-		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now,
+		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now, Tracer: o.Tracer,
 		Close: func() error {
 			d.w.close()
 			rs.Close()

@@ -182,6 +182,7 @@ const groupSavepoint = "sync_push_group"
 
 // pushGrouped is Push through the group committer.
 func (s *Store) pushGrouped(ctx context.Context, partition string, opts ports.PushOptions, fn func(tx ports.PushTx) error) error {
+	ctx = s.withOp(ctx, "push")
 	for attempt := 0; ; attempt++ {
 		r := &pushReq{ctx: ctx, partition: partition, opts: opts, fn: fn, wake: make(chan bool, 1)}
 		s.submit(r)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -40,6 +41,8 @@ type Config struct {
 	Now func() time.Time
 	// Close releases the engine's handles.
 	Close func() error
+	// Tracer, when set, puts transactions and statements in spans (tracing.go).
+	Tracer trace.TracerProvider
 }
 
 // Store implements ports.Storage over a Dialect.
@@ -56,6 +59,7 @@ type Store struct {
 	closeFn  func() error
 	closed   sync.Once
 	closeErr error
+	traced   bool
 
 	cur      atomic.Pointer[schemaState]
 	coreDone atomic.Bool
@@ -85,10 +89,13 @@ var _ ports.Storage = (*Store)(nil)
 
 // New builds a Store; the caller runs EnsureSchema before row operations.
 func New(c Config) *Store {
+	if c.Tracer != nil {
+		c = traceStorage(c)
+	}
 	s := &Store{
 		d: c.Dialect, db: c.DB, rdb: c.ReadDB, rd: c.Reader, types: c.Dialect.Types(),
 		epoch: c.NewEpoch, touch: c.TouchInterval.Milliseconds(), retries: c.MaxRetries,
-		closeFn: c.Close, sqlCache: map[string]string{}, now: c.Now,
+		closeFn: c.Close, sqlCache: map[string]string{}, now: c.Now, traced: c.Tracer != nil,
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -175,6 +182,7 @@ func internal(op string, err error) error {
 // writeTx runs fn in a write transaction, optionally holding the partition
 // lock, committing on nil and retrying transient conflicts.
 func (s *Store) writeTx(ctx context.Context, op, partition string, fn func(tx WriteTx) error) error {
+	ctx = s.withOp(ctx, op)
 	for attempt := 0; ; attempt++ {
 		err := s.writeTxOnce(ctx, partition, fn)
 		if err == nil {
@@ -192,6 +200,7 @@ func (s *Store) writeTx(ctx context.Context, op, partition string, fn func(tx Wr
 // pushes on a GroupCommitter dialect (pushbatch.go).
 func (s *Store) writeOne(ctx context.Context, op string, fn func(q Querier) error) error {
 	q := s.d.Autocommit()
+	ctx = s.withOp(ctx, op)
 	if q == nil && s.pushes != nil {
 		return s.writeGrouped(ctx, op, fn)
 	}
