@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -90,6 +92,11 @@ type Options struct {
 	AccessLog *zap.Logger
 	// CORS, when it allows an origin, answers preflights before any route.
 	CORS CORSOptions
+	// Tracer, when set, puts every request in a server span (tracing.go),
+	// continuing the trace its headers carry through Propagator (default
+	// W3C trace context and baggage).
+	Tracer     trace.TracerProvider
+	Propagator propagation.TextMapPropagator
 }
 
 // Router serves the sync API.
@@ -102,6 +109,9 @@ type Router struct {
 	observe  ObserveFunc
 	inflight func(int)
 	now      func() time.Time
+
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
 }
 
 // ValidateMount checks a mount prefix.
@@ -135,6 +145,12 @@ func New(opts Options) (*Router, error) {
 	}
 	if r.access == nil {
 		r.access = zap.NewNop()
+	}
+	if opts.Tracer != nil {
+		r.tracer, r.propagator = opts.Tracer.Tracer(tracerName), opts.Propagator
+		if r.propagator == nil {
+			r.propagator = DefaultPropagator()
+		}
 	}
 	r.h = withCORS(opts.CORS, r.mux)
 	for _, route := range Routes() {
@@ -208,6 +224,8 @@ func (r *Router) wrap(route Route, gate Gate, h http.Handler) http.Handler {
 			req.Body = body
 		}
 		sw := &statusWriter{ResponseWriter: w}
+		req, span := r.startSpan(req, route, id)
+		defer span.end(sw, info)
 		if r.inflight != nil {
 			r.inflight(1)
 		}
