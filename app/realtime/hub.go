@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
@@ -123,10 +124,14 @@ type Options struct {
 	// Metrics, when set, hears the channel's events.
 	Metrics Metrics
 	Log     *zap.Logger
+	// Tracer, when set, puts every socket round in a span (tracing.go).
+	Tracer trace.TracerProvider
 }
 
 // Hub holds the sessions of one node and implements ports.FanoutHandler.
 type Hub struct {
+	tracer trace.Tracer // nil: rounds are not traced
+
 	o     Options
 	log   *zap.Logger
 	feeds feeds
@@ -182,11 +187,15 @@ func New(o Options) (*Hub, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	return &Hub{
+	h := &Hub{
 		o: o, log: o.Log, node: newSessionID(), feeds: feeds{m: map[string]*feed{}},
 		pres:   presence{entries: map[pkey]map[peerID]*presenceEntry{}, holders: map[pkey]map[*Session]struct{}{}, heard: map[string]int64{}},
 		byPart: map[string]map[*Session]struct{}{}, perActor: map[string]int{},
-	}, nil
+	}
+	if o.Tracer != nil {
+		h.tracer = o.Tracer.Tracer(tracerName)
+	}
+	return h, nil
 }
 
 func (h *Hub) nowMs() int64 { return h.o.Now().UnixMilli() }

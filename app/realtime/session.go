@@ -297,6 +297,8 @@ func (s *Session) round(ctx context.Context, msg []byte) {
 		errWire = v
 	}
 	var err error
+	ctx, span := s.startRound(ctx)
+	defer span.end(&err)
 	pull := false
 	if m, derr := ssp2.Decode(msg); derr == nil {
 		for _, f := range m.Frames {
