@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/dig"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
@@ -106,7 +107,8 @@ type RouterParams struct {
 	Metrics   *Metrics
 	Log       *zap.Logger
 	Clock     ports.Clock
-	Routes    []RouteHandler `group:"syncd.routes"`
+	Routes    []RouteHandler       `group:"syncd.routes"`
+	Tracer    trace.TracerProvider `optional:"true"`
 }
 
 // NewRouter builds the sync API router: the configured mount, the
@@ -128,6 +130,7 @@ func NewRouter(p RouterParams) (*httpapi.Router, error) {
 		InFlight: p.Metrics.InFlightHTTP,
 		Now:      p.Clock.Now,
 		CORS:     corsOptions(p.Config),
+		Tracer:   tracingOn(p.Tracer),
 		AccessLog: func() *zap.Logger {
 			if p.Config.HTTP.AccessLog {
 				return p.Log.Named("access")
@@ -325,6 +328,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		fx.WithLogger(FxLogger),
 		fx.StopTimeout(cfg.ShutdownDelay+cfg.ShutdownTimeout),
 		CoreModule,
+		TracingModule,
 		AuthModule,
 		AdminModule,
 		SyncAPIModule,

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
@@ -63,7 +64,8 @@ type RealtimeHubParams struct {
 	Store     ports.Storage    `optional:"true"`
 	Service   *syncsvc.Service `optional:"true"`
 	Metrics   *realtimeMetrics
-	Fanout    ports.Fanout `optional:"true"`
+	Fanout    ports.Fanout         `optional:"true"`
+	Tracer    trace.TracerProvider `optional:"true"`
 }
 
 // NewRealtimeHub builds the hub; nil without storage or sync use case.
@@ -79,7 +81,7 @@ func NewRealtimeHub(p RealtimeHubParams) (*realtime.Hub, error) {
 		Heartbeat: rc.Heartbeat, IdleTimeout: rc.IdleTimeout, WriteTimeout: rc.WriteTimeout,
 		SendQueueBytes: rc.SendQueueBytes, MaxSockets: rc.MaxSockets, MaxSocketsPerActor: rc.MaxSocketsPerActor,
 		MaxPresenceBytes: rc.MaxPresenceBytes, PresenceLease: rc.PresenceLease, Fanout: p.Fanout,
-		Now: p.Clock.Now, Sleep: p.Clock.Sleep, Metrics: m, Log: p.Log.Named("realtime"),
+		Now: p.Clock.Now, Sleep: p.Clock.Sleep, Metrics: m, Log: p.Log.Named("realtime"), Tracer: tracingOn(p.Tracer),
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
@@ -60,6 +61,7 @@ type StorageParams struct {
 	Config    config.Config
 	Log       *zap.Logger
 	Clock     ports.Clock
+	Tracer    trace.TracerProvider `optional:"true"`
 }
 
 // NewStorage opens the configured engine and closes it when the server
@@ -68,7 +70,7 @@ type StorageParams struct {
 func NewStorage(p StorageParams) (ports.Storage, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.Config.ShutdownTimeout)
 	defer cancel()
-	st, err := OpenStorage(ctx, p.Config, p.Clock)
+	st, err := openStorage(ctx, p.Config, p.Clock, tracingOn(p.Tracer))
 	if err != nil {
 		return nil, err
 	}
@@ -87,15 +89,20 @@ const touchInterval = time.Second
 // (a path or sqlite:PATH) or a postgres:// URL; clk stamps what the store
 // writes on its own (the schema marker).
 func OpenStorage(ctx context.Context, cfg config.Config, clk ports.Clock) (ports.Storage, error) {
+	return openStorage(ctx, cfg, clk, nil)
+}
+
+// openStorage is OpenStorage with the engine's spans on tp (nil: none).
+func openStorage(ctx context.Context, cfg config.Config, clk ports.Clock, tp trace.TracerProvider) (ports.Storage, error) {
 	kind, dsn, err := config.ParseDatabase(cfg.Database)
 	if err != nil {
 		return nil, err
 	}
 	switch kind {
 	case config.Postgres:
-		return postgres.Open(ctx, postgres.Options{DSN: dsn, TouchInterval: touchInterval, Now: clk.Now})
+		return postgres.Open(ctx, postgres.Options{DSN: dsn, TouchInterval: touchInterval, Now: clk.Now, Tracer: tp})
 	case config.SQLite:
-		return sqlite.Open(ctx, sqlite.Options{Path: dsn, TouchInterval: touchInterval, Now: clk.Now})
+		return sqlite.Open(ctx, sqlite.Options{Path: dsn, TouchInterval: touchInterval, Now: clk.Now, Tracer: tp})
 	}
 	return nil, fmt.Errorf("database: unsupported engine %q", kind)
 }
