@@ -321,7 +321,11 @@ func (h *Hub) admit(ctx context.Context, id ports.Identity, clientID string) (*S
 		return nil, push.CheckClientID(clientID, id.ActorID, rec.ActorID, true)
 	}
 	// Registered for notices before the bounds are read: a commit between
-	// the two is then either below latest or noticed.
+	// the two is then either below latest or noticed. From here the feed's
+	// dispatcher reads the session: its state is written under s.mu.
+	s.mu.Lock()
+	s.regs = regs
+	s.mu.Unlock()
 	h.mu.Lock()
 	set := h.byPart[id.Partition]
 	if set == nil {
@@ -335,6 +339,7 @@ func (h *Hub) admit(ctx context.Context, id ports.Identity, clientID string) (*S
 	if err != nil {
 		return nil, fmt.Errorf("read log bounds: %w", err)
 	}
+	s.mu.Lock()
 	s.cursor, s.wire = -1, syncsvc.MaxWireVersion
 	if rec != nil {
 		s.cursor = rec.Cursor
@@ -343,13 +348,13 @@ func (h *Hub) admit(ctx context.Context, id ports.Identity, clientID string) (*S
 		}
 	}
 	s.lastSeq, s.horizon = b.MaxSeq, b.HorizonSeq
-	s.regs = regs
 	s.wakePending = s.cursor < b.MaxSeq
 	s.hello = &realtime.Hello{
 		ProtocolVersion: realtime.ProtocolVersion, SessionID: s.sessionID,
 		ActorID: id.ActorID, ClientID: clientID, Cursor: s.cursor, LatestCursor: b.MaxSeq,
 		RequiresSync: rec == nil || s.cursor < b.MaxSeq, Timestamp: h.nowMs(),
 	}
+	s.mu.Unlock()
 	ok = true
 	return s, nil
 }
