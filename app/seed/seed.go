@@ -10,7 +10,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/syncd-dev/syncd/domain/commit"
@@ -242,14 +244,22 @@ func (g *gen) rows(lo, n int) ([]ports.RowWrite, error) {
 }
 
 // Cell is the synthetic value of column c in row n: short text, integers
-// near a millisecond timestamp, alternating booleans; NULL for nullable
-// columns of types it does not fill.
+// that look like what the column holds (a millisecond timestamp for a
+// column named like one, a varied count otherwise), alternating booleans;
+// NULL for nullable columns of types it does not fill.
 func Cell(c schema.Column, n int64) rowcodec.Value {
 	switch c.Type {
 	case schema.TypeString:
 		return rowcodec.String(c.Name + " " + strconv.FormatInt(n, 10) + " lorem ipsum dolor sit amet")
 	case schema.TypeInteger:
-		return rowcodec.Int(1_700_000_000_000 + n)
+		if timeLike(c.Name) {
+			return rowcodec.Int(1_700_000_000_000 + n)
+		}
+		// A column-dependent spread over 0..9,999: columns differ from each
+		// other and from the row number.
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(c.Name))
+		return rowcodec.Int((n*2_654_435_761 + int64(h.Sum32())) % 10_000)
 	case schema.TypeFloat:
 		return rowcodec.Float(float64(n) / 8)
 	case schema.TypeBoolean:
@@ -263,4 +273,29 @@ func Cell(c schema.Column, n int64) rowcodec.Value {
 		return rowcodec.Null()
 	}
 	return rowcodec.String(strconv.FormatInt(n, 10))
+}
+
+// timeLike says whether a column name reads as a timestamp.
+func timeLike(name string) bool {
+	n := strings.ToLower(name)
+	for _, suf := range []string{"_ms", "_at", "at_ms", "_time", "_ts", "timestamp"} {
+		if strings.HasSuffix(n, suf) {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultTable is the table a bare seed or load fills: the first whose
+// first scope reads a string column ("" when none does).
+func DefaultTable(s *schema.Schema) string {
+	for _, t := range s.Tables {
+		if len(t.Scopes) == 0 {
+			continue
+		}
+		if c := t.ColumnIndex(t.Scopes[0].Column); c >= 0 && t.Columns[c].Type == schema.TypeString {
+			return t.Name
+		}
+	}
+	return ""
 }

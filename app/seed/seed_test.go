@@ -95,3 +95,28 @@ func TestRunRefusals(t *testing.T) {
 		}
 	}
 }
+
+// Integers look like what their column holds: timestamps where the name
+// says so, varied counts that differ by column elsewhere.
+func TestCellIntegers(t *testing.T) {
+	col := func(name string) schema.Column { return schema.Column{Name: name, Type: schema.TypeInteger} }
+	for _, name := range []string{"updated_at_ms", "created_at", "seen_ts"} {
+		if v := seed.Cell(col(name), 7).Plain().(int64); v < 1_700_000_000_000 {
+			t.Errorf("%s = %d, want a millisecond timestamp", name, v)
+		}
+	}
+	seen := map[int64]bool{}
+	for n := range int64(100) {
+		a, b := seed.Cell(col("priority"), n).Plain().(int64), seed.Cell(col("estimate"), n).Plain().(int64)
+		if a < 0 || a >= 10_000 || b < 0 || b >= 10_000 {
+			t.Fatalf("row %d: %d, %d out of 0..9,999", n, a, b)
+		}
+		if a == b {
+			t.Fatalf("row %d: two columns got the same value %d", n, a)
+		}
+		seen[a] = true
+	}
+	if len(seen) < 90 {
+		t.Fatalf("only %d distinct values in 100 rows", len(seen))
+	}
+}

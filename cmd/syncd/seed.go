@@ -24,8 +24,9 @@ const seedUsage = `Usage:
 
 Fills one scope value of a table with synthetic rows, written as ordinary
 server commits (actor and client "syncd-seed", one commit per --batch rows),
-for load tests: by default the "storm" project of the tasks table, which
-syncload bootstrap-storm reads.
+for load tests: by default the "storm" value of the schema's first table
+scoped by a string column (the demo's lists; the tasks fixture's tasks,
+which syncload bootstrap-storm reads).
 
   syncd seed --schema ../shared/fixtures/tasks.ir.json --database ./load.db --rows 100000
   syncd seed --schema tasks.ir.json --database postgres://127.0.0.1/load --rows 20000 --value storm20k
@@ -53,7 +54,7 @@ func runSeed(args, environ []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Database, "database", cfg.Database, "SQLite file path, sqlite:PATH, or postgres:// URL")
 	fs.StringVar(&cfg.Schema, "schema", cfg.Schema, "schema IR file (empty: the embedded demo schema)")
-	table := fs.String("table", "tasks", "table to fill")
+	table := fs.String("table", "", "table to fill (default: the schema's first table scoped by a string column; the demo's lists)")
 	value := fs.String("value", "storm", "value of the table's first scope variable (the project)")
 	partition := fs.String("partition", "default", "partition holding the rows")
 	rows := fs.Int("rows", 100_000, "rows to write")
@@ -96,6 +97,9 @@ func runSeed(args, environ []string, stdout, stderr io.Writer) int {
 	if err := st.EnsureSchema(ctx, sch, nil); err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd seed: prepare the database: %v\n", err)
 		return 1
+	}
+	if *table == "" {
+		*table = seed.DefaultTable(sch)
 	}
 	o := seed.Options{Schema: sch, Table: *table, Value: *value, Partition: *partition, Rows: *rows, Batch: *batch, Now: clk.Now}
 	if !*portable {

@@ -35,3 +35,13 @@ func TestSeedCommand(t *testing.T) {
 		t.Fatalf("bad flag: exit %d", code)
 	}
 }
+
+// Bare, seed fills what a bare serve serves: the demo's lists.
+func TestSeedBareFillsTheDemo(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "demo.db")
+	var out, errb bytes.Buffer
+	if code := run([]string{"seed", "--database", db, "--rows", "50"}, nil, nil, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "seeded 50 rows of lists (storm)") {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+}

@@ -32,7 +32,7 @@ func loadFixture(path, table string) (*fixture, error) {
 		return nil, fmt.Errorf("--schema %s: %w", path, err)
 	}
 	if table == "" {
-		table = defaultTable(s)
+		table = seed.DefaultTable(s)
 	}
 	t := s.Table(table)
 	if t == nil {
@@ -50,20 +50,6 @@ func loadFixture(path, table string) (*fixture, error) {
 		return nil, fmt.Errorf("scope column %q must be a string column for the load fixture", sc.Column)
 	}
 	return &fixture{schema: s, table: t, variable: sc.Variable, column: col}, nil
-}
-
-// defaultTable is the first table whose first scope reads a string
-// column ("" when none does).
-func defaultTable(s *schema.Schema) string {
-	for _, t := range s.Tables {
-		if len(t.Scopes) == 0 {
-			continue
-		}
-		if c := t.ColumnIndex(t.Scopes[0].Column); c >= 0 && t.Columns[c].Type == schema.TypeString {
-			return t.Name
-		}
-	}
-	return ""
 }
 
 // scopes returns the requested scopes of a subscription to one value.
