@@ -383,6 +383,20 @@ var ErrHelp = flag.ErrHelp
 // SYNCD_CONFIG), then SYNCD_* variables from environ, then args. Usage and
 // errors go to out.
 func Load(args, environ []string, out io.Writer) (Result, error) {
+	return LoadFor(serveUsage, args, environ, out)
+}
+
+// serveUsage heads "syncd serve --help".
+const serveUsage = `Usage: syncd serve [flags]
+
+Runs the sync server. With no flags it serves the embedded todos demo schema
+from the SQLite file ./syncd.db on ` + DefaultListen + ` with development
+authentication.
+`
+
+// LoadFor is Load for a command that takes the server's flags (syncd
+// prune): header heads its --help.
+func LoadFor(header string, args, environ []string, out io.Writer) (Result, error) {
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, EnvPrefix) {
@@ -396,7 +410,7 @@ func Load(args, environ []string, out io.Writer) (Result, error) {
 	var probePrint bool
 	pfs := flagSet(&probe, &probeFile, &probePrint)
 	pfs.SetOutput(out)
-	pfs.Usage = func() { usage(out, pfs) }
+	pfs.Usage = func() { usage(out, header, pfs) }
 	if err := pfs.Parse(args); err != nil {
 		return Result{}, err
 	}
@@ -471,13 +485,8 @@ func applyYAML(fs *flag.FlagSet, path string) error {
 	return nil
 }
 
-func usage(out io.Writer, fs *flag.FlagSet) {
-	_, _ = fmt.Fprint(out, `Usage: syncd serve [flags]
-
-Runs the sync server. With no flags it serves the embedded todos demo schema
-from the SQLite file ./syncd.db on `+DefaultListen+` with development
-authentication.
-
+func usage(out io.Writer, header string, fs *flag.FlagSet) {
+	_, _ = fmt.Fprint(out, header+`
 Every flag can also be set by an environment variable (shown below) or by a
 key of the same name in the YAML file given by --config. Precedence:
 flags, then environment, then the YAML file, then defaults.

@@ -14,12 +14,23 @@ import (
 	"github.com/syncd-dev/syncd/app/retention"
 )
 
+const pruneUsage = `Usage: syncd prune [flags]
+
+Runs one retention pass (SPEC 4.6) over every registered partition of
+--database and prints what it removed. It takes the server's flags, file
+and environment (--database and the --retention-* floors matter here), so
+the same settings prune as the running server would; it never creates a
+database.
+`
+
 // runPrune implements "syncd prune": one retention pass (SPEC §4.6) over
 // every registered partition of the configured database, with the same
 // flags, file and environment as "syncd serve" (--database and the
 // --retention-* floors matter here), then a summary per partition.
 func runPrune(args, environ []string, stdout, stderr io.Writer) int {
-	res, err := config.Load(args, environ, stdout)
+	// Pruning authenticates nobody: --auth only matters to serve.
+	environ = append([]string{config.EnvName("auth") + "=" + config.AuthDev}, environ...)
+	res, err := config.LoadFor(pruneUsage, args, environ, stdout)
 	if errors.Is(err, config.ErrHelp) {
 		return 0
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,5 +78,22 @@ func testPruneCommand(t *testing.T, database string) {
 	missing := filepath.Join(t.TempDir(), "none.db")
 	if code := run([]string{"prune", "--database", missing}, nil, nil, &out, &errOut); code == 0 {
 		t.Fatal("missing database accepted")
+	}
+}
+
+// prune speaks for itself and does not ask for serve's authentication.
+func TestPruneUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"prune", "--help"}, nil, nil, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "Usage: syncd prune") {
+		t.Fatalf("help: exit %d: %.80q", code, out.String())
+	}
+	out.Reset()
+	missing := filepath.Join(t.TempDir(), "missing.db")
+	if code := run([]string{"prune", "--schema", "x.json", "--database", missing}, nil, nil, &out, &errb); code != 1 ||
+		strings.Contains(errb.String(), "--auth") || !strings.Contains(errb.String(), "missing.db") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Fatal("prune created the database")
 	}
 }
