@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -409,10 +410,16 @@ func LoadFor(header string, args, environ []string, out io.Writer) (Result, erro
 	probeFile := env[EnvName("config")]
 	var probePrint bool
 	pfs := flagSet(&probe, &probeFile, &probePrint)
-	pfs.SetOutput(out)
-	pfs.Usage = func() { usage(out, header, pfs) }
+	// The flag package would print the whole help with every error: only
+	// --help gets it, an error gets one line that names the fix.
+	pfs.SetOutput(io.Discard)
+	pfs.Usage = func() {}
 	if err := pfs.Parse(args); err != nil {
-		return Result{}, err
+		if errors.Is(err, flag.ErrHelp) {
+			usage(out, header, pfs)
+			return Result{}, err
+		}
+		return Result{}, explainFlagError(pfs, err)
 	}
 	if pfs.NArg() > 0 {
 		return Result{}, fmt.Errorf("unexpected argument %q", pfs.Arg(0))
@@ -505,4 +512,75 @@ Flags:
 		}
 		_, _ = fmt.Fprintln(out)
 	})
+}
+
+// explainFlagError rewrites the flag package's parse errors: an unknown
+// flag names the closest known one, a duration without a unit says so.
+func explainFlagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		name = strings.TrimPrefix(name, "-")
+		if best := closestFlag(fs, name); best != "" {
+			return fmt.Errorf("unknown flag --%s (did you mean --%s?); --help lists them", name, best)
+		}
+		return fmt.Errorf("unknown flag --%s; --help lists them", name)
+	}
+	// invalid value "5" for flag -prune-interval: parse error
+	if rest, ok := strings.CutPrefix(msg, "invalid value "); ok {
+		val, after, _ := strings.Cut(strings.TrimPrefix(rest, `"`), `" for flag -`)
+		name, _, _ := strings.Cut(after, ":")
+		if f := fs.Lookup(name); f != nil {
+			if _, isDur := f.Value.(interface{ Get() any }).Get().(time.Duration); isDur {
+				if _, perr := strconv.ParseFloat(val, 64); perr == nil {
+					return fmt.Errorf("--%s %s: a duration needs a unit, e.g. %sm or %ss", name, val, val, val)
+				}
+				return fmt.Errorf("--%s %q: want a duration like 30s, 5m or 1h", name, val)
+			}
+			return fmt.Errorf("--%s %q: want %s (default %s)", name, val, kindOf(f), f.DefValue)
+		}
+	}
+	return err
+}
+
+func kindOf(f *flag.Flag) string {
+	switch f.Value.(interface{ Get() any }).Get().(type) {
+	case bool:
+		return "true or false"
+	case int, int64, uint, uint64:
+		return "a whole number"
+	case float64:
+		return "a number"
+	}
+	return "a value"
+}
+
+// closestFlag is the known flag nearest to name (edit distance ≤ 3).
+func closestFlag(fs *flag.FlagSet, name string) string {
+	best, bestD := "", 4
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(name, f.Name); d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
