@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 
@@ -348,12 +349,14 @@ func Run(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Option)
 	a := fx.New(Options(cfg, info, log, extra...))
 	if err := a.Err(); err != nil {
 		log.Error("cannot assemble the server", zap.String("error", dig.RootCause(err).Error()))
+		toTerminal("cannot start", dig.RootCause(err))
 		return 1
 	}
 	startCtx, cancel := context.WithTimeout(context.Background(), a.StartTimeout())
 	defer cancel()
 	if err := a.Start(startCtx); err != nil {
 		log.Error("cannot start", zap.String("error", dig.RootCause(err).Error()))
+		toTerminal("cannot start", dig.RootCause(err))
 		return 1
 	}
 	sig := <-a.Wait()
@@ -368,4 +371,13 @@ func Run(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Option)
 		}
 	}
 	return code
+}
+
+// toTerminal repeats a start-up failure as one plain line when standard
+// error is a terminal: the JSON log line is for collectors, not for the
+// person who just typed the command.
+func toTerminal(what string, err error) {
+	if st, serr := os.Stderr.Stat(); serr == nil && st.Mode()&os.ModeCharDevice != 0 {
+		_, _ = fmt.Fprintf(os.Stderr, "\nsyncd: %s: %v\n", what, err)
+	}
 }

@@ -90,3 +90,18 @@ func TestBackupWhileWriting(t *testing.T) {
 		t.Fatalf("left behind: %v", ents)
 	}
 }
+
+// An open that fails names the path and why, not only the engine's
+// "unable to open database file".
+func TestOpenErrorsNameThePathAndTheCause(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct{ path, want string }{
+		{filepath.Join(dir, "missing", "x.db"), "its directory"},
+		{dir, "is a directory"},
+	} {
+		_, err := sqlite.Open(context.Background(), sqlite.Options{Path: tt.path})
+		if err == nil || !strings.Contains(err.Error(), tt.path) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("open %s: %v, want the path and %q", tt.path, err, tt.want)
+		}
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -110,7 +112,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	if err := w.PingContext(ctx); err != nil {
 		_ = w.Close()
-		return nil, fmt.Errorf("sqlite: open writer: %w", err)
+		return nil, fmt.Errorf("sqlite %s: %s", o.Path, openCause(o.Path, err))
 	}
 	r, err := sql.Open("sqlite", DSN(o, false))
 	if err != nil {
@@ -266,4 +268,24 @@ func (*dialect) FenceRejected(err error) bool {
 func (*dialect) Retryable(err error) bool {
 	code, _, ok := sqliteCode(err)
 	return ok && (code&0xff == sqlite3.SQLITE_BUSY || code&0xff == sqlite3.SQLITE_LOCKED)
+}
+
+// openCause names why path could not be opened: the engine's own text
+// ("unable to open database file") does not say.
+func openCause(path string, err error) string {
+	dir := filepath.Dir(path)
+	if st, serr := os.Stat(dir); serr != nil {
+		return fmt.Sprintf("its directory %s: %v", dir, serr)
+	} else if !st.IsDir() {
+		return fmt.Sprintf("%s is not a directory", dir)
+	}
+	if st, serr := os.Stat(path); serr == nil && st.IsDir() {
+		return "it is a directory, not a database file"
+	}
+	if f, oerr := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); oerr != nil {
+		return oerr.Error()
+	} else {
+		_ = f.Close()
+	}
+	return err.Error()
 }
