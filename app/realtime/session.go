@@ -307,6 +307,12 @@ func (s *Session) round(ctx context.Context, msg []byte) {
 				if f.ClientID != s.clientID {
 					err = syncerr.Newf(syncerr.InvalidClientID, "a socket round's client id must be the connection's")
 				}
+				// A refusal echoes the epoch the client sent: it tells the
+				// client nothing about the log, so it must not read as an
+				// epoch change (a fresh client gets the partition's).
+				if f.LogEpoch.Value != "" {
+					epoch = f.LogEpoch.Value
+				}
 			case *ssp2.PullHeader:
 				pull = true
 			}

@@ -220,4 +220,10 @@ func TestSocketRoundRefusedInTheRequestsWire(t *testing.T) {
 		!strings.Contains(resp.Error.Message, "--min-wire-version") {
 		t.Fatalf("wire %d, error %+v", resp.Msg.WireVersion, resp.Error)
 	}
+	// A refusal echoes the epoch the request carries: no epoch change.
+	req = ssptest.Req{Wire: 2, ClientID: "w2", SchemaVersion: s.sch.Version, Epoch: "an-epoch-of-the-client", Pull: true}.Encode(t)
+	resp = ssptest.DecodeResponse(t, k.round(req, 1<<16))
+	if resp.Error == nil || resp.Header == nil || resp.Header.LogEpoch != "an-epoch-of-the-client" {
+		t.Fatalf("refusal header %+v, error %+v", resp.Header, resp.Error)
+	}
 }
