@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,99 +39,24 @@ func exec(t *testing.T, s *postgres.Store, q string) {
 	}
 }
 
-// hold starts a push to partition that holds its group open until release
-// is called; it returns once the push runs.
-func hold(t *testing.T, s *postgres.Store, partition string) (release func() error) {
-	t.Helper()
-	running, rel := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		var once sync.Once // the push runs again when its group is aborted
-		done <- push(context.Background(), s, partition, "holder", func(context.Context, ports.PushTx) error {
-			once.Do(func() { close(running) })
-			<-rel
-			return nil
-		}, nil)
-	}()
-	select {
-	case <-running:
-	case err := <-done:
-		t.Fatalf("holder: %v", err)
-	}
-	return func() error { close(rel); return <-done }
+func hold(t *testing.T, s *postgres.Store, partition string) func() error {
+	return storetest.HoldPush(t, s, partition)
 }
 
-// push upserts item id in partition, appends its commit (storing the seq
-// in seq) and its push result, then runs then (which may fail the push).
 func push(ctx context.Context, s *postgres.Store, partition, id string, then func(context.Context, ports.PushTx) error, seq *int64) error {
-	return s.Push(ctx, partition, ports.PushOptions{WriterVersion: 1, ActorID: "a"}, func(tx ports.PushTx) error {
-		w := storetest.Item(id, "o", 0)
-		if err := tx.UpsertRow(ctx, "items", w); err != nil {
-			return err
-		}
-		n, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: id,
-			Changes: []commit.Change{storetest.Change(w)}})
-		if err != nil {
-			return err
-		}
-		if seq != nil {
-			*seq = n
-		}
-		if _, err := tx.PutPushResult(ctx, "c", id, []byte(`{"status":"applied"}`)); err != nil {
-			return err
-		}
-		if then != nil {
-			return then(ctx, tx)
-		}
-		return nil
-	})
+	return storetest.PushItem(ctx, s, partition, id, then, seq)
 }
 
-// queue starts f in a goroutine and waits until its push is queued behind
-// a running group, so queued pushes keep their order.
 func queue(t *testing.T, s *postgres.Store, f func() error) <-chan error {
-	t.Helper()
-	n := s.PushesQueued()
-	ch := make(chan error, 1)
-	go func() { ch <- f() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.PushesQueued() != n+1 {
-		select {
-		case err := <-ch:
-			t.Fatalf("push ended before queueing: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("push never queued")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return ch
+	return storetest.QueuePush(t, s, f)
 }
 
 func present(t *testing.T, s *postgres.Store, partition, id string) bool {
-	t.Helper()
-	r, err := s.GetRow(context.Background(), partition, "items", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, stored, err := s.GetPushResult(context.Background(), partition, "c", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if (r != nil) != stored {
-		t.Fatalf("%s: row %v but push result %v", id, r != nil, stored)
-	}
-	return r != nil
+	return storetest.ItemPresent(t, s, partition, id)
 }
 
 func maxSeq(t *testing.T, s *postgres.Store, partition string) int64 {
-	t.Helper()
-	b, err := s.LogBounds(context.Background(), partition)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.MaxSeq
+	return storetest.MaxSeq(t, s, partition)
 }
 
 // recordTransactions makes every commit insert record its top-level

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,100 +30,23 @@ func groupStore(t *testing.T) *sqlite.Store {
 	return s
 }
 
-// hold starts a push that holds the writer until release is called; it
-// returns once the push runs.
-func hold(t *testing.T, s *sqlite.Store) (release func() error) {
-	t.Helper()
-	running, rel := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		var once sync.Once // the push runs again when its group is aborted
-		done <- push(context.Background(), s, "holder", func(context.Context, ports.PushTx) error {
-			once.Do(func() { close(running) })
-			<-rel
-			return nil
-		}, nil)
-	}()
-	select {
-	case <-running:
-	case err := <-done:
-		t.Fatalf("holder: %v", err)
-	}
-	return func() error { close(rel); return <-done }
-}
+// The engine's pushes all go to partition "p".
 
-// push upserts item id, appends its commit (storing the seq in seq) and
-// its push result, then runs then (which may fail the push).
+func hold(t *testing.T, s *sqlite.Store) func() error { return storetest.HoldPush(t, s, "p") }
+
 func push(ctx context.Context, s *sqlite.Store, id string, then func(context.Context, ports.PushTx) error, seq *int64) error {
-	return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
-		w := storetest.Item(id, "o", 0)
-		if err := tx.UpsertRow(ctx, "items", w); err != nil {
-			return err
-		}
-		n, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: id,
-			Changes: []commit.Change{storetest.Change(w)}})
-		if err != nil {
-			return err
-		}
-		if seq != nil {
-			*seq = n
-		}
-		if _, err := tx.PutPushResult(ctx, "c", id, []byte(`{"status":"applied"}`)); err != nil {
-			return err
-		}
-		if then != nil {
-			return then(ctx, tx)
-		}
-		return nil
-	})
+	return storetest.PushItem(ctx, s, "p", id, then, seq)
 }
 
-// queue starts f in a goroutine and waits until its push is queued behind
-// the writer, so queued pushes keep their order.
 func queue(t *testing.T, s *sqlite.Store, f func() error) <-chan error {
-	t.Helper()
-	n := s.PushesQueued()
-	ch := make(chan error, 1)
-	go func() { ch <- f() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.PushesQueued() != n+1 {
-		select {
-		case err := <-ch:
-			t.Fatalf("push ended before queueing: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("push never queued")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return ch
+	return storetest.QueuePush(t, s, f)
 }
 
 func present(t *testing.T, s *sqlite.Store, id string) bool {
-	t.Helper()
-	r, err := s.GetRow(context.Background(), "p", "items", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, stored, err := s.GetPushResult(context.Background(), "p", "c", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if (r != nil) != stored {
-		t.Fatalf("%s: row %v but push result %v", id, r != nil, stored)
-	}
-	return r != nil
+	return storetest.ItemPresent(t, s, "p", id)
 }
 
-func maxSeq(t *testing.T, s *sqlite.Store) int64 {
-	t.Helper()
-	b, err := s.LogBounds(context.Background(), "p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.MaxSeq
-}
+func maxSeq(t *testing.T, s *sqlite.Store) int64 { return storetest.MaxSeq(t, s, "p") }
 
 var errRefused = errors.New("refused by the push function")
 

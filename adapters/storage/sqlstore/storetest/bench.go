@@ -28,30 +28,35 @@ func BenchPushAppend(b *testing.B, e Engine) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		w := Item(fmt.Sprintf("r%d", i%1000), "a", 0)
-		w.Version = int64(i + 1)
-		cc := fmt.Sprint("cc", i)
-		err := s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
-			if _, ok, err := tx.GetPushResult(ctx, "c", cc); err != nil || ok {
-				return fmt.Errorf("replay check: %v %v", ok, err)
-			}
-			if _, err := tx.GetRow(ctx, "items", w.RowID); err != nil {
-				return err
-			}
-			if err := tx.UpsertRow(ctx, "items", w); err != nil {
-				return err
-			}
-			if _, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: cc,
-				Changes: []commit.Change{Change(w)}}); err != nil {
-				return err
-			}
-			_, err := tx.PutPushResult(ctx, "c", cc, []byte(`{"status":"applied"}`))
-			return err
-		})
-		if err != nil {
+		if err := benchPush(ctx, s, int64(i+1)); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// benchPush is one push of the push path's statements: the locked replay
+// check, the row read, the upsert, the commit and the result, as push i.
+func benchPush(ctx context.Context, s ports.Storage, i int64) error {
+	w := Item(fmt.Sprintf("r%d", i%1000), "a", 0)
+	w.Version = i
+	cc := fmt.Sprint("cc", i)
+	return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+		if _, ok, err := tx.GetPushResult(ctx, "c", cc); err != nil || ok {
+			return fmt.Errorf("replay check: %v %v", ok, err)
+		}
+		if _, err := tx.GetRow(ctx, "items", w.RowID); err != nil {
+			return err
+		}
+		if err := tx.UpsertRow(ctx, "items", w); err != nil {
+			return err
+		}
+		if _, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: cc,
+			Changes: []commit.Change{Change(w)}}); err != nil {
+			return err
+		}
+		_, err := tx.PutPushResult(ctx, "c", cc, []byte(`{"status":"applied"}`))
+		return err
+	})
 }
 
 // BenchPushAppendParallel is BenchPushAppend from 16 goroutines per
@@ -66,27 +71,7 @@ func BenchPushAppendParallel(b *testing.B, e Engine) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			i := n.Add(1)
-			w := Item(fmt.Sprintf("r%d", i%1000), "a", 0)
-			w.Version = i
-			cc := fmt.Sprint("cc", i)
-			err := s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
-				if _, ok, err := tx.GetPushResult(ctx, "c", cc); err != nil || ok {
-					return fmt.Errorf("replay check: %v %v", ok, err)
-				}
-				if _, err := tx.GetRow(ctx, "items", w.RowID); err != nil {
-					return err
-				}
-				if err := tx.UpsertRow(ctx, "items", w); err != nil {
-					return err
-				}
-				if _, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: cc,
-					Changes: []commit.Change{Change(w)}}); err != nil {
-					return err
-				}
-				_, err := tx.PutPushResult(ctx, "c", cc, []byte(`{"status":"applied"}`))
-				return err
-			})
+			err := benchPush(ctx, s, n.Add(1))
 			if err != nil {
 				b.Error(err)
 				return
