@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/syncd-dev/syncd/app/admin"
 	"io"
 	"net/http"
 	"net/http/pprof"
@@ -46,7 +47,7 @@ const maxAdminBodyBytes = 64 << 10
 func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger, o AdminOptions) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		admin.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		st := r.Status()
@@ -54,7 +55,7 @@ func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger, o AdminOptions) 
 		if !st.Ready {
 			code = http.StatusServiceUnavailable
 		}
-		writeJSON(w, code, st)
+		admin.WriteJSON(w, code, st)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{
 		Registry: m.Registry,
@@ -69,11 +70,11 @@ func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger, o AdminOptions) 
 			dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxAdminBodyBytes))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&in); err != nil || in.Partition == "" {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"partition": "<partition>", "actorId": "<actor, optional>"}`})
+				admin.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"partition": "<partition>", "actorId": "<actor, optional>"}`})
 				return
 			}
 			n := o.Refresher.RefreshScopes(req.Context(), in.Partition, in.ActorID)
-			writeJSON(w, http.StatusOK, map[string]int{"sessions": n})
+			admin.WriteJSON(w, http.StatusOK, map[string]int{"sessions": n})
 		})
 	}
 	if o.API != nil && o.Token != "" {
@@ -87,7 +88,7 @@ func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger, o AdminOptions) 
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
+		admin.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
 	})
 	if o.Token == "" {
 		return mux
@@ -107,7 +108,7 @@ func requireAdminToken(next http.Handler, token string) http.Handler {
 		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="syncd-admin"`)
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "admin token required"})
+			admin.WriteJSON(w, http.StatusUnauthorized, map[string]string{"error": "admin token required"})
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -144,15 +145,4 @@ func ReadAdminToken(path string) (string, error) {
 		return "", errors.New("--admin-token-file: the token must be one line without spaces")
 	}
 	return tok, nil
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		code, b = http.StatusInternalServerError, []byte(`{"error":"encoding failed"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n'))
 }

@@ -71,7 +71,7 @@ func New(o Options) *Handler {
 	h.route("/admin/v1/segments", nil, h.segments)
 	h.route("/admin/v1/readiness", nil, h.readiness)
 	h.mux.HandleFunc("/admin/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, errorBody{Error: "not found"})
+		WriteJSON(w, http.StatusNotFound, errorBody{Error: "not found"})
 	})
 	return h
 }
@@ -101,12 +101,12 @@ func (h *Handler) route(path string, allowed []string, fn func(ctx context.Conte
 	h.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method not allowed"})
+			WriteJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method not allowed"})
 			return
 		}
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: "malformed query string"})
+			WriteJSON(w, http.StatusBadRequest, errorBody{Error: "malformed query string"})
 			return
 		}
 		if err := checkParams(q, allowed); err != nil {
@@ -118,7 +118,7 @@ func (h *Handler) route(path string, allowed []string, fn func(ctx context.Conte
 			h.fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, v)
+		WriteJSON(w, http.StatusOK, v)
 	})
 }
 
@@ -142,20 +142,22 @@ func (h *Handler) fail(w http.ResponseWriter, err error) {
 	var br *badRequest
 	switch {
 	case errors.As(err, &br):
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: br.msg, Param: br.param})
+		WriteJSON(w, http.StatusBadRequest, errorBody{Error: br.msg, Param: br.param})
 	case errors.Is(err, errNotFound):
-		writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error()})
+		WriteJSON(w, http.StatusNotFound, errorBody{Error: err.Error()})
 	case errors.Is(err, errUnsupported):
-		writeJSON(w, http.StatusNotImplemented, errorBody{Error: err.Error()})
+		WriteJSON(w, http.StatusNotImplemented, errorBody{Error: err.Error()})
 	case errors.Is(err, context.Canceled):
 		// The operator went away; nobody reads the answer.
 	default:
 		h.o.Log.Error("admin read failed", zap.Error(err))
-		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal error"})
+		WriteJSON(w, http.StatusInternalServerError, errorBody{Error: "internal error"})
 	}
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
+// WriteJSON answers v as JSON with code, never cached; the admin
+// listener's own endpoints answer the same way.
+func WriteJSON(w http.ResponseWriter, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		code, b = http.StatusInternalServerError, []byte(`{"error":"encoding failed"}`)

@@ -115,11 +115,7 @@ func (h *Handler) clients(ctx context.Context, q url.Values) (any, error) {
 	if h.o.Reader == nil {
 		return nil, errUnsupported
 	}
-	partition, err := nameParam(q, "partition")
-	if err != nil {
-		return nil, err
-	}
-	limit, err := limitParam(q)
+	partition, limit, err := partitionPage(q)
 	if err != nil {
 		return nil, err
 	}
@@ -201,11 +197,7 @@ func (h *Handler) commits(ctx context.Context, q url.Values) (any, error) {
 	if h.o.Reader == nil {
 		return nil, errUnsupported
 	}
-	partition, err := nameParam(q, "partition")
-	if err != nil {
-		return nil, err
-	}
-	limit, err := limitParam(q)
+	partition, limit, err := partitionPage(q)
 	if err != nil {
 		return nil, err
 	}
@@ -304,4 +296,13 @@ func (h *Handler) readiness(context.Context, url.Values) (any, error) {
 		return nil, errUnsupported
 	}
 	return h.o.Readiness(), nil
+}
+
+// partitionPage reads the partition and page size of a list in one.
+func partitionPage(q url.Values) (partition string, limit int, err error) {
+	if partition, err = nameParam(q, "partition"); err != nil {
+		return "", 0, err
+	}
+	limit, err = limitParam(q)
+	return partition, limit, err
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/syncd-dev/syncd/adapters/clock"
 	"sync"
 	"time"
 
@@ -173,16 +174,7 @@ func New(o Options) (*Hub, error) {
 		o.Now = time.Now
 	}
 	if o.Sleep == nil {
-		o.Sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
+		o.Sleep = clock.Wall{}.Sleep
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()

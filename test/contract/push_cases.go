@@ -65,39 +65,11 @@ func testDenseSeqs(t *testing.T, h Harness) {
 func testConcurrentDense(t *testing.T, h Harness) {
 	e := open(t, h)
 	const workers, each = 6, 8
-	var mu sync.Mutex
-	var seqs []int64
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Go(func() {
-			for i := range each {
-				id := fmt.Sprintf("w%d-%d", w, i)
-				err := e.push("p1", func(tx ports.PushTx) error {
-					k := task{id: id, project: "p1", owner: "o"}
-					if err := tx.UpsertRow(e.ctx, "tasks", k.write(0)); err != nil {
-						return err
-					}
-					seq, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: fmt.Sprint("c", w), ClientCommitID: id, Changes: []commit.Change{k.upsert()}})
-					if err != nil {
-						return err
-					}
-					mu.Lock()
-					seqs = append(seqs, seq)
-					mu.Unlock()
-					return nil
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+	seqs, errs := raceTaskPushes(e, workers, each, nil)
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	slices.Sort(seqs)
 	for i, s := range seqs {
@@ -124,46 +96,22 @@ func testConcurrentFailing(t *testing.T, h Harness) {
 	e := open(t, h)
 	const workers, each = 6, 9
 	refused := errors.New("refused by the push function")
-	var mu sync.Mutex
-	var seqs []int64
-	var wg sync.WaitGroup
-	errs := make(chan error, workers*each)
-	for w := range workers {
-		wg.Go(func() {
-			for i := range each {
-				id := fmt.Sprintf("w%d-%d", w, i)
-				err := e.push("p1", func(tx ports.PushTx) error {
-					k := task{id: id, project: "p1", owner: "o"}
-					if err := tx.UpsertRow(e.ctx, "tasks", k.write(0)); err != nil {
-						return err
-					}
-					seq, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: fmt.Sprint("c", w), ClientCommitID: id, Changes: []commit.Change{k.upsert()}})
-					if err != nil {
-						return err
-					}
-					if _, err := tx.PutPushResult(e.ctx, fmt.Sprint("c", w), id, []byte(`{"status":"applied"}`)); err != nil {
-						return err
-					}
-					if i%3 == 0 {
-						return refused
-					}
-					mu.Lock()
-					seqs = append(seqs, seq)
-					mu.Unlock()
-					return nil
-				})
-				if i%3 == 0 && !errors.Is(err, refused) {
-					errs <- fmt.Errorf("%s: %v, want its own error", id, err)
-				} else if i%3 != 0 && err != nil {
-					errs <- fmt.Errorf("%s: %w", id, err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
+	seqs, errs := raceTaskPushes(e, workers, each, func(tx ports.PushTx, w, i int, id string) error {
+		if _, err := tx.PutPushResult(e.ctx, fmt.Sprint("c", w), id, []byte(`{"status":"applied"}`)); err != nil {
+			return err
+		}
+		if i%3 == 0 {
+			return refused
+		}
+		return nil
+	})
+	for k, err := range errs {
+		w, i := k/each, k%each
+		if i%3 == 0 && !errors.Is(err, refused) {
+			t.Errorf("w%d-%d: %v, want its own error", w, i, err)
+		} else if i%3 != 0 && err != nil {
+			t.Errorf("w%d-%d: %v", w, i, err)
+		}
 	}
 	slices.Sort(seqs)
 	for i, s := range seqs {
@@ -186,6 +134,45 @@ func testConcurrentFailing(t *testing.T, h Harness) {
 			}
 		}
 	}
+}
+
+// raceTaskPushes runs workers goroutines of each pushes to p1, push i of
+// worker w writing task w<w>-<i> and its commit as client c<w>, then then
+// (which may fail it). It returns the seqs of the pushes that committed
+// and every push's error, indexed w*each+i.
+func raceTaskPushes(e *env, workers, each int, then func(tx ports.PushTx, w, i int, id string) error) ([]int64, []error) {
+	var mu sync.Mutex
+	var seqs []int64
+	errs := make([]error, workers*each)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				errs[w*each+i] = e.push("p1", func(tx ports.PushTx) error {
+					k := task{id: id, project: "p1", owner: "o"}
+					if err := tx.UpsertRow(e.ctx, "tasks", k.write(0)); err != nil {
+						return err
+					}
+					seq, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: fmt.Sprint("c", w), ClientCommitID: id, Changes: []commit.Change{k.upsert()}})
+					if err != nil {
+						return err
+					}
+					if then != nil {
+						if err := then(tx, w, i, id); err != nil {
+							return err
+						}
+					}
+					mu.Lock()
+					seqs = append(seqs, seq)
+					mu.Unlock()
+					return nil
+				})
+			}
+		})
+	}
+	wg.Wait()
+	return seqs, errs
 }
 
 func testPartitionsIndependent(t *testing.T, h Harness) {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/syncd-dev/syncd/adapters/clock"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -224,7 +225,7 @@ func newJWKS(opts Options, log *zap.Logger) (*jwks, error) {
 		j.now = time.Now
 	}
 	if j.sleep == nil {
-		j.sleep = sleepTimer
+		j.sleep = clock.Wall{}.Sleep
 	}
 	return j, nil
 }
@@ -234,17 +235,6 @@ func positiveOr(d, def time.Duration) time.Duration {
 		return d
 	}
 	return def
-}
-
-func sleepTimer(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // start fetches the set once (failing unless lazy) and starts the

@@ -40,11 +40,7 @@ func (s *Store) AdminPartitions(ctx context.Context, q ports.AdminPage) ([]ports
 		}
 		out = append(out, ap)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
-	if len(out) > q.Limit {
-		out = out[:q.Limit]
-	}
-	return out, nil
+	return firstPage(out, func(p ports.AdminPartition) string { return p.Partition }, q.Limit), nil
 }
 
 // AdminClients implements ports.AdminReader.
@@ -70,11 +66,7 @@ func (s *Store) AdminClients(ctx context.Context, name string, q ports.AdminPage
 		}
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ClientID < out[j].ClientID })
-	if len(out) > q.Limit {
-		out = out[:q.Limit]
-	}
-	return out, nil
+	return firstPage(out, func(r ports.ClientRecord) string { return r.ClientID }, q.Limit), nil
 }
 
 // AdminCommits implements ports.AdminReader.
@@ -127,4 +119,13 @@ func (s *Store) AdminReactionCounts(ctx context.Context, name string) (map[ports
 		}
 	}
 	return out, nil
+}
+
+// firstPage is the keyset page: out in byte order of key, at most limit.
+func firstPage[T any](out []T, key func(T) string, limit int) []T {
+	sort.Slice(out, func(i, j int) bool { return key(out[i]) < key(out[j]) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out
 }
