@@ -30,15 +30,7 @@ import (
 // test double between the HTTP API and the SQL engine.
 func startServe(t *testing.T, database string) (base string, st ports.Storage, segs ports.SegmentStore, sch *schema.Schema) {
 	t.Helper()
-	irPath := filepath.Join(t.TempDir(), "schema.ir.json")
-	if err := os.WriteFile(irPath, ssptest.IR(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	res, err := config.Load([]string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-		"--database", database, "--schema", irPath, "--auth", "dev", "--shutdown-delay", "0"}, nil, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := serveConfig(t, database)
 	if res.Config.Segments.Store != config.SegmentStoreDB {
 		t.Fatalf("default segment store %q", res.Config.Segments.Store)
 	}
@@ -147,4 +139,20 @@ func (g *segmentGets) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return g.rt.RoundTrip(r)
+}
+
+// serveConfig is the configuration of `syncd serve` with the test schema,
+// dev auth and ephemeral listeners, loaded as the command loads it.
+func serveConfig(t *testing.T, database string) config.Result {
+	t.Helper()
+	irPath := filepath.Join(t.TempDir(), "schema.ir.json")
+	if err := os.WriteFile(irPath, ssptest.IR(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := config.Load([]string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+		"--database", database, "--schema", irPath, "--auth", "dev", "--shutdown-delay", "0"}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,7 +26,6 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app"
-	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/test/pgtest"
@@ -100,15 +98,7 @@ type tracedServer struct {
 
 func startTraced(t *testing.T, database string, env map[string]string) *tracedServer {
 	t.Helper()
-	irPath := filepath.Join(t.TempDir(), "schema.ir.json")
-	if err := os.WriteFile(irPath, ssptest.IR(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	res, err := config.Load([]string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-		"--database", database, "--schema", irPath, "--auth", "dev", "--shutdown-delay", "0"}, nil, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := serveConfig(t, database)
 	var ready *app.Readiness
 	var listeners *app.Listeners
 	var sch *schema.Schema
