@@ -1,0 +1,85 @@
+package contract_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/syncd-dev/syncd/adapters/blobs/sqlblob"
+	"github.com/syncd-dev/syncd/adapters/storage/postgres"
+	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
+	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/contract"
+	"github.com/syncd-dev/syncd/test/pgtest"
+)
+
+// sqlBlobChunk is smaller than the default so the suite's blobs span many
+// chunks and its ranges cross chunk boundaries.
+const sqlBlobChunk = 256 << 10
+
+// blobOpeners open each kind of store at a location (a database file or
+// DSN, a directory, a bucket prefix); the contract tests and the
+// benchmarks share them.
+var blobOpeners = map[string]struct {
+	fresh func(t testing.TB) string
+	open  func(t testing.TB, loc string) ports.BlobStore
+}{
+	"SQLite": {
+		fresh: func(t testing.TB) string { return filepath.Join(t.TempDir(), "sync.db") },
+		open: func(t testing.TB, path string) ports.BlobStore {
+			st, err := sqlite.Open(context.Background(), sqlite.Options{Path: path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			s, err := sqlblob.Open(context.Background(), sqlblob.Options{DB: st.DB(), ReadDB: st.ReadDB(), ChunkSize: sqlBlobChunk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	},
+	"Postgres": {
+		fresh: func(t testing.TB) string { return pgtest.DSN(t) },
+		open: func(t testing.TB, dsn string) ports.BlobStore {
+			st, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			s, err := sqlblob.Open(context.Background(), sqlblob.Options{DB: st.DB(), ReadDB: st.ReadDB(), ChunkSize: sqlBlobChunk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	},
+}
+
+func TestBlobsSQLite(t *testing.T)   { contract.RunBlobs(t, reopenableBlobs("SQLite")) }
+func TestBlobsPostgres(t *testing.T) { contract.RunBlobs(t, reopenableBlobs("Postgres")) }
+
+// reopenableBlobs is a harness whose stores open at a fresh location, and
+// reopen at the location of the store they stand in for.
+func reopenableBlobs(kind string) contract.BlobHarness {
+	o := blobOpeners[kind]
+	var mu sync.Mutex
+	locs := map[ports.BlobStore]string{}
+	openAt := func(t testing.TB, loc string) ports.BlobStore {
+		s := o.open(t, loc)
+		mu.Lock()
+		locs[s] = loc
+		mu.Unlock()
+		return s
+	}
+	return contract.BlobHarness{
+		New: func(t testing.TB) ports.BlobStore { return openAt(t, o.fresh(t)) },
+		Reopen: func(t testing.TB, s ports.BlobStore) ports.BlobStore {
+			mu.Lock()
+			loc := locs[s]
+			mu.Unlock()
+			return openAt(t, loc)
+		},
+	}
+}
