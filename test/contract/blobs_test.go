@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/syncd-dev/syncd/adapters/blobs/fsblob"
 	"github.com/syncd-dev/syncd/adapters/blobs/sqlblob"
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
@@ -40,6 +41,16 @@ var blobOpeners = map[string]struct {
 			return s
 		},
 	},
+	"Filesystem": {
+		fresh: func(t testing.TB) string { return filepath.Join(t.TempDir(), "blobs") },
+		open: func(t testing.TB, dir string) ports.BlobStore {
+			s, err := fsblob.Open(fsblob.Options{Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	},
 	"Postgres": {
 		fresh: func(t testing.TB) string { return pgtest.DSN(t) },
 		open: func(t testing.TB, dsn string) ports.BlobStore {
@@ -59,6 +70,9 @@ var blobOpeners = map[string]struct {
 
 func TestBlobsSQLite(t *testing.T)   { contract.RunBlobs(t, reopenableBlobs("SQLite")) }
 func TestBlobsPostgres(t *testing.T) { contract.RunBlobs(t, reopenableBlobs("Postgres")) }
+func TestBlobsFilesystem(t *testing.T) {
+	contract.RunBlobs(t, reopenableBlobs("Filesystem"))
+}
 
 // reopenableBlobs is a harness whose stores open at a fresh location, and
 // reopen at the location of the store they stand in for.

@@ -237,7 +237,7 @@ func (s *Store) Put(ctx context.Context, u ports.BlobUpload, r io.Reader) (ports
 	if err != nil {
 		return ports.BlobInfo{}, false, internal("put", err)
 	}
-	v := blobio.NewVerifier(r, u)
+	v := blobio.NewVerifier(ctx, r, u)
 	c := chunker{r: v}
 	bp := s.getBuf()
 	defer s.bufs.Put(bp)

@@ -5,6 +5,7 @@
 package blobio
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
@@ -59,8 +60,10 @@ func Check(u ports.BlobUpload) error {
 // MaxBytes and with blob.hash_mismatch as soon as it passes a declared
 // length, so no store ever buffers an oversized body; it never reads more
 // than one byte past either bound from the source. Finish judges the
-// whole body.
+// whole body. A Read after ctx ended fails with ctx's error, so a
+// cancelled request stops streaming.
 type Verifier struct {
+	ctx context.Context
 	u   ports.BlobUpload
 	src io.Reader
 	h   *contentaddr.Hasher
@@ -70,7 +73,7 @@ type Verifier struct {
 }
 
 // NewVerifier wraps r for the upload u (already passed by Check).
-func NewVerifier(r io.Reader, u ports.BlobUpload) *Verifier {
+func NewVerifier(ctx context.Context, r io.Reader, u ports.BlobUpload) *Verifier {
 	bound := int64(-1)
 	if u.MaxBytes > 0 {
 		bound = u.MaxBytes
@@ -81,13 +84,17 @@ func NewVerifier(r io.Reader, u ports.BlobUpload) *Verifier {
 	if bound >= 0 {
 		r = io.LimitReader(r, bound+1)
 	}
-	return &Verifier{u: u, src: r, h: contentaddr.NewHasher()}
+	return &Verifier{ctx: ctx, u: u, src: r, h: contentaddr.NewHasher()}
 }
 
 // Read implements io.Reader.
 func (v *Verifier) Read(p []byte) (int, error) {
 	if v.err != nil {
 		return 0, v.err
+	}
+	if err := v.ctx.Err(); err != nil {
+		v.err = err
+		return 0, err
 	}
 	n, err := v.src.Read(p)
 	v.n += int64(n)

@@ -1,6 +1,7 @@
 package blobio
 
 import (
+	"context"
 	"io"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func TestVerifier(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			src := &countingReader{r: strings.NewReader(tc.body)}
-			v := NewVerifier(src, tc.u)
+			v := NewVerifier(context.Background(), src, tc.u)
 			var err error
 			if tc.readDone {
 				_, err = io.Copy(io.Discard, v)
@@ -52,6 +53,22 @@ func TestVerifier(t *testing.T) {
 				t.Fatalf("read %d bytes of the source, want at most %d", src.n, tc.maxRead)
 			}
 		})
+	}
+}
+
+func TestVerifierStopsWhenTheContextEnds(t *testing.T) {
+	b := make([]byte, 10_000)
+	ctx, cancel := context.WithCancel(context.Background())
+	v := NewVerifier(ctx, &countingReader{r: strings.NewReader(string(b))}, ports.BlobUpload{BlobID: contentaddr.Of(b), ByteLength: -1})
+	if _, err := io.CopyN(io.Discard, v, 100); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := io.Copy(io.Discard, v); err != context.Canceled {
+		t.Fatalf("read after cancellation: %v", err)
+	}
+	if err := v.Finish(); err != context.Canceled {
+		t.Fatalf("Finish after cancellation: %v", err)
 	}
 }
 
