@@ -3,15 +3,18 @@ package contract_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/syncd-dev/syncd/adapters/blobs/fsblob"
+	"github.com/syncd-dev/syncd/adapters/blobs/s3blob"
 	"github.com/syncd-dev/syncd/adapters/blobs/sqlblob"
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/contract"
+	"github.com/syncd-dev/syncd/test/fakes3"
 	"github.com/syncd-dev/syncd/test/pgtest"
 )
 
@@ -51,6 +54,25 @@ var blobOpeners = map[string]struct {
 			return s
 		},
 	},
+	"S3": {
+		// A location is a fake server's endpoint and a bucket on it.
+		fresh: func(t testing.TB) string {
+			srv := fakes3.Start(t)
+			return srv.URL + " " + srv.Bucket(t, "blobs")
+		},
+		open: func(t testing.TB, loc string) ports.BlobStore {
+			endpoint, bucket, _ := strings.Cut(loc, " ")
+			s, err := s3blob.New(s3blob.Options{
+				Endpoint: endpoint, Region: fakes3.Region, Bucket: bucket, Prefix: "syncd/",
+				AccessKeyID: fakes3.AccessKeyID, SecretAccessKey: fakes3.SecretAccessKey,
+				UsePathStyle: true, PartSize: s3blob.MinPartSize,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	},
 	"Postgres": {
 		fresh: func(t testing.TB) string { return pgtest.DSN(t) },
 		open: func(t testing.TB, dsn string) ports.BlobStore {
@@ -68,11 +90,10 @@ var blobOpeners = map[string]struct {
 	},
 }
 
-func TestBlobsSQLite(t *testing.T)   { contract.RunBlobs(t, reopenableBlobs("SQLite")) }
-func TestBlobsPostgres(t *testing.T) { contract.RunBlobs(t, reopenableBlobs("Postgres")) }
-func TestBlobsFilesystem(t *testing.T) {
-	contract.RunBlobs(t, reopenableBlobs("Filesystem"))
-}
+func TestBlobsSQLite(t *testing.T)     { contract.RunBlobs(t, reopenableBlobs("SQLite")) }
+func TestBlobsPostgres(t *testing.T)   { contract.RunBlobs(t, reopenableBlobs("Postgres")) }
+func TestBlobsFilesystem(t *testing.T) { contract.RunBlobs(t, reopenableBlobs("Filesystem")) }
+func TestBlobsS3(t *testing.T)         { contract.RunBlobs(t, reopenableBlobs("S3")) }
 
 // reopenableBlobs is a harness whose stores open at a fresh location, and
 // reopen at the location of the store they stand in for.

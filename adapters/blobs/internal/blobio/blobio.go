@@ -118,6 +118,9 @@ func (v *Verifier) Read(p []byte) (int, error) {
 // Count is the number of body bytes read so far.
 func (v *Verifier) Count() int64 { return v.n }
 
+// Ended reports whether Read reached the end of the body.
+func (v *Verifier) Ended() bool { return v.eof }
+
 // Err is the failure Read reported (a blob.* error, or the source's own),
 // or nil.
 func (v *Verifier) Err() error { return v.err }
