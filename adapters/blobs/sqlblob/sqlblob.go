@@ -469,7 +469,15 @@ WHERE partition = ? AND blob_id = ?`), partition, blobID).Scan(&uploadID, &info.
 		return nil, ports.BlobInfo{}, err
 	}
 	return &chunkReader{s: s, ctx: ctx, upload: uploadID, chunk: chunk, size: info.ByteLength,
-		pos: off, end: off + n, query: s.q(`SELECT bytes FROM sync_blob_chunks WHERE upload_id = ? AND seq = ?`)}, info, nil
+		pos: off, end: off + n, query: s.q(s.chunkQuery())}, info, nil
+}
+
+// chunkQuery reads ? bytes from offset ? (1-based) of chunk ? of upload ?.
+func (s *Store) chunkQuery() string {
+	if s.pg {
+		return `SELECT substring(bytes FROM ? FOR ?) FROM sync_blob_chunks WHERE upload_id = ? AND seq = ?`
+	}
+	return `SELECT substr(bytes, ?, ?) FROM sync_blob_chunks WHERE upload_id = ? AND seq = ?`
 }
 
 // chunkReader streams a byte range of a stored blob.
@@ -483,12 +491,15 @@ type chunkReader struct {
 	pos    int64 // next byte to hand out
 	end    int64 // one past the last byte of the range
 	bp     *[]byte
-	buf    []byte // the chunk holding pos, from bufAt
+	buf    []byte // fetched bytes holding pos, from bufAt
 	bufAt  int64
 	closed bool
 }
 
-// next makes buf hold the byte at pos; io.EOF past the range.
+// next makes buf hold the byte at pos; io.EOF past the range. It fetches
+// the part of pos's chunk the range covers (PostgreSQL reads just those
+// slices of the out-of-line value; SQLite loads the chunk but hands over
+// only the part).
 func (r *chunkReader) next() error {
 	if r.closed {
 		return errors.New("sqlblob: read of a closed blob")
@@ -496,12 +507,13 @@ func (r *chunkReader) next() error {
 	if r.pos >= r.end {
 		return io.EOF
 	}
-	if r.buf != nil && r.pos >= r.bufAt && r.pos < r.bufAt+int64(len(r.buf)) {
+	if r.pos >= r.bufAt && r.pos < r.bufAt+int64(len(r.buf)) {
 		return nil
 	}
 	seq := r.pos / r.chunk
-	want := min(r.chunk, r.size-seq*r.chunk)
-	rows, err := r.s.rd.QueryContext(r.ctx, r.query, r.upload, seq)
+	from := r.pos - seq*r.chunk
+	want := min(r.end, (seq+1)*r.chunk) - r.pos
+	rows, err := r.s.rd.QueryContext(r.ctx, r.query, from+1, want, r.upload, seq)
 	if err != nil {
 		return internal("read", err)
 	}
@@ -517,13 +529,13 @@ func (r *chunkReader) next() error {
 		return internal("read", err)
 	}
 	if int64(len(b)) != want {
-		return internal("read", fmt.Errorf("chunk %d of upload %s holds %d bytes, want %d", seq, r.upload, len(b), want))
+		return internal("read", fmt.Errorf("chunk %d of upload %s: %d bytes at %d, want %d", seq, r.upload, len(b), from, want))
 	}
 	if r.bp == nil {
 		r.bp = r.s.getBuf()
 	}
 	r.buf = append((*r.bp)[:0], b...)
-	r.bufAt = seq * r.chunk
+	r.bufAt = r.pos
 	return rows.Close()
 }
 
