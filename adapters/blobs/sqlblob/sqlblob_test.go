@@ -217,10 +217,11 @@ func (g *gateReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// TestSlowUploadHoldsNoWriter: a Put waiting for its body mid-stream holds
-// no transaction and no connection: the blob is not yet visible, its
-// staging row is, and other writers (another upload, a delete) finish in
-// the meantime. On SQLite this is the one write lock.
+// TestSlowUploadHoldsNoWriter: a Put waiting for its body mid-stream has
+// written the chunks it read and holds no transaction and no connection:
+// the blob is not yet visible, its staging row and chunks are, and other
+// writers (another upload, a delete) finish in the meantime. On SQLite
+// this is the one write lock.
 func TestSlowUploadHoldsNoWriter(t *testing.T) {
 	for name, openEngine := range engines {
 		t.Run(name, func(t *testing.T) {
@@ -239,6 +240,11 @@ func TestSlowUploadHoldsNoWriter(t *testing.T) {
 			}
 			if got := count(t, db, "sync_blob_uploads"); got != 1 {
 				t.Fatalf("%d staging rows while one upload streams", got)
+			}
+			// The chunks read so far are written already: a Put buffers one
+			// chunk, never the body.
+			if got := count(t, db, "sync_blob_chunks"); got != 3 {
+				t.Fatalf("%d chunks written after 3 chunks and a byte were read, want 3", got)
 			}
 			for i := range 3 {
 				other := randomBytes(uint64(10+i), 5*testChunk+i)
