@@ -19,7 +19,8 @@
 // object store checks itself (x-amz-checksum-sha256 would need the
 // uploader to send the checksum header, which a presigned-URL client
 // cannot be asked to do). Concurrent Puts of one blob each stage and copy
-// identical bytes; the last copy wins and all report success. Staging
+// identical bytes; the last copy wins and all report success. (A single
+// copy is S3's way up to 5 GiB, far above any sane blob cap.) Staging
 // objects and multipart uploads a crash left are removed once older than
 // Options.StaleUploadAfter on the app clock (Put sweeps at most hourly);
 // a bucket lifecycle rule on the staging prefix is a good second net.
@@ -306,13 +307,11 @@ func (s *Store) Put(ctx context.Context, u ports.BlobUpload, r io.Reader) (ports
 		err = s.publish(ctx, staging, u)
 	}
 	// The staging object goes whatever happened (absent after a failed
-	// upload: deleting it is then a no-op).
-	_, derr := s.c.DeleteObject(context.WithoutCancel(ctx), &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &staging})
+	// upload: deleting it is then a no-op). A failure to delete it does
+	// not fail a published blob: the stale sweep removes it later.
+	_, _ = s.c.DeleteObject(context.WithoutCancel(ctx), &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &staging})
 	if err != nil {
 		return ports.BlobInfo{}, false, err
-	}
-	if derr != nil {
-		return ports.BlobInfo{}, false, internal("delete staging", derr)
 	}
 	return ports.BlobInfo{Partition: u.Partition, BlobID: u.BlobID, ByteLength: v.Count(), MediaType: u.MediaType, CreatedAtMs: u.CreatedAtMs}, true, nil
 }
