@@ -50,6 +50,18 @@ var CoreModule = fx.Module("syncd.core",
 	fx.Invoke(registerPreparer, registerChecks, registerPoolMetrics),
 )
 
+// checksFirst orders the start: fx runs OnStart hooks in the order their
+// constructors ran, and the storage engine opens (creating a missing
+// SQLite file) in its hook, with the migration after it. Constructing the
+// listeners (their binds) and the authenticator (a JWKS's first fetch)
+// here, before any module asks for storage, puts the start steps that
+// can fail ahead of the database; everything that fails while the graph
+// is built (configuration files, key files, the schema, tracing) fails
+// before any hook runs.
+var checksFirst = fx.Module("syncd.checksfirst",
+	fx.Invoke(func(*Listeners, ports.Authenticator) {}),
+)
+
 // AdminModule serves /livez, /readyz, /metrics and (--pprof) /debug/pprof
 // on the admin listener; with --admin-token-file every route but the
 // health probes requires that bearer token. --admin-api adds the
@@ -328,6 +340,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		fx.Supply(cfg, info, log),
 		fx.WithLogger(FxLogger),
 		fx.StopTimeout(cfg.ShutdownDelay+cfg.ShutdownTimeout),
+		checksFirst,
 		CoreModule,
 		TracingModule,
 		AuthModule,

@@ -67,6 +67,8 @@ type Options struct {
 	Wrap bool
 	// Log, when set, receives every line the server writes to stderr.
 	Log io.Writer
+	// Env adds KEY=value entries to the test's own environment.
+	Env []string
 }
 
 // Node is one running server process.
@@ -102,6 +104,9 @@ func Start(o Options) (*Node, error) {
 	}
 	if o.Stdin != nil {
 		cmd.Stdin = o.Stdin
+	}
+	if len(o.Env) > 0 {
+		cmd.Env = append(os.Environ(), o.Env...)
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
