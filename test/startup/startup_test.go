@@ -187,6 +187,7 @@ type startCase struct {
 }
 
 func TestEveryStartCheckRunsBeforeTheDatabase(t *testing.T) {
+	proctest.WatchSources(t)
 	f := newFixtures(t)
 	hsKey := f.file(t, "hs256.key", strings.Repeat("k", 40))
 	notPEM := f.file(t, "not-pem.key", "a shared secret, not a PEM public key\n")
