@@ -240,6 +240,9 @@ type Request struct {
 	Scopes scopes.Resolution
 	// Previous is the client's record before this request (nil if none).
 	Previous *ports.ClientRecord
+	// Bounds are the log bounds when the caller read them already, after
+	// every write of the request; nil: Pull reads them.
+	Bounds *ports.LogBounds
 }
 
 type sectionKind uint8
@@ -287,8 +290,11 @@ type Result struct {
 // failure; out is then to be discarded.
 func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
 	lim := Clamp(r.Header)
-	bounds, err := s.o.Store.LogBounds(ctx, r.Partition)
-	if err != nil {
+	var bounds ports.LogBounds
+	var err error
+	if r.Bounds != nil {
+		bounds = *r.Bounds
+	} else if bounds, err = s.o.Store.LogBounds(ctx, r.Partition); err != nil {
 		return fmt.Errorf("read log bounds: %w", err)
 	}
 	plans := make([]plan, len(r.Subscriptions))

@@ -399,6 +399,16 @@ func (f faultStore) GetPushResult(ctx context.Context, partition, clientID, clie
 	return rec, ok, err
 }
 
+// TouchPartitionHead takes the fault for the optimistic lookup read with
+// the request head, as GetPushResult does.
+func (f faultStore) TouchPartitionHead(ctx context.Context, q ports.HeadQuery) (ports.RequestHead, error) {
+	h, err := f.Store.TouchPartitionHead(ctx, q)
+	if err == nil && h.PushFound && f.in.failIdempotency.CompareAndSwap(true, false) {
+		h.Push.Result = unreadableRecord
+	}
+	return h, err
+}
+
 // Push hands the transaction's locked lookup the fault still armed.
 func (f faultStore) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {
 	return f.Store.Push(ctx, partition, o, func(tx ports.PushTx) error {

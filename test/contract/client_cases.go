@@ -12,6 +12,7 @@ func clientGroups() []group {
 		{"Partitions", []testCase{
 			{"TouchRegistersAndRefreshes", testTouch},
 			{"RotateEpochDeletesClientRecords", testRotate},
+			{"RequestHeadAgreesWithSeparateReads", testRequestHead},
 		}},
 		{"Clients", []testCase{
 			{"PutGetReplace", testClientPutGet},
