@@ -96,7 +96,7 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 	// 1. Optimistic idempotency lookup outside any transaction. A record is
 	// replayed only to the actor that stored it; one stored before records
 	// carried their actor waits for the locked re-check, after the binding.
-	if r, ok, err := s.o.Store.GetPushResult(ctx, part, clientID, ccid); err != nil {
+	if r, ok, err := s.optimisticLookup(ctx, rq, pc); err != nil {
 		return outcome{}, fmt.Errorf("idempotency lookup: %w", err)
 	} else if ok && r.ActorID == actor {
 		return replay(r.Result, ccid).forWire(rq.wire), nil
@@ -154,6 +154,16 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 	return out.forWire(rq.wire), nil
 }
 
+// optimisticLookup reads pc's idempotency record outside any transaction,
+// or takes it from the request head when that read it.
+func (s *Service) optimisticLookup(ctx context.Context, rq *request, pc *ssp2.PushCommit) (ports.PushRecord, bool, error) {
+	if h := rq.firstPush; h != nil && len(rq.commits) > 0 && pc == rq.commits[0] {
+		rq.firstPush = nil
+		return h.Push, h.PushFound, nil
+	}
+	return s.o.Store.GetPushResult(ctx, rq.id.Partition, rq.hdr.ClientID, pc.ClientCommitID)
+}
+
 type applier struct {
 	s       *Service
 	rq      *request
@@ -189,12 +199,16 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 	}
 	if term == nil && a.s.o.CommitValidator != nil {
 		if term, err = a.validateCommit(ctx); err != nil {
-			return outcome{}, err
+			if term = a.constraintFailure(err); term == nil {
+				return outcome{}, err
+			}
 		}
 	}
 	if term == nil && a.s.o.ReactionPlanner != nil {
 		if reactions, err = a.planReactions(ctx); err != nil {
-			return outcome{}, err
+			if term = a.constraintFailure(err); term == nil {
+				return outcome{}, err
+			}
 		}
 	}
 	if term != nil {
@@ -237,6 +251,17 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 			ClientID: a.rq.hdr.ClientID, ClientCommitID: a.pc.ClientCommitID, Changes: a.changes}
 	}
 	return o, err
+}
+
+// constraintFailure is the rejection a write's constraint failure makes
+// when a later read of the push reported it (a store may pipeline writes);
+// nil for any other error.
+func (a *applier) constraintFailure(err error) *termination {
+	var ce *ports.ConstraintError
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	return constraintTerm(a.origin(ce.OpIndex), len(a.pc.Operations))
 }
 
 // reject discards the staged writes under the still-held lock and
@@ -300,7 +325,13 @@ func (a *applier) apply(ctx context.Context) (*termination, error) {
 		if err != nil {
 			var ce *ports.ConstraintError
 			if errors.As(err, &ce) {
-				return constraintTerm(i, len(a.pc.Operations)), nil
+				// A store may report a write's failure with a later
+				// statement: the failing write names its operation.
+				at := i
+				if ce.OpIndex >= 0 && ce.OpIndex < i {
+					at = ce.OpIndex
+				}
+				return constraintTerm(at, len(a.pc.Operations)), nil
 			}
 			return nil, err
 		}

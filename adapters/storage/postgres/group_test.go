@@ -494,3 +494,81 @@ func TestGroupServeGate(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupLateFailure: a write held back for the pipeline fails after its
+// push's function returned, reported by the next member's savepoint or by
+// the COMMIT. That push fails alone with the write's own error; the others
+// commit, with dense seqs, in the group's one transaction (no retry).
+func TestGroupLateFailure(t *testing.T) {
+	s := groupStore(t)
+	recordTransactions(t, s)
+	exec(t, s, `CREATE FUNCTION late() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.client_commit_id LIKE 'late%' THEN RAISE EXCEPTION 'late result'; END IF; RETURN NEW; END $$`)
+	exec(t, s, `CREATE TRIGGER late BEFORE INSERT ON sync_push_results FOR EACH ROW EXECUTE FUNCTION late()`)
+	ctx := context.Background()
+	// checked pushes read the record first, as the sync pipeline does, so
+	// the store may hold the result back.
+	checked := func(id string, w ports.RowWrite) func() error {
+		return func() error {
+			return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "a"}, func(tx ports.PushTx) error {
+				if _, ok, err := tx.GetPushResult(ctx, "c", id); err != nil || ok {
+					return fmt.Errorf("record of %s: %v %v", id, ok, err)
+				}
+				if err := tx.UpsertRow(ctx, "items", w); err != nil {
+					return err
+				}
+				if _, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c",
+					ClientCommitID: id, Changes: []commit.Change{storetest.Change(w)}}); err != nil {
+					return err
+				}
+				_, err := tx.PutPushResult(ctx, "c", id, []byte(`{"status":"applied"}`))
+				return err
+			})
+		}
+	}
+	dup := storetest.Item("dup", "o", 0)
+	dup.Values[2] = storetest.Item("a", "o", 0).Values[2] // a's unique title
+	release := hold(t, s, "p")
+	a := queue(t, s, checked("a", storetest.Item("a", "o", 0)))
+	unique := queue(t, s, func() error {
+		return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+			return tx.UpsertRow(ctx, "items", dup) // nothing read after it
+		})
+	})
+	lateMid := queue(t, s, checked("late-mid", storetest.Item("m", "o", 0)))
+	c := queue(t, s, checked("c", storetest.Item("c", "o", 0)))
+	lateLast := queue(t, s, checked("late-last", storetest.Item("l", "o", 0)))
+	if err := release(); err != nil {
+		t.Fatalf("holder: %v", err)
+	}
+	for name, ch := range map[string]<-chan error{"a": a, "c": c} {
+		if err := <-ch; err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	var ce *ports.ConstraintError
+	if err := <-unique; !errors.As(err, &ce) || ce.Kind != "unique" {
+		t.Errorf("held upsert violating a unique index: %v, want its ConstraintError", err)
+	}
+	for name, ch := range map[string]<-chan error{"late-mid": lateMid, "late-last": lateLast} {
+		if err := <-ch; err == nil {
+			t.Errorf("%s: the push whose held result failed succeeded", name)
+		}
+	}
+	for id, want := range map[string]bool{"holder": true, "a": true, "c": true, "dup": false, "m": false, "l": false} {
+		if got := present(t, s, "p", id); got != want {
+			t.Errorf("row %s present %v, want %v", id, got, want)
+		}
+	}
+	if got := maxSeq(t, s, "p"); got != 3 {
+		t.Errorf("max seq %d, want 3", got)
+	}
+	if n := transactions(t, s, "p"); n != 1 {
+		t.Errorf("the group committed in %d transactions, want 1", n)
+	}
+	for _, id := range []string{"late-mid", "late-last"} {
+		if _, ok, err := s.GetPushResult(ctx, "p", "c", id); err != nil || ok {
+			t.Errorf("result of %s stored: %v %v", id, ok, err)
+		}
+	}
+}

@@ -351,6 +351,19 @@ func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken
 		}
 	case committed:
 		end = tx.Commit()
+		var df *DeferredFailure
+		if errors.As(end, &df) {
+			// The last member to succeed failed late (the COMMIT did not
+			// run): fail it alone and commit the others.
+			last := lastOK(group)
+			if end = failLate(tx, last, df); end == nil {
+				if lastOK(group) != nil {
+					end = tx.Commit()
+				} else {
+					end = tx.Rollback()
+				}
+			}
+		}
 	default:
 		end = tx.Rollback()
 	}
@@ -365,6 +378,16 @@ func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken
 			r.wake <- false
 		}
 	}
+}
+
+// lastOK is the group's last member to succeed, or nil.
+func lastOK(group []*pushReq) *pushReq {
+	for i := len(group) - 1; i >= 0; i-- {
+		if group[i].ok {
+			return group[i]
+		}
+	}
+	return nil
 }
 
 // runGrouped runs one request of a group in its own savepoint. It sets

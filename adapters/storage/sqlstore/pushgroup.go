@@ -82,6 +82,13 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 		default:
 			ahead = nil // the savepoint is clean as it is: nothing to send along
 		}
+		var df *DeferredFailure
+		if errors.As(broken, &df) {
+			// The member before failed late: roll it back alone; its
+			// savepoint, clean again, serves r as is.
+			broken = failLate(tx, lastOK(group), df)
+			ahead = nil
+		}
 		if broken != nil {
 			break
 		}
@@ -90,6 +97,16 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 		}
 	}
 	b.finish(tx, self, group, broken)
+}
+
+// failLate fails member r, whose held-back statement failed after r's
+// function returned (reported by the next send, while r's savepoint is
+// still open), and rolls back to that savepoint. A non-nil return means
+// the transaction is lost.
+func failLate(tx WriteTx, r *pushReq, df *DeferredFailure) error {
+	r.ok, r.err = false, df.Err
+	_, err := tx.ExecContext(context.WithoutCancel(r.ctx), "ROLLBACK TO SAVEPOINT "+groupSavepoint)
+	return err
 }
 
 // gateRead is a member's serve gate read ahead, with its savepoint
@@ -117,7 +134,11 @@ func (s *Store) gateAhead(r *pushReq) *gateRead {
 func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead) (ok bool, broken error) {
 	ptx := &pushTx{s: s, partition: r.partition, writerVersion: r.opts.WriterVersion, actorID: r.opts.ActorID,
 		discardTo: groupSavepoint}
-	ptx.tx = markRan{WriteTx: pushQuerier{tx: tx, db: s.db.DB}, ran: &ptx.ran}
+	ran := markRan{WriteTx: pushQuerier{tx: tx, db: s.db.DB}, ran: &ptx.ran}
+	ptx.tx = ran
+	if p, ok := tx.(Pipeliner); ok {
+		ptx.tx = memberPipe{markRan: ran, p: p}
+	}
 	var err error
 	switch {
 	case ahead != nil && ahead.q.Err != nil:
@@ -142,6 +163,7 @@ func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead) (ok bool, bro
 		return true, nil
 	}
 	r.err = err
+	ptx.dropDeferred()
 	if _, err := tx.ExecContext(context.WithoutCancel(r.ctx), "ROLLBACK TO SAVEPOINT "+groupSavepoint); err != nil {
 		return false, err
 	}
