@@ -95,6 +95,10 @@ type PushOptions struct {
 	// binds client ids to it and PutPushResult records it as the owner of
 	// the stored result.
 	ActorID string
+	// ClientID and ClientCommitID name the commit the push applies, when
+	// it applies one: a store may read its idempotency record ahead, in
+	// the round trip that takes the partition lock.
+	ClientID, ClientCommitID string
 }
 
 // PushRecord is a stored idempotency record (SPEC §2.3).

@@ -105,7 +105,8 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 	}
 	var out outcome
 	var applied *commit.Commit
-	err := s.o.Store.Push(ctx, part, ports.PushOptions{WriterVersion: rq.sch.Version, ActorID: actor}, func(tx ports.PushTx) error {
+	err := s.o.Store.Push(ctx, part, ports.PushOptions{WriterVersion: rq.sch.Version, ActorID: actor,
+		ClientID: clientID, ClientCommitID: ccid}, func(tx ports.PushTx) error {
 		// 2–3. The store took the partition lock. 4. Serve gate on the
 		// transaction's own connection (0.24): a refusal rolls back.
 		gate, err := tx.ReadServeGate(ctx)

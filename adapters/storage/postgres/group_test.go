@@ -572,3 +572,57 @@ BEGIN IF NEW.client_commit_id LIKE 'late%' THEN RAISE EXCEPTION 'late result'; E
 		}
 	}
 }
+
+// TestGroupIdempotencyReadAhead: the idempotency record read with a
+// member's savepoint sees what the group's earlier members stored (a
+// duplicate of a commit in the same group is a replay), and what a member
+// stores after its own read is found by the next reader.
+func TestGroupIdempotencyReadAhead(t *testing.T) {
+	s := groupStore(t)
+	ctx := context.Background()
+	var found [3]atomic.Bool
+	once := func(i int, id string) func() error {
+		return func() error {
+			o := ports.PushOptions{WriterVersion: 1, ActorID: "a", ClientID: "c", ClientCommitID: "dup"}
+			return s.Push(ctx, "p", o, func(tx ports.PushTx) error {
+				if _, ok, err := tx.GetPushResult(ctx, "c", "dup"); err != nil || ok {
+					found[i].Store(ok)
+					return err
+				}
+				w := storetest.Item(id, "o", 0)
+				if err := tx.UpsertRow(ctx, "items", w); err != nil {
+					return err
+				}
+				if _, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c",
+					ClientCommitID: "dup", Changes: []commit.Change{storetest.Change(w)}}); err != nil {
+					return err
+				}
+				_, err := tx.PutPushResult(ctx, "c", "dup", []byte(`{"status":"applied"}`))
+				return err
+			})
+		}
+	}
+	release := hold(t, s, "p")
+	first := queue(t, s, once(0, "first"))
+	second := queue(t, s, once(1, "second"))
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan error{first, second} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if found[0].Load() || !found[1].Load() {
+		t.Fatalf("record found by the first %v, by the second %v; want false, true", found[0].Load(), found[1].Load())
+	}
+	for id, want := range map[string]bool{"first": true, "second": false} {
+		if r, err := s.GetRow(ctx, "p", "items", id); err != nil || (r != nil) != want {
+			t.Fatalf("row %s present %v (%v), want %v: the duplicate applied again", id, r != nil, err, want)
+		}
+	}
+	// After the group: a lone push reads it ahead in its own group.
+	if err := once(2, "third")(); err != nil || !found[2].Load() {
+		t.Fatalf("lone duplicate: %v, found %v", err, found[2].Load())
+	}
+}

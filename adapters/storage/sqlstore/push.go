@@ -79,6 +79,15 @@ type pushTx struct {
 	rebind []string
 	// absent are the idempotency keys read as absent and not stored since.
 	absent [][2]string
+	// idem is the idempotency record read ahead for a grouped push.
+	idem *idemAhead
+}
+
+// idemAhead is an idempotency record read with a group member's savepoint.
+type idemAhead struct {
+	clientID, clientCommitID string
+	rec                      ports.PushRecord
+	found                    bool
 }
 
 const savepointName = "sync_push_apply"
@@ -113,6 +122,16 @@ func (t *pushTx) ReadServeGate(ctx context.Context) (checkpoint.ServeGate, error
 }
 
 func (t *pushTx) GetPushResult(ctx context.Context, clientID, clientCommitID string) (ports.PushRecord, bool, error) {
+	if a := t.idem; a != nil && a.clientID == clientID && a.clientCommitID == clientCommitID {
+		t.idem = nil
+		if err := ctx.Err(); err != nil {
+			return ports.PushRecord{}, false, internal("get push result", err)
+		}
+		if !a.found {
+			t.absent = append(t.absent, [2]string{clientID, clientCommitID})
+		}
+		return a.rec, a.found, nil
+	}
 	r, ok, err := t.s.getPushResult(ctx, t.tx, t.partition, clientID, clientCommitID)
 	if err == nil && !ok {
 		// Read under the partition lock: no other writer can store it.

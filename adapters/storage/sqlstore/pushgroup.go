@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/ports"
 )
 
 // Group commit per partition (PostgreSQL).
@@ -118,12 +119,28 @@ type gateRead struct {
 	version sql.NullInt64
 	epoch   sql.NullString
 	pending int
+	// idem: the member's idempotency record was read too (result NULL:
+	// absent).
+	idem          bool
+	result, owner sql.NullString
 }
+
+// gateAheadIdem is gateQuery with the idempotency record of the member's
+// commit.
+const gateAheadIdem = gateQuery + `,
+  (SELECT result FROM sync_push_results WHERE partition=? AND client_id=? AND client_commit_id=?),
+  (SELECT actor_id FROM sync_push_results WHERE partition=? AND client_id=? AND client_commit_id=?)`
 
 func (s *Store) gateAhead(r *pushReq) *gateRead {
 	g := &gateRead{}
 	g.q = ReadAhead{Query: s.q(gateQuery), Args: []any{r.partition, r.opts.WriterVersion}}
 	g.q.Dest = []any{&g.version, &g.epoch, &g.pending}
+	if o := r.opts; o.ClientCommitID != "" {
+		g.idem = true
+		g.q.Query = s.q(gateAheadIdem)
+		g.q.Args = append(g.q.Args, r.partition, o.ClientID, o.ClientCommitID, r.partition, o.ClientID, o.ClientCommitID)
+		g.q.Dest = append(g.q.Dest, &g.result, &g.owner)
+	}
 	return g
 }
 
@@ -144,8 +161,16 @@ func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead) (ok bool, bro
 	case ahead != nil && ahead.q.Err != nil:
 		// The read ahead failed as the member's own first read would have.
 		err = internal("read serve gate", ahead.q.Err)
-	case ahead != nil && ahead.pending == 0:
-		ptx.gate = &checkpoint.ServeGate{StoredSchemaVersion: int32(ahead.version.Int64), LogEpoch: ahead.epoch.String}
+	case ahead != nil:
+		if ahead.pending == 0 {
+			ptx.gate = &checkpoint.ServeGate{StoredSchemaVersion: int32(ahead.version.Int64), LogEpoch: ahead.epoch.String}
+		}
+		if ahead.idem {
+			// Under the lock, in the member's savepoint: good until the
+			// member stores a result, which only it can.
+			ptx.idem = &idemAhead{clientID: r.opts.ClientID, clientCommitID: r.opts.ClientCommitID, found: ahead.result.Valid,
+				rec: ports.PushRecord{Result: []byte(ahead.result.String), ActorID: ahead.owner.String}}
+		}
 	}
 	if err == nil {
 		err = callGuarded(r, func() error {
