@@ -49,3 +49,14 @@ type RequestHead struct {
 type RequestHeadStore interface {
 	TouchPartitionHead(ctx context.Context, q HeadQuery) (RequestHead, error)
 }
+
+// BoundsGateReader is implemented by stores that read the log bounds and
+// the serve gate in one statement: a pull's horizon recheck after its
+// window reads and the read-verify's gate re-read, when nothing is read
+// between them, pay one round trip.
+type BoundsGateReader interface {
+	// ReadBoundsAndGate returns both from one snapshot; complete is false
+	// when the gate must be read apart (a checkpoint is pending at the
+	// running version).
+	ReadBoundsAndGate(ctx context.Context, partition string, running int32) (b LogBounds, g checkpoint.ServeGate, complete bool, err error)
+}

@@ -421,6 +421,9 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		if head.BoundsRead && len(rq.commits) == 0 {
 			// Nothing of this request wrote since the head was read.
 			preq.Bounds = &head.Bounds
+			if head.GateRead {
+				preq.Gate = &head.Gate
+			}
 		}
 		err := s.o.Pull.Pull(ctx, preq, resp.Sections)
 		if err != nil {
@@ -428,11 +431,14 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 			return nil, err
 		}
 	}
-	// Buffered read-verify (0.24): re-read the gate before the first byte.
-	after, err := s.o.Store.ReadServeGate(ctx, part, running)
-	if err != nil {
-		resp.Release()
-		return nil, fmt.Errorf("read serve gate: %w", err)
+	// Buffered read-verify (0.24): re-read the gate before the first byte
+	// (the pull may have read it with its last read).
+	after, verified := resp.Sections.VerifiedGate()
+	if !verified {
+		if after, err = s.o.Store.ReadServeGate(ctx, part, running); err != nil {
+			resp.Release()
+			return nil, fmt.Errorf("read serve gate: %w", err)
+		}
 	}
 	if r := checkpoint.GateRefusal(after, running, s.o.Declarations); r != nil {
 		resp.Release()

@@ -13,6 +13,7 @@ func clientGroups() []group {
 			{"TouchRegistersAndRefreshes", testTouch},
 			{"RotateEpochDeletesClientRecords", testRotate},
 			{"RequestHeadAgreesWithSeparateReads", testRequestHead},
+			{"BoundsAndGateAgreeWithSeparateReads", testBoundsAndGate},
 		}},
 		{"Clients", []testCase{
 			{"PutGetReplace", testClientPutGet},

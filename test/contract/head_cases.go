@@ -114,3 +114,39 @@ func testRequestHead(t *testing.T, h Harness) {
 	}
 	agrees("rotated", after)
 }
+
+// testBoundsAndGate: ReadBoundsAndGate returns what LogBounds and
+// ReadServeGate return, or leaves a pending gate to ReadServeGate.
+func testBoundsAndGate(t *testing.T, h Harness) {
+	e := open(t, h)
+	bg, ok := e.s.(ports.BoundsGateReader)
+	if !ok {
+		t.Fatalf("%T does not read bounds and gate together", e.s)
+	}
+	check := func(step, partition string, wantComplete bool) {
+		t.Helper()
+		b, g, complete, err := bg.ReadBoundsAndGate(e.ctx, partition, v1)
+		must(t, err)
+		if b != e.bounds(partition) {
+			t.Fatalf("%s: bounds %+v, LogBounds %+v", step, b, e.bounds(partition))
+		}
+		if wantComplete && !complete {
+			t.Fatalf("%s: gate left to a separate read", step)
+		}
+		if complete {
+			want, err := e.s.ReadServeGate(e.ctx, partition, v1)
+			must(t, err)
+			if !reflect.DeepEqual(g, want) {
+				t.Fatalf("%s: gate %+v, ReadServeGate %+v", step, g, want)
+			}
+		}
+	}
+	check("unknown partition", "p1", true)
+	_, err := e.s.TouchPartition(e.ctx, "p1", 1)
+	must(t, err)
+	e.commitTasks("p1", 2, []task{{id: "a", project: "p1", owner: "o"}}, nil)
+	check("registered", "p1", true)
+	_, err = e.s.DeclareCheckpoint(e.ctx, decl("p1", "proj", v1), 3)
+	must(t, err)
+	check("pending checkpoint", "p1", false)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -38,3 +40,19 @@ func (s *Store) TouchPartitionHead(ctx context.Context, q ports.HeadQuery) (port
 }
 
 var _ ports.RequestHeadStore = (*Store)(nil)
+
+// ReadBoundsAndGate implements ports.BoundsGateReader.
+func (s *Store) ReadBoundsAndGate(ctx context.Context, name string, running int32) (ports.LogBounds, checkpoint.ServeGate, bool, error) {
+	if err := s.ready(ctx); err != nil {
+		return ports.LogBounds{}, checkpoint.ServeGate{}, false, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	var b ports.LogBounds
+	if p := s.db.peek(name); p != nil {
+		b = ports.LogBounds{MaxSeq: p.d.maxSeq, HorizonSeq: p.horizon}
+	}
+	return b, s.db.gate(name, running, nil), true, nil
+}
+
+var _ ports.BoundsGateReader = (*Store)(nil)

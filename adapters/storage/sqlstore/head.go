@@ -99,3 +99,22 @@ func (s *Store) TouchPartitionHead(ctx context.Context, hq ports.HeadQuery) (por
 }
 
 var _ ports.RequestHeadStore = (*Store)(nil)
+
+// ReadBoundsAndGate implements ports.BoundsGateReader.
+func (s *Store) ReadBoundsAndGate(ctx context.Context, partition string, running int32) (ports.LogBounds, checkpoint.ServeGate, bool, error) {
+	var (
+		version, max, horiz sql.NullInt64
+		epoch               sql.NullString
+		pending             int
+	)
+	err := s.rd.QueryRowContext(ctx, s.q(gateQuery+`,
+  (SELECT max_commit_seq FROM sync_partitions WHERE partition=?), (SELECT horizon_seq FROM sync_partitions WHERE partition=?)`),
+		partition, running, partition, partition).Scan(&version, &epoch, &pending, &max, &horiz)
+	if err != nil {
+		return ports.LogBounds{}, checkpoint.ServeGate{}, false, internal("read log bounds and serve gate", err)
+	}
+	return ports.LogBounds{MaxSeq: max.Int64, HorizonSeq: horiz.Int64},
+		checkpoint.ServeGate{StoredSchemaVersion: int32(version.Int64), LogEpoch: epoch.String}, pending == 0, nil
+}
+
+var _ ports.BoundsGateReader = (*Store)(nil)
