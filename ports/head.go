@@ -60,3 +60,13 @@ type BoundsGateReader interface {
 	// running version).
 	ReadBoundsAndGate(ctx context.Context, partition string, running int32) (b LogBounds, g checkpoint.ServeGate, complete bool, err error)
 }
+
+// GatedPushStore is implemented by stores that read the serve gate right
+// after a push's commit, in the commit's own round trip: the read-verify
+// of a request whose last work was that push.
+type GatedPushStore interface {
+	// PushThenReadGate is Push followed, once the push is durable, by
+	// ReadServeGate(partition, opts.WriterVersion); ok is false when the
+	// gate was not read (the caller reads it).
+	PushThenReadGate(ctx context.Context, partition string, opts PushOptions, fn func(tx PushTx) error) (g checkpoint.ServeGate, ok bool, err error)
+}

@@ -105,7 +105,8 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 	}
 	var out outcome
 	var applied *commit.Commit
-	err := s.o.Store.Push(ctx, part, ports.PushOptions{WriterVersion: rq.sch.Version, ActorID: actor,
+	rq.afterGate = nil // only the request's last work may stand for the read-verify
+	err := s.push(ctx, rq, pc, ports.PushOptions{WriterVersion: rq.sch.Version, ActorID: actor,
 		ClientID: clientID, ClientCommitID: ccid}, func(tx ports.PushTx) error {
 		// 2–3. The store took the partition lock. 4. Serve gate on the
 		// transaction's own connection (0.24): a refusal rolls back.
@@ -153,6 +154,21 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 		}
 	}
 	return out.forWire(rq.wire), nil
+}
+
+// push runs the commit's transaction. When it is the last work of a
+// push-only request and the store can, the serve gate is read right after
+// its commit, in the same round trip: the request's read-verify.
+func (s *Service) push(ctx context.Context, rq *request, pc *ssp2.PushCommit, o ports.PushOptions, fn func(tx ports.PushTx) error) error {
+	gs, ok := s.o.Store.(ports.GatedPushStore)
+	if !ok || !rq.pushOnly || pc != rq.commits[len(rq.commits)-1] {
+		return s.o.Store.Push(ctx, rq.id.Partition, o, fn)
+	}
+	g, read, err := gs.PushThenReadGate(ctx, rq.id.Partition, o, fn)
+	if err == nil && read {
+		rq.afterGate = &g
+	}
+	return err
 }
 
 // optimisticLookup reads pc's idempotency record outside any transaction,

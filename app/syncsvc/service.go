@@ -277,6 +277,10 @@ type request struct {
 	// firstPush holds the idempotency record of the first commit, read
 	// with the request head (nil: not read).
 	firstPush *ports.RequestHead
+	// pushOnly: the request pushes and pulls nothing; afterGate is then
+	// the serve gate read right after its last commit (nil: not read).
+	pushOnly  bool
+	afterGate *checkpoint.ServeGate
 	codecs    map[string]*rowcodec.Codec
 }
 
@@ -315,6 +319,7 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	// A request with a pull reads it here: the pull's reads need a base
 	// taken before them.
 	deferGate := !pull && rq.pullHdr == nil && len(rq.commits) > 0
+	rq.pushOnly = deferGate
 	if !deferGate {
 		if err := s.entryGateFrom(ctx, rq, head); err != nil {
 			return nil, err
@@ -434,6 +439,9 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	// Buffered read-verify (0.24): re-read the gate before the first byte
 	// (the pull may have read it with its last read).
 	after, verified := resp.Sections.VerifiedGate()
+	if !verified && rq.afterGate != nil {
+		after, verified = *rq.afterGate, true
+	}
 	if !verified {
 		if after, err = s.o.Store.ReadServeGate(ctx, part, running); err != nil {
 			resp.Release()

@@ -24,6 +24,7 @@ import (
 	"github.com/syncd-dev/syncd/app/realtime"
 	"github.com/syncd-dev/syncd/app/segments"
 	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/signedurl"
@@ -412,6 +413,13 @@ func (f faultStore) TouchPartitionHead(ctx context.Context, q ports.HeadQuery) (
 // Push hands the transaction's locked lookup the fault still armed.
 func (f faultStore) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {
 	return f.Store.Push(ctx, partition, o, func(tx ports.PushTx) error {
+		return fn(faultTx{PushTx: tx, in: f.in, actor: o.ActorID})
+	})
+}
+
+// PushThenReadGate hands the locked lookup the fault as Push does.
+func (f faultStore) PushThenReadGate(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) (checkpoint.ServeGate, bool, error) {
+	return f.Store.PushThenReadGate(ctx, partition, o, func(tx ports.PushTx) error {
 		return fn(faultTx{PushTx: tx, in: f.in, actor: o.ActorID})
 	})
 }

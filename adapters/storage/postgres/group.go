@@ -203,7 +203,14 @@ var errCommitRolledBack = errors.New("postgres: commit of the push group was rol
 // held statement fail, nothing is committed and the transaction stays
 // open: a *sqlstore.DeferredFailure says so, the caller rolls back to the
 // last savepoint and commits again.
-func (t *groupTx) Commit() error {
+func (t *groupTx) Commit() error { return t.CommitReading(nil) }
+
+var _ sqlstore.GateCommitter = (*groupTx)(nil)
+
+// CommitReading implements sqlstore.GateCommitter: the held statements,
+// the COMMIT and after's query in one round trip; after runs only once
+// the COMMIT succeeded, outside the transaction.
+func (t *groupTx) CommitReading(after *sqlstore.ReadAhead) error {
 	if t.done {
 		return sql.ErrTxDone
 	}
@@ -220,6 +227,9 @@ func (t *groupTx) Commit() error {
 			b.Queue(h.query, h.args...)
 		}
 		b.Queue("COMMIT")
+		if after != nil {
+			b.Queue(after.Query, after.Args...)
+		}
 		br := c.Conn().SendBatch(context.Background(), b)
 		for _, h := range held {
 			if _, err := br.Exec(); err != nil {
@@ -229,7 +239,10 @@ func (t *groupTx) Commit() error {
 		}
 		ct, err := br.Exec()
 		tag = ct.String()
-		if cerr := br.Close(); err == nil {
+		if err == nil && after != nil && tag == "COMMIT" {
+			after.Err = br.QueryRow().Scan(after.Dest...)
+		}
+		if cerr := br.Close(); err == nil && (after == nil || after.Err == nil) {
 			err = cerr
 		}
 		return err

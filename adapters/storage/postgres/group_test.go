@@ -626,3 +626,57 @@ func TestGroupIdempotencyReadAhead(t *testing.T) {
 		t.Fatalf("lone duplicate: %v, found %v", err, found[2].Load())
 	}
 }
+
+// TestGroupGateAfterCommit: a push asking for the serve gate gets the one
+// read after its group's COMMIT (the same as a read of its own then); a
+// pending checkpoint leaves it to the caller.
+func TestGroupGateAfterCommit(t *testing.T) {
+	s := groupStore(t)
+	ctx := context.Background()
+	if _, err := s.TouchPartition(ctx, "p", 1); err != nil {
+		t.Fatal(err)
+	}
+	gatedPush := func(id string) (checkpoint.ServeGate, bool, error) {
+		return s.PushThenReadGate(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "a"}, func(tx ports.PushTx) error {
+			w := storetest.Item(id, "o", 0)
+			if err := tx.UpsertRow(ctx, "items", w); err != nil {
+				return err
+			}
+			_, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c",
+				ClientCommitID: id, Changes: []commit.Change{storetest.Change(w)}})
+			return err
+		})
+	}
+	release := hold(t, s, "p")
+	type answer struct {
+		g   checkpoint.ServeGate
+		ok  bool
+		err error
+	}
+	got := make(chan answer, 1)
+	queued := queue(t, s, func() error {
+		g, ok, err := gatedPush("a")
+		got <- answer{g, ok, err}
+		return err
+	})
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-queued; err != nil {
+		t.Fatal(err)
+	}
+	a := <-got
+	want, err := s.ReadServeGate(ctx, "p", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.ok || !reflect.DeepEqual(a.g, want) || a.g.LogEpoch == "" {
+		t.Fatalf("gate after commit %+v (read %v), want %+v", a.g, a.ok, want)
+	}
+	if _, err := s.DeclareCheckpoint(ctx, checkpoint.Declaration{Partition: "p", Name: "proj", SchemaVersion: 1}, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := gatedPush("b"); err != nil || ok {
+		t.Fatalf("gate with a pending checkpoint: read %v (%v), want left to the caller", ok, err)
+	}
+}

@@ -97,7 +97,22 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 			break
 		}
 	}
-	b.finish(tx, self, group, broken)
+	b.finish(tx, self, group, broken, s.gateAfter(group))
+}
+
+// gateAfter is the serve gate read to run after the group's COMMIT, for
+// the members that asked (those of the first asker's running version), or
+// nil when none did.
+func (s *Store) gateAfter(group []*pushReq) *gateRead {
+	for _, r := range group {
+		if r.ok && r.wantGate {
+			g := &gateRead{running: r.opts.WriterVersion}
+			g.q = ReadAhead{Query: s.q(gateQuery), Args: []any{r.partition, r.opts.WriterVersion}}
+			g.q.Dest = []any{&g.version, &g.epoch, &g.pending}
+			return g
+		}
+	}
+	return nil
 }
 
 // failLate fails member r, whose held-back statement failed after r's
@@ -119,6 +134,8 @@ type gateRead struct {
 	version sql.NullInt64
 	epoch   sql.NullString
 	pending int
+	// running is the version the gate was read at.
+	running int32
 	// idem: the member's idempotency record was read too (result NULL:
 	// absent).
 	idem          bool
