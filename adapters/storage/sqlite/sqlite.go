@@ -93,6 +93,10 @@ func DSN(o Options, writer bool) string {
 	q.Add("_pragma", "synchronous("+syncMode+")")
 	if writer {
 		q.Set("_txlock", "immediate")
+		// Savepoint sub-journals stay in memory: a push group's
+		// savepoints otherwise spill them to a temporary file past 64 KiB,
+		// an open, writes and a close per group. A group's pages bound it.
+		q.Add("_pragma", "temp_store(MEMORY)")
 	} else {
 		q.Add("_pragma", "query_only(1)")
 	}
