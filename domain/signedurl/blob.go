@@ -17,13 +17,14 @@ import (
 // query parameters of <base>/blob-objects/{blobId}:
 //
 //	op=get&aud=<audience>&exp=<unix seconds>&sig=<base64url MAC>
-//	op=put&len=<byteLength>&aud=<audience>&exp=<unix seconds>&sig=<base64url MAC>
+//	op=put&len=<byteLength>[&type=<media type>]&aud=<audience>&exp=<unix seconds>&sig=<base64url MAC>
 //
 // The MAC is HMAC-SHA256 under the signer's key over the token payload
 // rebuilt from them and the path's blob id; a download's payload is the
 // spec's {"v":1,"blob":"<blobId>","aud":"<audience>","exp":<seconds>}, an
-// upload's adds the operation and the one length it accepts:
-// {"v":1,"op":"put","blob":…,"len":<n>,"aud":…,"exp":…}.
+// upload's adds the operation, the one length it accepts and the media
+// type the grant was asked for (omitted when none):
+// {"v":1,"op":"put","blob":…,"len":<n>,"type":"…","aud":…,"exp":…}.
 //
 // A blob lives in one partition and the URL must lead back to it, so a
 // blob audience is the partition sealed under the signer's key
@@ -36,6 +37,7 @@ import (
 const (
 	ParamOp       = "op"
 	ParamLength   = "len"
+	ParamType     = "type"
 	ParamAudience = "aud"
 	ParamExpires  = "exp"
 	ParamSig      = "sig"
@@ -56,6 +58,8 @@ type BlobGrant struct {
 	Blob string
 	// ByteLength is the exact body length a put accepts (0 for get).
 	ByteLength int64
+	// MediaType is the media type a put stores ("" for get, or none).
+	MediaType string
 	// Partition is the partition the blob lives in (sealed in the URL).
 	Partition string
 	// Expires is the expiry in unix seconds.
@@ -74,16 +78,17 @@ type blobPutPayload struct {
 	Op   string `json:"op"`
 	Blob string `json:"blob"`
 	Len  int64  `json:"len"`
+	Type string `json:"type,omitempty"`
 	Aud  string `json:"aud"`
 	Exp  int64  `json:"exp"`
 }
 
-func blobPayload(op BlobOp, blob string, n int64, aud string, exp int64) []byte {
+func blobPayload(g BlobGrant, aud string, exp int64) []byte {
 	var pj []byte
-	if op == BlobPut {
-		pj, _ = json.Marshal(blobPutPayload{V: Version, Op: string(BlobPut), Blob: blob, Len: n, Aud: aud, Exp: exp})
+	if g.Op == BlobPut {
+		pj, _ = json.Marshal(blobPutPayload{V: Version, Op: string(BlobPut), Blob: g.Blob, Len: g.ByteLength, Type: g.MediaType, Aud: aud, Exp: exp})
 	} else {
-		pj, _ = json.Marshal(blobGetPayload{V: Version, Blob: blob, Aud: aud, Exp: exp})
+		pj, _ = json.Marshal(blobGetPayload{V: Version, Blob: g.Blob, Aud: aud, Exp: exp})
 	}
 	return pj
 }
@@ -102,10 +107,15 @@ func (s *Signer) MintBlob(g BlobGrant, now time.Time, ttl time.Duration) (query 
 	q.Set(ParamOp, string(g.Op))
 	if g.Op == BlobPut {
 		q.Set(ParamLength, strconv.FormatInt(g.ByteLength, 10))
+		if g.MediaType != "" {
+			q.Set(ParamType, g.MediaType)
+		}
+	} else {
+		g.ByteLength, g.MediaType = 0, ""
 	}
 	q.Set(ParamAudience, aud)
 	q.Set(ParamExpires, strconv.FormatInt(exp, 10))
-	q.Set(ParamSig, base64.RawURLEncoding.EncodeToString(s.mac(blobPayload(g.Op, g.Blob, g.ByteLength, aud, exp))))
+	q.Set(ParamSig, base64.RawURLEncoding.EncodeToString(s.mac(blobPayload(g, aud, exp))))
 	return q, exp * 1000
 }
 
@@ -120,7 +130,7 @@ func (s *Signer) VerifyBlob(blob string, q url.Values, now time.Time) (BlobGrant
 	g := BlobGrant{Op: BlobOp(q.Get(ParamOp)), Blob: blob}
 	switch g.Op {
 	case BlobGet:
-		if q.Has(ParamLength) {
+		if q.Has(ParamLength) || q.Has(ParamType) {
 			return BlobGrant{}, ErrMalformed
 		}
 	case BlobPut:
@@ -129,6 +139,10 @@ func (s *Signer) VerifyBlob(blob string, q url.Values, now time.Time) (BlobGrant
 			return BlobGrant{}, ErrMalformed
 		}
 		g.ByteLength = n
+		if len(q[ParamType]) > 1 || (q.Has(ParamType) && q.Get(ParamType) == "") {
+			return BlobGrant{}, ErrMalformed
+		}
+		g.MediaType = q.Get(ParamType)
 	default:
 		return BlobGrant{}, ErrMalformed
 	}
@@ -142,7 +156,7 @@ func (s *Signer) VerifyBlob(blob string, q url.Values, now time.Time) (BlobGrant
 		return BlobGrant{}, ErrMalformed
 	}
 	aud := q.Get(ParamAudience)
-	if !hmac.Equal(mac, s.mac(blobPayload(g.Op, blob, g.ByteLength, aud, exp))) {
+	if !hmac.Equal(mac, s.mac(blobPayload(g, aud, exp))) {
 		return BlobGrant{}, ErrSignature
 	}
 	if g.Partition, err = s.OpenPartition(aud); err != nil {

@@ -13,12 +13,16 @@ const blobID = "sha256:000000000000000000000000000000000000000000000000000000000
 
 func TestBlobPayloads(t *testing.T) {
 	// A download token's payload is the spec's; an upload's adds op and len.
-	if got, want := string(blobPayload(BlobGet, blobID, 0, "AUD", 1700000000)),
+	if got, want := string(blobPayload(BlobGrant{Op: BlobGet, Blob: blobID}, "AUD", 1700000000)),
 		`{"v":1,"blob":"`+blobID+`","aud":"AUD","exp":1700000000}`; got != want {
 		t.Fatalf("get payload %s, want %s", got, want)
 	}
-	if got, want := string(blobPayload(BlobPut, blobID, 42, "AUD", 1700000000)),
+	if got, want := string(blobPayload(BlobGrant{Op: BlobPut, Blob: blobID, ByteLength: 42}, "AUD", 1700000000)),
 		`{"v":1,"op":"put","blob":"`+blobID+`","len":42,"aud":"AUD","exp":1700000000}`; got != want {
+		t.Fatalf("put payload %s, want %s", got, want)
+	}
+	if got, want := string(blobPayload(BlobGrant{Op: BlobPut, Blob: blobID, ByteLength: 42, MediaType: "image/png"}, "AUD", 1700000000)),
+		`{"v":1,"op":"put","blob":"`+blobID+`","len":42,"type":"image/png","aud":"AUD","exp":1700000000}`; got != want {
 		t.Fatalf("put payload %s, want %s", got, want)
 	}
 }
@@ -53,7 +57,7 @@ func TestBlobURLs(t *testing.T) {
 	s, _ := NewSigner(key)
 	now := time.Unix(10_000, 250e6)
 	get, getExp := s.MintBlob(BlobGrant{Op: BlobGet, Blob: blobID, Partition: "p1"}, now, 5*time.Minute)
-	put, putExp := s.MintBlob(BlobGrant{Op: BlobPut, Blob: blobID, ByteLength: 42, Partition: "p1"}, now, time.Hour)
+	put, putExp := s.MintBlob(BlobGrant{Op: BlobPut, Blob: blobID, ByteLength: 42, MediaType: "text/plain", Partition: "p1"}, now, time.Hour)
 	if getExp != 10_300_000 || putExp != (10_000+900)*1000 {
 		t.Fatalf("expiries %d %d: want 5 minutes and the 15-minute cap", getExp, putExp)
 	}
@@ -82,14 +86,18 @@ func TestBlobURLs(t *testing.T) {
 		want error
 		op   BlobOp
 		n    int64
+		mt   string
 	}{
 		{name: "get", blob: blobID, q: get, now: now, op: BlobGet},
-		{name: "put", blob: blobID, q: put, now: now, op: BlobPut, n: 42},
+		{name: "put", blob: blobID, q: put, now: now, op: BlobPut, n: 42, mt: "text/plain"},
+		{name: "put of another media type", blob: blobID, q: with(put, ParamType, "image/png"), now: now, want: ErrSignature},
+		{name: "put without its media type", blob: blobID, q: with(put, ParamType, ""), now: now, want: ErrSignature},
 		{name: "get within skew", blob: blobID, q: get, now: time.Unix(10_360, 0), op: BlobGet},
 		{name: "get past skew", blob: blobID, q: get, now: time.Unix(10_361, 0), want: ErrExpired},
 		{name: "another blob", blob: strings.Replace(blobID, "1", "2", 1), q: get, now: now, want: ErrSignature},
 		{name: "get used to put", blob: blobID, q: with(with(get, ParamOp, "put"), ParamLength, "0"), now: now, want: ErrSignature},
-		{name: "put used to get", blob: blobID, q: with(with(put, ParamOp, "get"), ParamLength, ""), now: now, want: ErrSignature},
+		{name: "put used to get", blob: blobID, q: with(with(with(put, ParamOp, "get"), ParamLength, ""), ParamType, ""), now: now, want: ErrSignature},
+		{name: "get with a media type", blob: blobID, q: with(get, ParamType, "x/y"), now: now, want: ErrMalformed},
 		{name: "put of another length", blob: blobID, q: with(put, ParamLength, "43"), now: now, want: ErrSignature},
 		{name: "extended expiry", blob: blobID, q: with(get, ParamExpires, "99999"), now: now, want: ErrSignature},
 		{name: "another partition", blob: blobID, q: with(get, ParamAudience, s.SealPartition("p2")), now: now, want: ErrSignature},
@@ -114,7 +122,7 @@ func TestBlobURLs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g.Op != tc.op || g.Blob != tc.blob || g.ByteLength != tc.n || g.Partition != "p1" || g.Expires == 0 {
+			if g.Op != tc.op || g.Blob != tc.blob || g.ByteLength != tc.n || g.MediaType != tc.mt || g.Partition != "p1" || g.Expires == 0 {
 				t.Fatalf("grant %+v", g)
 			}
 		})
