@@ -91,11 +91,11 @@ type Options struct {
 	// native scheme caps it at 15 minutes).
 	URLTTL time.Duration
 	// OrphanGrace is how long an unreferenced blob is kept after its
-	// upload (default DefaultOrphanGrace).
+	// upload (default DefaultOrphanGrace), and SweepPage the candidates
+	// one claim takes (default DefaultSweepPage): see Sweeper.
 	OrphanGrace time.Duration
-	// SweepPage is the candidates one claim takes (default DefaultSweepPage).
-	SweepPage int
-	Metrics   Metrics
+	SweepPage   int
+	Metrics     Metrics
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	Log *zap.Logger
@@ -105,6 +105,7 @@ type Options struct {
 type Service struct {
 	o         Options
 	presigner ports.BlobPresigner // nil: native URLs
+	*Sweeper
 }
 
 var (
@@ -124,12 +125,6 @@ func New(o Options) (*Service, error) {
 	if o.URLTTL <= 0 {
 		o.URLTTL = DefaultURLTTL
 	}
-	if o.OrphanGrace <= 0 {
-		o.OrphanGrace = DefaultOrphanGrace
-	}
-	if o.SweepPage <= 0 {
-		o.SweepPage = DefaultSweepPage
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -139,7 +134,11 @@ func New(o Options) (*Service, error) {
 	if o.Metrics == nil {
 		o.Metrics = noMetrics{}
 	}
-	s := &Service{o: o}
+	sw, err := NewSweeper(SweepOptions{Blobs: o.Blobs, Storage: o.Storage, OrphanGrace: o.OrphanGrace, Page: o.SweepPage, Metrics: o.Metrics, Now: o.Now})
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{o: o, Sweeper: sw}
 	s.presigner, _ = o.Blobs.(ports.BlobPresigner)
 	if o.Presign != nil && s.presigner == nil && (o.Signer == nil || o.URLBase == "") {
 		return nil, errors.New("blobs: presigning needs a store that presigns, or a Signer and URLBase for native URLs")

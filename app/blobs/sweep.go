@@ -12,6 +12,51 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
+// SweepStorage is what the orphan sweep needs of the sync storage.
+type SweepStorage interface {
+	ListPartitions(ctx context.Context) ([]ports.PartitionInfo, error)
+	ports.PushStore
+	ports.BlobClaimStore
+}
+
+// SweepOptions configure a Sweeper.
+type SweepOptions struct {
+	Blobs   ports.BlobStore
+	Storage SweepStorage
+	// OrphanGrace is how long an unreferenced blob is kept after its
+	// upload (default DefaultOrphanGrace).
+	OrphanGrace time.Duration
+	// Page is the candidates one claim takes (default DefaultSweepPage).
+	Page    int
+	Metrics Metrics
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Sweeper deletes orphan blobs. It is safe for concurrent use, also beside
+// sweepers of other processes over the same storage.
+type Sweeper struct{ o SweepOptions }
+
+// NewSweeper returns the orphan sweep.
+func NewSweeper(o SweepOptions) (*Sweeper, error) {
+	if o.Blobs == nil || o.Storage == nil {
+		return nil, errors.New("blobs: SweepOptions.Blobs and Storage are required")
+	}
+	if o.OrphanGrace <= 0 {
+		o.OrphanGrace = DefaultOrphanGrace
+	}
+	if o.Page <= 0 {
+		o.Page = DefaultSweepPage
+	}
+	if o.Metrics == nil {
+		o.Metrics = noMetrics{}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Sweeper{o: o}, nil
+}
+
 // SweepResult is one partition's orphan sweep.
 type SweepResult struct {
 	Partition string
@@ -38,7 +83,7 @@ type SweepResult struct {
 // An upload of a blob between its claim and its deletion is answered as
 // stored but the blob then goes: the push referencing it gets
 // blob.not_found and the client uploads it again (SPEC §5.9.6 recovery).
-func (s *Service) SweepPartition(ctx context.Context, partition string) (SweepResult, error) {
+func (s *Sweeper) SweepPartition(ctx context.Context, partition string) (SweepResult, error) {
 	res := SweepResult{Partition: partition}
 	defer func() { s.o.Metrics.Swept(res) }()
 	left, err := s.o.Storage.ListBlobClaims(ctx, partition)
@@ -51,13 +96,9 @@ func (s *Service) SweepPartition(ctx context.Context, partition string) (SweepRe
 	}
 	now := s.o.Now()
 	cutoff := now.Add(-s.o.OrphanGrace).UnixMilli()
-	var version int32
-	if sch := s.o.Schema(); sch != nil {
-		version = sch.Version
-	}
 	after := ""
 	for {
-		page, err := s.o.Blobs.ListCreatedBefore(ctx, partition, cutoff, after, s.o.SweepPage)
+		page, err := s.o.Blobs.ListCreatedBefore(ctx, partition, cutoff, after, s.o.Page)
 		if err != nil {
 			return res, fmt.Errorf("list blobs: %w", err)
 		}
@@ -72,7 +113,7 @@ func (s *Service) SweepPartition(ctx context.Context, partition string) (SweepRe
 		// Only the claim holds the lock (pushes of the partition wait for
 		// it), not the deletions.
 		var claimed []string
-		err = s.o.Storage.Push(ctx, partition, ports.PushOptions{WriterVersion: version}, func(tx ports.PushTx) error {
+		err = s.o.Storage.Push(ctx, partition, ports.PushOptions{}, func(tx ports.PushTx) error {
 			var err error
 			claimed, err = tx.ClaimOrphanBlobs(ctx, ids, now.UnixMilli())
 			return err
@@ -84,7 +125,7 @@ func (s *Service) SweepPartition(ctx context.Context, partition string) (SweepRe
 		if err := s.deleteClaimed(ctx, partition, claimed, &res); err != nil {
 			return res, err
 		}
-		if len(page) < s.o.SweepPage {
+		if len(page) < s.o.Page {
 			return res, nil
 		}
 	}
@@ -92,7 +133,7 @@ func (s *Service) SweepPartition(ctx context.Context, partition string) (SweepRe
 
 // deleteClaimed deletes claimed blobs and releases the claims of those it
 // deleted; a failed deletion keeps its claim for the next sweep.
-func (s *Service) deleteClaimed(ctx context.Context, partition string, ids []string, res *SweepResult) error {
+func (s *Sweeper) deleteClaimed(ctx context.Context, partition string, ids []string, res *SweepResult) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -114,7 +155,7 @@ func (s *Service) deleteClaimed(ctx context.Context, partition string, ids []str
 
 // SweepAll sweeps every registered partition. Failures are joined; the
 // other partitions are still swept.
-func (s *Service) SweepAll(ctx context.Context) ([]SweepResult, error) {
+func (s *Sweeper) SweepAll(ctx context.Context) ([]SweepResult, error) {
 	parts, err := s.o.Storage.ListPartitions(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list partitions: %w", err)
@@ -140,7 +181,7 @@ type SleepFunc func(ctx context.Context, d time.Duration) error
 
 // Scheduler runs SweepAll every interval in a goroutine.
 type Scheduler struct {
-	svc      *Service
+	svc      *Sweeper
 	interval time.Duration
 	sleep    SleepFunc
 	log      *zap.Logger
@@ -153,7 +194,7 @@ type Scheduler struct {
 
 // NewScheduler returns a stopped scheduler sleeping on sleep; onPass
 // (optional) observes every pass.
-func NewScheduler(svc *Service, interval time.Duration, sleep SleepFunc, log *zap.Logger, onPass func([]SweepResult, error)) *Scheduler {
+func NewScheduler(svc *Sweeper, interval time.Duration, sleep SleepFunc, log *zap.Logger, onPass func([]SweepResult, error)) *Scheduler {
 	if log == nil {
 		log = zap.NewNop()
 	}

@@ -201,7 +201,7 @@ func TestScheduler(t *testing.T) {
 		}
 	}
 	passes := make(chan []SweepResult, 1)
-	s := NewScheduler(f.svc, time.Hour, sleep, nil, func(r []SweepResult, err error) {
+	s := NewScheduler(f.svc.Sweeper, time.Hour, sleep, nil, func(r []SweepResult, err error) {
 		if err != nil {
 			t.Error(err)
 		}
