@@ -252,8 +252,8 @@ func (s *Service) present(ctx context.Context, partition, blobID string) (bool, 
 	return true, nil
 }
 
-func (s *Service) objectURL(blobID string, q url.Values) string {
-	return s.o.URLBase + ObjectPath + blobID + "?" + q.Encode()
+func (s *Service) objectURL(blobID, query string) string {
+	return s.o.URLBase + ObjectPath + blobID + "?" + query
 }
 
 // Download is GET <mount>/blobs/{blobId} (SPEC §5.9.5): an unknown blob

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -93,30 +94,38 @@ func blobPayload(g BlobGrant, aud string, exp int64) []byte {
 	return pj
 }
 
-// MintBlob returns the query of a blob URL granting g (its Expires is
-// ignored: the URL expires ttl after now, ttl capped at MaxTTL; a ttl of 0
-// or less mints a URL that expires at now). It also returns the expiry in
-// unix milliseconds, second-aligned (the urlExpiresAtMs of the answer).
-func (s *Signer) MintBlob(g BlobGrant, now time.Time, ttl time.Duration) (query url.Values, expiresAtMs int64) {
+// MintBlob returns the query of a blob URL granting g, its parameters in
+// the order above (its Expires is ignored: the URL expires ttl after now,
+// ttl capped at MaxTTL; a ttl of 0 or less mints a URL that expires at
+// now). It also returns the expiry in unix milliseconds, second-aligned
+// (the urlExpiresAtMs of the answer).
+func (s *Signer) MintBlob(g BlobGrant, now time.Time, ttl time.Duration) (query string, expiresAtMs int64) {
 	exp := now.Unix()
 	if ttl > 0 {
 		exp = now.Add(min(ttl, MaxTTL)).Unix()
 	}
-	aud := s.SealPartition(g.Partition)
-	q := url.Values{}
-	q.Set(ParamOp, string(g.Op))
-	if g.Op == BlobPut {
-		q.Set(ParamLength, strconv.FormatInt(g.ByteLength, 10))
-		if g.MediaType != "" {
-			q.Set(ParamType, g.MediaType)
-		}
-	} else {
+	if g.Op != BlobPut {
 		g.ByteLength, g.MediaType = 0, ""
 	}
-	q.Set(ParamAudience, aud)
-	q.Set(ParamExpires, strconv.FormatInt(exp, 10))
-	q.Set(ParamSig, base64.RawURLEncoding.EncodeToString(s.mac(blobPayload(g, aud, exp))))
-	return q, exp * 1000
+	aud := s.SealPartition(g.Partition)
+	var b strings.Builder
+	param := func(k, v string) {
+		if b.Len() > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(k + "=" + url.QueryEscape(v))
+	}
+	param(ParamOp, string(g.Op))
+	if g.Op == BlobPut {
+		param(ParamLength, strconv.FormatInt(g.ByteLength, 10))
+		if g.MediaType != "" {
+			param(ParamType, g.MediaType)
+		}
+	}
+	param(ParamAudience, aud)
+	param(ParamExpires, strconv.FormatInt(exp, 10))
+	param(ParamSig, base64.RawURLEncoding.EncodeToString(s.mac(blobPayload(g, aud, exp))))
+	return b.String(), exp * 1000
 }
 
 // VerifyBlob checks a blob URL's query for the blob of its path: the MAC,

@@ -56,11 +56,15 @@ func TestSealedAudience(t *testing.T) {
 func TestBlobURLs(t *testing.T) {
 	s, _ := NewSigner(key)
 	now := time.Unix(10_000, 250e6)
-	get, getExp := s.MintBlob(BlobGrant{Op: BlobGet, Blob: blobID, Partition: "p1"}, now, 5*time.Minute)
-	put, putExp := s.MintBlob(BlobGrant{Op: BlobPut, Blob: blobID, ByteLength: 42, MediaType: "text/plain", Partition: "p1"}, now, time.Hour)
+	getQ, getExp := s.MintBlob(BlobGrant{Op: BlobGet, Blob: blobID, Partition: "p1"}, now, 5*time.Minute)
+	putQ, putExp := s.MintBlob(BlobGrant{Op: BlobPut, Blob: blobID, ByteLength: 42, MediaType: "text/plain", Partition: "p1"}, now, time.Hour)
 	if getExp != 10_300_000 || putExp != (10_000+900)*1000 {
 		t.Fatalf("expiries %d %d: want 5 minutes and the 15-minute cap", getExp, putExp)
 	}
+	if !strings.HasPrefix(getQ, "op=get&aud=") || !strings.HasPrefix(putQ, "op=put&len=42&type=text%2Fplain&aud=") {
+		t.Fatalf("queries %s and %s are not in the documented order", getQ, putQ)
+	}
+	get, put := parseQuery(t, getQ), parseQuery(t, putQ)
 	if _, born := s.MintBlob(BlobGrant{Op: BlobGet, Blob: blobID, Partition: "p1"}, now, 0); born != 10_000_000 {
 		t.Fatalf("ttl 0 expires at %d, want now", born)
 	}
@@ -77,7 +81,8 @@ func TestBlobURLs(t *testing.T) {
 		return c
 	}
 	other := mustSigner(t, strings.Repeat("z", 32))
-	foreign, _ := other.MintBlob(BlobGrant{Op: BlobGet, Blob: blobID, Partition: "p1"}, now, time.Minute)
+	foreignQ, _ := other.MintBlob(BlobGrant{Op: BlobGet, Blob: blobID, Partition: "p1"}, now, time.Minute)
+	foreign := parseQuery(t, foreignQ)
 	for _, tc := range []struct {
 		name string
 		blob string
@@ -127,4 +132,13 @@ func TestBlobURLs(t *testing.T) {
 			}
 		})
 	}
+}
+
+func parseQuery(t *testing.T, q string) url.Values {
+	t.Helper()
+	v, err := url.ParseQuery(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
