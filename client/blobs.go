@@ -77,6 +77,23 @@ func (c *Client) UploadBlobFrom(ctx context.Context, r io.ReadSeeker, mediaType 
 	return ref, c.putBlob(ctx, c.blobURL(ref.BlobID), true, io.LimitReader(r, ref.ByteLength), ref)
 }
 
+// UploadBlobAs uploads the ref.ByteLength bytes of body, whose content
+// address the caller computed already (ref.BlobID); the server verifies it.
+func (c *Client) UploadBlobAs(ctx context.Context, ref BlobRef, body io.Reader) error {
+	return c.putBlob(ctx, c.blobURL(ref.BlobID), true, io.LimitReader(body, ref.ByteLength), ref)
+}
+
+// BlobRefOf computes the reference of the bytes of r from its current
+// offset to its end, and seeks back there.
+func BlobRefOf(r io.ReadSeeker) (BlobRef, error) {
+	ref, start, err := hashFrom(r)
+	if err != nil {
+		return BlobRef{}, err
+	}
+	_, err = r.Seek(start, io.SeekStart)
+	return ref, err
+}
+
 // UploadBlobReader uploads everything r yields. The content address names
 // the upload, so it must be known before the body is sent: r is copied to
 // a temporary file while it is hashed (never into memory), then streamed
