@@ -70,10 +70,13 @@ func (s *Store) Put(ctx context.Context, u ports.BlobUpload, r io.Reader) (ports
 func readVerified(ctx context.Context, u ports.BlobUpload, r io.Reader) ([]byte, error) {
 	h := contentaddr.NewHasher()
 	var buf bytes.Buffer
-	if u.ByteLength > 0 {
+	switch {
+	case u.ByteLength > 0 && u.MaxBytes > 0:
 		// The declared length is within the cap (checked by Put): one
 		// buffer of the blob's size, no doubling copies.
 		buf.Grow(int(u.ByteLength))
+	case u.ByteLength > 0:
+		buf.Grow(int(min(u.ByteLength, 1<<20))) // no cap: trust no declaration
 	}
 	src := io.Reader(ctxReader{ctx, r})
 	if u.MaxBytes > 0 {
