@@ -28,7 +28,8 @@ type BlobUpload struct {
 	// (blob.hash_mismatch) and leaves nothing behind.
 	ByteLength int64
 	// MaxBytes caps the streamed count; one byte more is blob.too_large,
-	// judged while streaming, never after buffering the whole body.
+	// judged while streaming, never after buffering the whole body
+	// (0 or less: no cap).
 	MaxBytes int64
 	// CreatedAtMs is the upload time on the app clock.
 	CreatedAtMs int64
@@ -66,7 +67,8 @@ type BlobPresigner interface {
 	// PresignGet returns a URL that downloads the blob until ttl passes.
 	PresignGet(ctx context.Context, partition, blobID string, ttl time.Duration) (url string, err error)
 	// PresignPut returns a URL that accepts one PUT of exactly the declared
-	// bytes of u until ttl passes. The store verifies the content address
-	// itself, so a blob uploaded there is what u.BlobID names.
+	// length of u to the key of u.BlobID until ttl passes. The object store
+	// does not recompute the content address (SPEC §5.9.3): integrity rests
+	// on the push-time existence check and the client's verify on download.
 	PresignPut(ctx context.Context, u BlobUpload, ttl time.Duration) (url string, err error)
 }
