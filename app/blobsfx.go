@@ -3,12 +3,17 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/adapters/blobs/fsblob"
 	"github.com/syncd-dev/syncd/adapters/blobs/memblob"
+	"github.com/syncd-dev/syncd/adapters/blobs/s3blob"
+	"github.com/syncd-dev/syncd/adapters/blobs/sqlblob"
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/blobs"
 	"github.com/syncd-dev/syncd/app/config"
@@ -47,27 +52,95 @@ type BlobStoreParams struct {
 }
 
 // NewBlobStore opens the configured blob store; nil without storage or
-// with --blob-store none.
-func NewBlobStore(lc fx.Lifecycle, p BlobStoreParams) (ports.BlobStore, error) {
+// with --blob-store none. The database store creates its tables when the
+// server starts, before the sync API serves.
+func NewBlobStore(lc fx.Lifecycle, p BlobStoreParams, clk ports.Clock) (ports.BlobStore, error) {
 	if p.Store == nil {
 		return nil, nil
 	}
-	return OpenBlobStore(context.Background(), p.Config, p.Store, p.Log)
+	if _, sql := p.Store.(dbHandles); sql && p.Config.Blobs.Store == config.BlobStoreDB {
+		var s ports.BlobStore
+		lc.Append(fx.Hook{OnStart: func(ctx context.Context) error {
+			var err error
+			s, err = OpenBlobStore(ctx, p.Config, p.Store, clk, p.Log)
+			return err
+		}})
+		return &lazyBlobs{get: func() ports.BlobStore { return s }}, nil
+	}
+	return OpenBlobStore(context.Background(), p.Config, p.Store, clk, p.Log)
 }
 
-// OpenBlobStore opens the blob store --blob-store names over st (the sync
-// storage, whose database --blob-store db shares); nil with none. Each
-// kind is one case.
-func OpenBlobStore(_ context.Context, cfg config.Config, _ ports.Storage, log *zap.Logger) (ports.BlobStore, error) {
-	switch kind := cfg.Blobs.Store; kind {
+// OpenBlobStore opens the blob store --blob-store names: db in the
+// database of st (SQLite or PostgreSQL; over any other storage, process
+// memory), fs in --blob-dir, s3 in --blob-s3-bucket with the credentials
+// of the standard AWS chain (environment, shared files, instance and task
+// roles); nil with none. clk signs the bucket's presigned URLs.
+func OpenBlobStore(ctx context.Context, cfg config.Config, st ports.Storage, clk ports.Clock, log *zap.Logger) (ports.BlobStore, error) {
+	b := cfg.Blobs
+	switch b.Store {
 	case config.BlobStoreNone:
 		return nil, nil
 	case config.BlobStoreDB:
-		log.Warn("blobs are kept in process memory: this build has no database blob store yet, and they vanish on restart")
-		return memblob.New(), nil
-	default:
-		return nil, fmt.Errorf("--blob-store %s: this build has no %s blob store", kind, kind)
+		h, ok := st.(dbHandles)
+		if !ok {
+			log.Warn("the storage is not an SQL engine: blobs are kept in process memory and vanish with it")
+			return memblob.New(), nil
+		}
+		s, err := sqlblob.Open(ctx, sqlblob.Options{DB: h.DB(), ReadDB: h.ReadDB()})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	case config.BlobStoreFS:
+		s, err := fsblob.Open(fsblob.Options{Dir: b.Dir})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	case config.BlobStoreS3:
+		var opts []func(*awsconfig.LoadOptions) error
+		if b.S3.Region != "" {
+			opts = append(opts, awsconfig.WithRegion(b.S3.Region))
+		}
+		aws, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("--blob-store s3: AWS configuration: %w", err)
+		}
+		s, err := s3blob.New(s3blob.Options{
+			Endpoint: b.S3.Endpoint, Region: aws.Region, Bucket: b.S3.Bucket, Prefix: b.S3.Prefix,
+			UsePathStyle: b.S3.PathStyle, Credentials: aws.Credentials, Clock: clk,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("--blob-store s3: %w", err)
+		}
+		return s, nil
 	}
+	return nil, fmt.Errorf("--blob-store %q: want db, fs, s3 or none", b.Store)
+}
+
+// lazyBlobs forwards to a store opened in an OnStart hook.
+type lazyBlobs struct {
+	get func() ports.BlobStore
+}
+
+func (l *lazyBlobs) Put(ctx context.Context, u ports.BlobUpload, r io.Reader) (ports.BlobInfo, bool, error) {
+	return l.get().Put(ctx, u, r)
+}
+
+func (l *lazyBlobs) Stat(ctx context.Context, partition, blobID string) (ports.BlobInfo, bool, error) {
+	return l.get().Stat(ctx, partition, blobID)
+}
+
+func (l *lazyBlobs) Open(ctx context.Context, partition, blobID string, offset, length int64) (io.ReadCloser, ports.BlobInfo, error) {
+	return l.get().Open(ctx, partition, blobID, offset, length)
+}
+
+func (l *lazyBlobs) ListCreatedBefore(ctx context.Context, partition string, beforeMs int64, after string, limit int) ([]ports.BlobInfo, error) {
+	return l.get().ListCreatedBefore(ctx, partition, beforeMs, after, limit)
+}
+
+func (l *lazyBlobs) Delete(ctx context.Context, partition, blobID string) error {
+	return l.get().Delete(ctx, partition, blobID)
 }
 
 // BlobServiceParams are the inputs of the blob use case.

@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/adapters/blobs/memblob"
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/blobs"
 	"github.com/syncd-dev/syncd/app/config"
@@ -65,15 +64,12 @@ func runBlobs(args, environ []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer func() { _ = st.Close() }()
-	store, err := app.OpenBlobStore(ctx, cfg, st, zap.NewNop())
+	store, err := app.OpenBlobStore(ctx, cfg, st, clk, zap.NewNop())
 	if err != nil {
 		return fail(err)
 	}
-	switch store.(type) {
-	case nil:
+	if store == nil {
 		return fail(errors.New("--blob-store none: there are no blobs to sweep"))
-	case *memblob.Store:
-		return fail(fmt.Errorf("--blob-store %s keeps blobs in the server's memory in this build: only the server sweeps them", cfg.Blobs.Store))
 	}
 	sw, err := blobs.NewSweeper(blobs.SweepOptions{Blobs: store, Storage: st, OrphanGrace: cfg.Blobs.OrphanGrace, Now: clk.Now})
 	if err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uptrace/bun"
 	"go.uber.org/fx"
 
+	"github.com/syncd-dev/syncd/adapters/blobs/sqlblob"
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/blobs"
 	"github.com/syncd-dev/syncd/app/config"
@@ -74,7 +77,25 @@ type blobServer struct {
 func startBlobs(t *testing.T, e engine, clk app.Clock, cfg func(*config.Config)) *blobServer {
 	t.Helper()
 	bs := &blobServer{}
-	extra := []fx.Option{fx.Populate(&bs.svc, &bs.store)}
+	// The harness wraps the engine, which hides its database handles from
+	// the blob store's wiring: the database store is opened over them here.
+	var once sync.Once
+	deco := fx.Decorate(func(st ports.Storage, _ ports.BlobStore) (ports.BlobStore, error) {
+		var err error
+		once.Do(func() {
+			h, ok := st.(*gatedStore).Storage.(interface {
+				DB() *bun.DB
+				ReadDB() *bun.DB
+			})
+			if !ok {
+				err = fmt.Errorf("engine %s exposes no database handles", e.name)
+				return
+			}
+			bs.store, err = sqlblob.Open(context.Background(), sqlblob.Options{DB: h.DB(), ReadDB: h.ReadDB()})
+		})
+		return bs.store, err
+	})
+	extra := []fx.Option{deco, fx.Populate(&bs.svc)}
 	if clk != nil {
 		extra = append(extra, fx.Decorate(func(app.Clock) app.Clock { return clk }))
 	}
@@ -86,6 +107,9 @@ func startBlobs(t *testing.T, e engine, clk app.Clock, cfg func(*config.Config))
 		}
 	}})
 	bs.base = strings.TrimSuffix(bs.url, "/sync")
+	if _, ok := bs.store.(*sqlblob.Store); !ok {
+		t.Fatalf("blob store %T, want the database store", bs.store)
+	}
 	return bs
 }
 

@@ -64,33 +64,41 @@ func (s *Store) Put(ctx context.Context, u ports.BlobUpload, r io.Reader) (ports
 	return info, true, nil
 }
 
-// readVerified reads r whole, hashing and counting as it goes: one byte
-// past MaxBytes is blob.too_large, a length other than the declared one or
-// another content address is blob.hash_mismatch.
+// readVerified reads r whole, hashing and counting as it goes: a body
+// longer or shorter than the declared length, or of another content
+// address, is blob.hash_mismatch; without a declared length, one byte past
+// MaxBytes is blob.too_large. It never reads more than one byte past the
+// declared length or the cap.
 func readVerified(ctx context.Context, u ports.BlobUpload, r io.Reader) ([]byte, error) {
 	h := contentaddr.NewHasher()
 	var buf bytes.Buffer
+	limit := int64(-1) // no bound
+	switch {
+	case u.ByteLength >= 0:
+		limit = u.ByteLength // within the cap: Put checked it
+	case u.MaxBytes > 0:
+		limit = u.MaxBytes
+	}
 	switch {
 	case u.ByteLength > 0 && u.MaxBytes > 0:
-		// The declared length is within the cap (checked by Put): one
-		// buffer of the blob's size, no doubling copies.
+		// One buffer of the blob's size, no doubling copies.
 		buf.Grow(int(u.ByteLength))
 	case u.ByteLength > 0:
 		buf.Grow(int(min(u.ByteLength, 1<<20))) // no cap: trust no declaration
 	}
 	src := io.Reader(ctxReader{ctx, r})
-	if u.MaxBytes > 0 {
-		src = io.LimitReader(src, u.MaxBytes+1)
+	if limit >= 0 {
+		src = io.LimitReader(src, limit+1)
 	}
 	n, err := io.Copy(io.MultiWriter(&buf, h), src)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case u.MaxBytes > 0 && n > u.MaxBytes:
-		return nil, tooLarge(u.MaxBytes)
 	case u.ByteLength >= 0 && n != u.ByteLength:
-		return nil, syncerr.New(syncerr.BlobHashMismatch).WithMessage(fmt.Sprintf("body has %d bytes, %d were declared", n, u.ByteLength))
+		return nil, syncerr.New(syncerr.BlobHashMismatch).WithMessage(fmt.Sprintf("body is not the %d bytes declared", u.ByteLength))
+	case limit >= 0 && n > limit:
+		return nil, tooLarge(u.MaxBytes)
 	case h.Sum() != u.BlobID:
 		return nil, syncerr.New(syncerr.BlobHashMismatch).WithMessage("uploaded bytes do not hash to the blob id")
 	}
