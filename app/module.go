@@ -50,6 +50,18 @@ var CoreModule = fx.Module("syncd.core",
 	fx.Invoke(registerPreparer, registerChecks, registerPoolMetrics),
 )
 
+// checksFirst orders the start: fx runs OnStart hooks in the order their
+// constructors ran, and the storage engine opens (creating a missing
+// SQLite file) in its hook, with the migration after it. Constructing the
+// listeners (their binds) and the authenticator (a JWKS's first fetch)
+// here, before any module asks for storage, puts the start steps that
+// can fail ahead of the database; everything that fails while the graph
+// is built (configuration files, key files, the schema, tracing) fails
+// before any hook runs.
+var checksFirst = fx.Module("syncd.checksfirst",
+	fx.Invoke(func(*Listeners, ports.Authenticator) {}),
+)
+
 // AdminModule serves /livez, /readyz, /metrics and (--pprof) /debug/pprof
 // on the admin listener; with --admin-token-file every route but the
 // health probes requires that bearer token. --admin-api adds the
@@ -285,24 +297,38 @@ func registerBanner(p bannerParams) {
 			if p.Banner != nil && p.Banner.Out != nil && (p.Config.Dev || p.Config.DemoSchema()) {
 				_, _ = fmt.Fprintf(p.Banner.Out, `
 syncd is listening.
-  sync API:   %[1]s/sync   (POST, SSP2 wire 3)
+  sync API:   %[1]s/sync   (POST, SSP2 %[6]s)
   realtime:   ws%[2]s/realtime
   admin:      %[3]s/readyz  %[3]s/metrics
   schema:     %[4]s
   database:   %[5]s
 
 Point a Syncular client at base URL %[1]s`, syncURL, strings.TrimPrefix(syncURL, "http"), adminURL,
-					p.Source.Name, p.Config.Redacted().Database)
+					p.Source.Name, p.Config.Redacted().Database, wireVersions(p.Config))
+				if origins := p.Config.HTTP.CORSOriginList(); len(origins) > 0 {
+					_, _ = fmt.Fprintf(p.Banner.Out, "\nBrowser apps may call it from: %s", strings.Join(origins, ", "))
+				}
 				if p.Config.Auth == config.AuthDev {
 					_, _ = fmt.Fprintf(p.Banner.Out, `
-Development authentication: send header %s: <user id> (optional %s, %s).
-Never expose this server to untrusted clients in this mode.`, dev.HeaderActor, dev.HeaderPartition, dev.HeaderScopes)
+Development authentication: send header %s: <user id> (optional %s, %s).`, dev.HeaderActor, dev.HeaderPartition, dev.HeaderScopes)
+					if a := p.Config.DevAuth.Actor; a != "" {
+						_, _ = fmt.Fprintf(p.Banner.Out, "\nRequests without it act as %q (--dev-actor).", a)
+					}
+					_, _ = fmt.Fprint(p.Banner.Out, "\nNever expose this server to untrusted clients in this mode.")
 				}
 				_, _ = fmt.Fprintf(p.Banner.Out, "\nTry: curl -s %s/readyz\n\n", adminURL)
 			}
 			return nil
 		},
 	})
+}
+
+// wireVersions names the admitted wire versions for the banner.
+func wireVersions(c config.Config) string {
+	if c.Sync.MinWireVersion <= 2 {
+		return "wire 3 and 2"
+	}
+	return "wire 3"
 }
 
 func hostPort(a net.Addr) string {
@@ -328,6 +354,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		fx.Supply(cfg, info, log),
 		fx.WithLogger(FxLogger),
 		fx.StopTimeout(cfg.ShutdownDelay+cfg.ShutdownTimeout),
+		checksFirst,
 		CoreModule,
 		TracingModule,
 		AuthModule,

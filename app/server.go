@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -10,21 +11,115 @@ import (
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/app/config"
 )
 
-// Listeners reports the addresses the servers bound (useful with port 0).
+// Listeners binds the configured listener addresses first thing at
+// start, before the database is opened, and reports the addresses bound
+// (useful with port 0). Each server takes its socket when it starts
+// serving.
 type Listeners struct {
 	mu    sync.RWMutex
 	addrs map[string]net.Addr
+	// bound are the sockets no server has taken yet.
+	bound map[string]net.Listener
 }
 
-// NewListeners returns an empty address book.
-func NewListeners() *Listeners { return &Listeners{addrs: map[string]net.Addr{}} }
+// ListenersParams are the inputs of NewListeners.
+type ListenersParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+}
 
-func (l *Listeners) set(name string, a net.Addr) {
+// NewListeners binds --listen, --admin-listen and (when set)
+// --test-control-listen in an OnStart hook; a busy, unknown or refused
+// address fails the start, named by its flag. checksFirst constructs it
+// before the storage, so the hook runs before the database is touched.
+// Sockets no server took by the stop are closed then.
+func NewListeners(p ListenersParams) *Listeners {
+	l := &Listeners{addrs: map[string]net.Addr{}, bound: map[string]net.Listener{}}
+	want := []struct{ name, addr string }{
+		{ServerSync, p.Config.Listen},
+		{ServerAdmin, p.Config.AdminListen},
+	}
+	if p.Config.TestControlListen != "" {
+		want = append(want, struct{ name, addr string }{ServerTestControl, p.Config.TestControlListen})
+	}
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error {
+			for _, w := range want {
+				if _, err := l.bind(ctx, w.name, w.addr); err != nil {
+					l.closeUntaken()
+					return err
+				}
+			}
+			return nil
+		},
+		OnStop: func(context.Context) error {
+			l.closeUntaken()
+			return nil
+		},
+	})
+	return l
+}
+
+// listenFlags name each server's address flag in bind errors.
+var listenFlags = map[string]string{
+	ServerSync:        "--listen",
+	ServerAdmin:       "--admin-listen",
+	ServerTestControl: "--test-control-listen",
+}
+
+// bind listens on addr for the named server and keeps the socket until
+// a server takes it.
+func (l *Listeners) bind(ctx context.Context, name, addr string) (net.Listener, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		flag := listenFlags[name]
+		if flag == "" {
+			flag = name + " listener"
+		}
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			err = op.Err // "bind: address already in use" without the repeated address
+		}
+		return nil, fmt.Errorf("%s %s: %w", flag, addr, err)
+	}
 	l.mu.Lock()
-	l.addrs[name] = a
+	l.addrs[name] = ln.Addr()
+	l.bound[name] = ln
 	l.mu.Unlock()
+	return ln, nil
+}
+
+// take hands the named server its socket, binding addr now when start
+// did not (a server outside the configured three).
+func (l *Listeners) take(ctx context.Context, name, addr string) (net.Listener, error) {
+	l.mu.Lock()
+	ln, ok := l.bound[name]
+	delete(l.bound, name)
+	l.mu.Unlock()
+	if ok {
+		return ln, nil
+	}
+	if _, err := l.bind(ctx, name, addr); err != nil {
+		return nil, err
+	}
+	return l.take(ctx, name, addr)
+}
+
+// closeUntaken closes the sockets no server took (a start that failed
+// between binding and serving).
+func (l *Listeners) closeUntaken() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for name, ln := range l.bound {
+		_ = ln.Close()
+		delete(l.bound, name)
+	}
 }
 
 // Addr returns the bound address of the named server ("sync" or "admin"),
@@ -50,8 +145,8 @@ type serverParams struct {
 	Listeners  *Listeners
 }
 
-// registerServer binds addr in OnStart (so a busy port fails the start),
-// serves in a goroutine, and shuts down gracefully in OnStop. If serving
+// registerServer serves on the socket NewListeners bound for name (or
+// binds addr itself) in OnStart, in a goroutine, and shuts down gracefully in OnStop. If serving
 // fails after start, the whole app shuts down with exit code 1.
 func registerServer(p serverParams, name, addr string, h http.Handler) {
 	registerServerWith(p, name, addr, h, serverOptions{IdleTimeout: 120 * time.Second})
@@ -84,13 +179,11 @@ func registerServerWith(p serverParams, name, addr string, h http.Handler, o ser
 	done := make(chan struct{})
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(ctx context.Context) error {
-			var lc net.ListenConfig
-			ln, err := lc.Listen(ctx, "tcp", addr)
+			ln, err := p.Listeners.take(ctx, name, addr)
 			if err != nil {
 				close(done)
 				return err
 			}
-			p.Listeners.set(name, ln.Addr())
 			log.Info("listening", zap.String("addr", ln.Addr().String()))
 			if o.Bound != nil {
 				o.Bound()

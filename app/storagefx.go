@@ -64,20 +64,32 @@ type StorageParams struct {
 	Tracer    trace.TracerProvider `optional:"true"`
 }
 
-// NewStorage opens the configured engine and closes it when the server
-// stops. Opening only connects (and creates a missing SQLite file); the
-// layout is the readiness phases' business.
+// NewStorage prepares the configured engine and opens it in OnStart:
+// connecting, and creating a missing SQLite file, is the first start step
+// that touches the database, and it comes after every check that can
+// fail (see checksFirst), so a refused start leaves no database behind.
+// The layout is the readiness phases' business. The engine closes when
+// the server stops.
 func NewStorage(p StorageParams) (ports.Storage, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.Config.ShutdownTimeout)
-	defer cancel()
-	st, err := openStorage(ctx, p.Config, p.Clock, tracingOn(p.Tracer))
+	st, err := newStorage(p.Config, p.Clock, tracingOn(p.Tracer))
 	if err != nil {
 		return nil, err
 	}
 	kind, _, _ := config.ParseDatabase(p.Config.Database)
-	p.Log.Info("storage opened", zap.String("engine", string(kind)),
-		zap.String("database", p.Config.Redacted().Database))
-	p.Lifecycle.Append(fx.StopHook(st.Close))
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, p.Config.ShutdownTimeout)
+			defer cancel()
+			if err := st.Connect(ctx); err != nil {
+				_ = st.Close()
+				return err
+			}
+			p.Log.Info("storage opened", zap.String("engine", string(kind)),
+				zap.String("database", p.Config.Redacted().Database))
+			return nil
+		},
+		OnStop: func(context.Context) error { return st.Close() },
+	})
 	return st, nil
 }
 
@@ -94,15 +106,34 @@ func OpenStorage(ctx context.Context, cfg config.Config, clk ports.Clock) (ports
 
 // openStorage is OpenStorage with the engine's spans on tp (nil: none).
 func openStorage(ctx context.Context, cfg config.Config, clk ports.Clock, tp trace.TracerProvider) (ports.Storage, error) {
+	st, err := newStorage(cfg, clk, tp)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Connect(ctx); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// connectingStorage is an engine that opens its database in Connect.
+type connectingStorage interface {
+	ports.Storage
+	Connect(context.Context) error
+}
+
+// newStorage prepares the engine --database names without opening it.
+func newStorage(cfg config.Config, clk ports.Clock, tp trace.TracerProvider) (connectingStorage, error) {
 	kind, dsn, err := config.ParseDatabase(cfg.Database)
 	if err != nil {
 		return nil, err
 	}
 	switch kind {
 	case config.Postgres:
-		return postgres.Open(ctx, postgres.Options{DSN: dsn, TouchInterval: touchInterval, Now: clk.Now, Tracer: tp})
+		return postgres.New(postgres.Options{DSN: dsn, TouchInterval: touchInterval, Now: clk.Now, Tracer: tp})
 	case config.SQLite:
-		return sqlite.Open(ctx, sqlite.Options{Path: dsn, TouchInterval: touchInterval, Now: clk.Now, Tracer: tp})
+		return sqlite.New(sqlite.Options{Path: dsn, TouchInterval: touchInterval, Now: clk.Now, Tracer: tp})
 	}
 	return nil, fmt.Errorf("database: unsupported engine %q", kind)
 }

@@ -96,6 +96,10 @@ type PushOptions struct {
 	// binds client ids to it and PutPushResult records it as the owner of
 	// the stored result.
 	ActorID string
+	// ClientID and ClientCommitID name the commit the push applies, when
+	// it applies one: a store may read its idempotency record ahead, in
+	// the round trip that takes the partition lock.
+	ClientID, ClientCommitID string
 }
 
 // PushRecord is a stored idempotency record (SPEC §2.3).
@@ -194,10 +198,17 @@ type PushTx interface {
 	// app columns, row-scope index) and clears any tombstone. A relational
 	// constraint failure returns *ConstraintError and leaves the
 	// transaction usable (DiscardWrites, PutPushResult, commit).
+	//
+	// A store may pipeline writes (send them with the next statement that
+	// needs an answer): a write's failure, constraint or other, is then
+	// returned by the transaction's next read or AppendCommit instead,
+	// carrying the write's own OpIndex, or else by Push itself. Nothing a
+	// push reads ever misses its earlier writes.
 	UpsertRow(ctx context.Context, table string, w RowWrite) error
 	// DeleteRow removes the current row, its row-scope index entries and
 	// its blob references; absent rows are a no-op. The tombstone is
-	// recorded by AppendCommit.
+	// recorded by AppendCommit. Its failure may be reported later, as
+	// UpsertRow's may.
 	DeleteRow(ctx context.Context, table, rowID string, opIndex int) error
 	// SetBlobRefs replaces the blob references of a row (empty = remove).
 	SetBlobRefs(ctx context.Context, table, rowID string, blobIDs []string) error

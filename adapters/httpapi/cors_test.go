@@ -101,6 +101,61 @@ func TestCORS(t *testing.T) {
 	}
 }
 
+// A preflight gets its own access log line, since the CORS handler
+// answers it before any route: the origin, what it asked for and whether
+// it was allowed, so a refusal the browser reports is visible here too.
+func TestCORSPreflightAccessLog(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	r, err := httpapi.New(httpapi.Options{
+		CORS:      httpapi.CORSOptions{Origins: []string{"http://localhost:5173"}},
+		AccessLog: zap.New(core),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, method, origin, reqMethod, reqHeaders string
+		wantRoute                                   string
+		wantAllowed                                 bool
+	}{
+		{"an allowed preflight", http.MethodOptions, "http://localhost:5173", "POST", "content-type", httpapi.RoutePreflight, true},
+		{"a preflight from an origin not listed", http.MethodOptions, "http://localhost:3000", "POST", "content-type", httpapi.RoutePreflight, false},
+		{"a preflight asking for a header not allowed", http.MethodOptions, "http://localhost:5173", "POST", "x-tenant", httpapi.RoutePreflight, false},
+		{"an OPTIONS request that is no preflight", http.MethodOptions, "", "", "", "", false},
+		{"a request from the origin", http.MethodPost, "http://localhost:5173", "", "", string(httpapi.RouteSync), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs.TakeAll()
+			req := httptest.NewRequest(tt.method, "/sync", nil)
+			for k, v := range map[string]string{"Origin": tt.origin, "Access-Control-Request-Method": tt.reqMethod, "Access-Control-Request-Headers": tt.reqHeaders} {
+				if v != "" {
+					req.Header.Set(k, v)
+				}
+			}
+			rec := httptest.NewRecorder()
+			r.ServeHTTP(rec, req)
+			entries := logs.TakeAll()
+			if len(entries) != 1 {
+				t.Fatalf("%d access log lines", len(entries))
+			}
+			f := entries[0].ContextMap()
+			if f["route"] != tt.wantRoute || f["status"] != int64(rec.Code) || f["request_id"] != rec.Header().Get(httpapi.RequestIDHeader) {
+				t.Fatalf("access log fields %v (status %d)", f, rec.Code)
+			}
+			if tt.wantRoute != httpapi.RoutePreflight {
+				if _, ok := f["cors_allowed"]; ok {
+					t.Fatalf("not a preflight, logged as one: %v", f)
+				}
+				return
+			}
+			if f["cors_allowed"] != tt.wantAllowed || f["origin"] != tt.origin || f["request_method"] != tt.reqMethod || f["request_headers"] != tt.reqHeaders {
+				t.Fatalf("preflight fields %v", f)
+			}
+		})
+	}
+}
+
 func TestCORSOptions(t *testing.T) {
 	o := httpapi.CORSOptions{Origins: []string{"https://a.example.com", "http://localhost:5173"}}
 	if o.AnyOrigin() || len(o.OriginPatterns()) != 2 {

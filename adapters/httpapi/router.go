@@ -157,6 +157,9 @@ func New(opts Options) (*Router, error) {
 		}
 	}
 	r.h = withCORS(opts.CORS, r.mux)
+	if opts.CORS.Enabled() {
+		r.h = r.logPreflights(r.h)
+	}
 	for _, route := range Routes() {
 		h := opts.Handlers[route]
 		if h == nil {

@@ -32,6 +32,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -240,6 +241,13 @@ type Request struct {
 	Scopes scopes.Resolution
 	// Previous is the client's record before this request (nil if none).
 	Previous *ports.ClientRecord
+	// Bounds are the log bounds when the caller read them already, after
+	// every write of the request; nil: Pull reads them.
+	Bounds *ports.LogBounds
+	// Gate is the serve gate read in the same snapshot as Bounds (nil:
+	// none). A pull that reads nothing more hands it on as its verified
+	// gate (Spool.VerifiedGate).
+	Gate *checkpoint.ServeGate
 }
 
 type sectionKind uint8
@@ -287,8 +295,11 @@ type Result struct {
 // failure; out is then to be discarded.
 func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
 	lim := Clamp(r.Header)
-	bounds, err := s.o.Store.LogBounds(ctx, r.Partition)
-	if err != nil {
+	var bounds ports.LogBounds
+	var err error
+	if r.Bounds != nil {
+		bounds = *r.Bounds
+	} else if bounds, err = s.o.Store.LogBounds(ctx, r.Partition); err != nil {
 		return fmt.Errorf("read log bounds: %w", err)
 	}
 	plans := make([]plan, len(r.Subscriptions))
@@ -334,8 +345,17 @@ func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
 	// §4.6: recheck the horizon after the window reads, before any
 	// SUB_START: a prune that passed a cursor during the read turns its
 	// section into a reset instead of an incomplete active one.
+	// Without a bootstrap section nothing is read after this point, so
+	// the recheck can carry the read-verify's gate re-read too.
+	bootstrap := false
+	for i := range plans {
+		bootstrap = bootstrap || plans[i].kind == kindBootstrap
+	}
+	if !windows && !bootstrap && r.Gate != nil {
+		out.gate = r.Gate // nothing read since the head
+	}
 	if windows {
-		again, err := s.o.Store.LogBounds(ctx, r.Partition)
+		again, err := s.recheck(ctx, r, out, bootstrap)
 		if err != nil {
 			return fmt.Errorf("read log bounds: %w", err)
 		}
@@ -373,6 +393,19 @@ func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
 	}
 	out.client, err = s.clientRecord(r, plans)
 	return err
+}
+
+// recheck reads the log bounds again after the window reads, and the
+// serve gate with them when the store can and nothing is read later.
+func (s *Service) recheck(ctx context.Context, r Request, out *Spool, bootstrap bool) (ports.LogBounds, error) {
+	if bg, ok := s.o.Store.(ports.BoundsGateReader); ok && !bootstrap {
+		b, g, complete, err := bg.ReadBoundsAndGate(ctx, r.Partition, r.Schema.Version)
+		if err == nil && complete {
+			out.gate = &g
+		}
+		return b, err
+	}
+	return s.o.Store.LogBounds(ctx, r.Partition)
 }
 
 // RecordClient writes the client record the Pull into out prepared

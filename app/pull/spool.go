@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -31,6 +32,17 @@ type Spool struct {
 	err       error
 	// client is the record the pull prepared, for RecordClient.
 	client *ports.ClientRecord
+	// gate is a serve gate read after the pull's last read (nil: none).
+	gate *checkpoint.ServeGate
+}
+
+// VerifiedGate returns the serve gate the pull read after all its other
+// reads, when it did: the read-verify's re-read, already made.
+func (s *Spool) VerifiedGate() (checkpoint.ServeGate, bool) {
+	if s == nil || s.gate == nil {
+		return checkpoint.ServeGate{}, false
+	}
+	return *s.gate, true
 }
 
 // NewSpool returns a spool keeping up to memBytes in memory (≤ 0 →

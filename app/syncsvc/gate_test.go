@@ -8,13 +8,23 @@ import (
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
-// countingStore counts the serve-gate reads on the read pool.
+// countingStore counts the serve-gate reads on the read pool, apart and
+// in request heads.
 type countingStore struct {
 	*memory.Store
-	reads int
+	reads, headGates int
+}
+
+func (c *countingStore) TouchPartitionHead(ctx context.Context, q ports.HeadQuery) (ports.RequestHead, error) {
+	h, err := c.Store.TouchPartitionHead(ctx, q)
+	if err == nil && h.GateRead {
+		c.headGates++
+	}
+	return h, err
 }
 
 func (c *countingStore) ReadServeGate(ctx context.Context, partition string, running int32) (checkpoint.ServeGate, error) {
@@ -38,12 +48,13 @@ func TestServeGatePushOnly(t *testing.T) {
 	if cs.reads != 1 {
 		t.Fatalf("a push-only request read the gate %d times on the read pool, want 1 (the read-verify)", cs.reads)
 	}
-	cs.reads = 0
+	cs.reads, cs.headGates = 0, 0
 	r := e.req(ssptest.Commit("k2", ssptest.Upsert("projects", "p-2", e.project("p-2", "alice", "Two"), -1)))
 	r.Pull, r.SubTable = true, "projects"
 	_, _, err := e.do(r) // this service has no pull: refused after the entry read
-	if cs.reads != 1 || syncerr.CodeOf(err) != syncerr.InternalError {
-		t.Fatalf("a request with a pull read the gate %d times on the read pool before its refusal (%v), want 1 (entry)", cs.reads, err)
+	if cs.reads+cs.headGates != 1 || syncerr.CodeOf(err) != syncerr.InternalError {
+		t.Fatalf("a request with a pull read the gate %d times on the read pool (%d in its head) before its refusal (%v), want 1 (entry)",
+			cs.reads+cs.headGates, cs.headGates, err)
 	}
 
 	if _, err := cs.DeclareCheckpoint(context.Background(), checkpoint.Declaration{Partition: "p1", Name: "proj", SchemaVersion: 2}, 1); err != nil {

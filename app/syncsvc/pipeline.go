@@ -96,7 +96,7 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 	// 1. Optimistic idempotency lookup outside any transaction. A record is
 	// replayed only to the actor that stored it; one stored before records
 	// carried their actor waits for the locked re-check, after the binding.
-	if r, ok, err := s.o.Store.GetPushResult(ctx, part, clientID, ccid); err != nil {
+	if r, ok, err := s.optimisticLookup(ctx, rq, pc); err != nil {
 		return outcome{}, fmt.Errorf("idempotency lookup: %w", err)
 	} else if ok && r.ActorID == actor {
 		return replay(r.Result, ccid).forWire(rq.wire), nil
@@ -105,7 +105,9 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 	}
 	var out outcome
 	var applied *commit.Commit
-	err := s.o.Store.Push(ctx, part, ports.PushOptions{WriterVersion: rq.sch.Version, ActorID: actor}, func(tx ports.PushTx) error {
+	rq.afterGate = nil // only the request's last work may stand for the read-verify
+	err := s.push(ctx, rq, pc, ports.PushOptions{WriterVersion: rq.sch.Version, ActorID: actor,
+		ClientID: clientID, ClientCommitID: ccid}, func(tx ports.PushTx) error {
 		// 2–3. The store took the partition lock. 4. Serve gate on the
 		// transaction's own connection (0.24): a refusal rolls back.
 		gate, err := tx.ReadServeGate(ctx)
@@ -154,6 +156,31 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 	return out.forWire(rq.wire), nil
 }
 
+// push runs the commit's transaction. When it is the last work of a
+// push-only request and the store can, the serve gate is read right after
+// its commit, in the same round trip: the request's read-verify.
+func (s *Service) push(ctx context.Context, rq *request, pc *ssp2.PushCommit, o ports.PushOptions, fn func(tx ports.PushTx) error) error {
+	gs, ok := s.o.Store.(ports.GatedPushStore)
+	if !ok || !rq.pushOnly || pc != rq.commits[len(rq.commits)-1] {
+		return s.o.Store.Push(ctx, rq.id.Partition, o, fn)
+	}
+	g, read, err := gs.PushThenReadGate(ctx, rq.id.Partition, o, fn)
+	if err == nil && read {
+		rq.afterGate = &g
+	}
+	return err
+}
+
+// optimisticLookup reads pc's idempotency record outside any transaction,
+// or takes it from the request head when that read it.
+func (s *Service) optimisticLookup(ctx context.Context, rq *request, pc *ssp2.PushCommit) (ports.PushRecord, bool, error) {
+	if h := rq.firstPush; h != nil && len(rq.commits) > 0 && pc == rq.commits[0] {
+		rq.firstPush = nil
+		return h.Push, h.PushFound, nil
+	}
+	return s.o.Store.GetPushResult(ctx, rq.id.Partition, rq.hdr.ClientID, pc.ClientCommitID)
+}
+
 type applier struct {
 	s       *Service
 	rq      *request
@@ -189,12 +216,16 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 	}
 	if term == nil && a.s.o.CommitValidator != nil {
 		if term, err = a.validateCommit(ctx); err != nil {
-			return outcome{}, err
+			if term = a.constraintFailure(err); term == nil {
+				return outcome{}, err
+			}
 		}
 	}
 	if term == nil && a.s.o.ReactionPlanner != nil {
 		if reactions, err = a.planReactions(ctx); err != nil {
-			return outcome{}, err
+			if term = a.constraintFailure(err); term == nil {
+				return outcome{}, err
+			}
 		}
 	}
 	if term != nil {
@@ -237,6 +268,17 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 			ClientID: a.rq.hdr.ClientID, ClientCommitID: a.pc.ClientCommitID, Changes: a.changes}
 	}
 	return o, err
+}
+
+// constraintFailure is the rejection a write's constraint failure makes
+// when a later read of the push reported it (a store may pipeline writes);
+// nil for any other error.
+func (a *applier) constraintFailure(err error) *termination {
+	var ce *ports.ConstraintError
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	return constraintTerm(a.origin(ce.OpIndex), len(a.pc.Operations))
 }
 
 // reject discards the staged writes under the still-held lock and
@@ -300,7 +342,13 @@ func (a *applier) apply(ctx context.Context) (*termination, error) {
 		if err != nil {
 			var ce *ports.ConstraintError
 			if errors.As(err, &ce) {
-				return constraintTerm(i, len(a.pc.Operations)), nil
+				// A store may report a write's failure with a later
+				// statement: the failing write names its operation.
+				at := i
+				if ce.OpIndex >= 0 && ce.OpIndex < i {
+					at = ce.OpIndex
+				}
+				return constraintTerm(at, len(a.pc.Operations)), nil
 			}
 			return nil, err
 		}

@@ -273,8 +273,15 @@ type request struct {
 	gate     checkpoint.ServeGate
 	gateRead bool
 	// bound: the client id was bound to this actor when the request began.
-	bound  bool
-	codecs map[string]*rowcodec.Codec
+	bound bool
+	// firstPush holds the idempotency record of the first commit, read
+	// with the request head (nil: not read).
+	firstPush *ports.RequestHead
+	// pushOnly: the request pushes and pulls nothing; afterGate is then
+	// the serve gate read right after its last commit (nil: not read).
+	pushOnly  bool
+	afterGate *checkpoint.ServeGate
+	codecs    map[string]*rowcodec.Codec
 }
 
 func (rq *request) codec(t *schema.Table) *rowcodec.Codec {
@@ -292,10 +299,11 @@ func (rq *request) codec(t *schema.Table) *rowcodec.Codec {
 func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response, error) {
 	part := rq.id.Partition
 	running := rq.sch.Version
-	epoch, err := s.o.Store.TouchPartition(ctx, part, rq.now.UnixMilli())
+	head, err := s.touch(ctx, rq)
 	if err != nil {
 		return nil, fmt.Errorf("touch partition: %w", err)
 	}
+	epoch := head.LogEpoch
 	rq.epoch = epoch
 	// Entry gate read (SPEC-MAP C.7: after touchPartition, before any other
 	// work). A push-only request defers it: each commit's transaction reads
@@ -311,8 +319,9 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	// A request with a pull reads it here: the pull's reads need a base
 	// taken before them.
 	deferGate := !pull && rq.pullHdr == nil && len(rq.commits) > 0
+	rq.pushOnly = deferGate
 	if !deferGate {
-		if err := s.entryGate(ctx, rq); err != nil {
+		if err := s.entryGateFrom(ctx, rq, head); err != nil {
 			return nil, err
 		}
 	}
@@ -366,7 +375,9 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	rq.bound = bound
 	var rec *ports.ClientRecord
 	if rq.pullHdr != nil {
-		if rec, err = s.o.Store.GetClient(ctx, part, rq.hdr.ClientID); err != nil {
+		if head.ClientRead {
+			rec = head.Client
+		} else if rec, err = s.o.Store.GetClient(ctx, part, rq.hdr.ClientID); err != nil {
 			return early(nil, fmt.Errorf("read client record: %w", err))
 		}
 		if rec != nil && rec.ActorID != rq.id.ActorID {
@@ -407,21 +418,35 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 			}
 		}
 		resp.Sections = s.o.Pull.NewSpool()
-		err := s.o.Pull.Pull(ctx, pullsvc.Request{
+		preq := pullsvc.Request{
 			Partition: part, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID,
 			WireVersion: rq.wire, LogEpoch: epoch, Schema: rq.sch,
 			Header: rq.pullHdr, Subscriptions: rq.subs, Scopes: rq.res, Previous: rec,
-		}, resp.Sections)
+		}
+		if head.BoundsRead && len(rq.commits) == 0 {
+			// Nothing of this request wrote since the head was read.
+			preq.Bounds = &head.Bounds
+			if head.GateRead {
+				preq.Gate = &head.Gate
+			}
+		}
+		err := s.o.Pull.Pull(ctx, preq, resp.Sections)
 		if err != nil {
 			resp.Release()
 			return nil, err
 		}
 	}
-	// Buffered read-verify (0.24): re-read the gate before the first byte.
-	after, err := s.o.Store.ReadServeGate(ctx, part, running)
-	if err != nil {
-		resp.Release()
-		return nil, fmt.Errorf("read serve gate: %w", err)
+	// Buffered read-verify (0.24): re-read the gate before the first byte
+	// (the pull may have read it with its last read).
+	after, verified := resp.Sections.VerifiedGate()
+	if !verified && rq.afterGate != nil {
+		after, verified = *rq.afterGate, true
+	}
+	if !verified {
+		if after, err = s.o.Store.ReadServeGate(ctx, part, running); err != nil {
+			resp.Release()
+			return nil, fmt.Errorf("read serve gate: %w", err)
+		}
 	}
 	if r := checkpoint.GateRefusal(after, running, s.o.Declarations); r != nil {
 		resp.Release()
@@ -498,6 +523,39 @@ func asRequestError(err error, code syncerr.Code) error {
 	return syncerr.Wrap(code, err)
 }
 
+// touch is TouchPartition, with the request's other first reads taken in
+// the same round trip where the store can (ports.RequestHeadStore): the
+// entry gate, the client record of a pull, the log bounds and the
+// optimistic idempotency lookup of the first commit.
+func (s *Service) touch(ctx context.Context, rq *request) (ports.RequestHead, error) {
+	hs, ok := s.o.Store.(ports.RequestHeadStore)
+	if !ok {
+		epoch, err := s.o.Store.TouchPartition(ctx, rq.id.Partition, rq.now.UnixMilli())
+		return ports.RequestHead{LogEpoch: epoch}, err
+	}
+	q := ports.HeadQuery{Partition: rq.id.Partition, Running: rq.sch.Version, NowMs: rq.now.UnixMilli()}
+	if rq.pullHdr != nil {
+		q.ClientID = rq.hdr.ClientID
+	}
+	if len(rq.commits) > 0 {
+		q.PushClientID, q.PushClientCommitID = rq.hdr.ClientID, rq.commits[0].ClientCommitID
+	}
+	h, err := hs.TouchPartitionHead(ctx, q)
+	if err == nil && h.PushRead {
+		rq.firstPush = &h
+	}
+	return h, err
+}
+
+// entryGateFrom is entryGate answered by the request head when it holds
+// the gate.
+func (s *Service) entryGateFrom(ctx context.Context, rq *request, head ports.RequestHead) error {
+	if !head.GateRead {
+		return s.entryGate(ctx, rq)
+	}
+	return s.admitGate(rq, head.Gate)
+}
+
 // entryGate reads the serve gate on the read pool, records it as the
 // request's first read if none was taken yet, and returns its refusal.
 func (s *Service) entryGate(ctx context.Context, rq *request) error {
@@ -505,6 +563,12 @@ func (s *Service) entryGate(ctx context.Context, rq *request) error {
 	if err != nil {
 		return fmt.Errorf("read serve gate: %w", err)
 	}
+	return s.admitGate(rq, g)
+}
+
+// admitGate records g as the request's first gate read if none was taken
+// yet and returns its refusal.
+func (s *Service) admitGate(rq *request, g checkpoint.ServeGate) error {
 	rq.noteGate(g)
 	if r := checkpoint.GateRefusal(g, rq.sch.Version, s.o.Declarations); r != nil {
 		return r.Err()

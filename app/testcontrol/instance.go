@@ -27,6 +27,7 @@ import (
 	"github.com/syncd-dev/syncd/app/realtime"
 	"github.com/syncd-dev/syncd/app/segments"
 	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/signedurl"
@@ -460,9 +461,26 @@ func (f faultStore) GetPushResult(ctx context.Context, partition, clientID, clie
 	return rec, ok, err
 }
 
+// TouchPartitionHead takes the fault for the optimistic lookup read with
+// the request head, as GetPushResult does.
+func (f faultStore) TouchPartitionHead(ctx context.Context, q ports.HeadQuery) (ports.RequestHead, error) {
+	h, err := f.Store.TouchPartitionHead(ctx, q)
+	if err == nil && h.PushFound && f.in.failIdempotency.CompareAndSwap(true, false) {
+		h.Push.Result = unreadableRecord
+	}
+	return h, err
+}
+
 // Push hands the transaction's locked lookup the fault still armed.
 func (f faultStore) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {
 	return f.Store.Push(ctx, partition, o, func(tx ports.PushTx) error {
+		return fn(faultTx{PushTx: tx, in: f.in, actor: o.ActorID})
+	})
+}
+
+// PushThenReadGate hands the locked lookup the fault as Push does.
+func (f faultStore) PushThenReadGate(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) (checkpoint.ServeGate, bool, error) {
+	return f.Store.PushThenReadGate(ctx, partition, o, func(tx ports.PushTx) error {
 		return fn(faultTx{PushTx: tx, in: f.in, actor: o.ActorID})
 	})
 }

@@ -12,6 +12,8 @@ func clientGroups() []group {
 		{"Partitions", []testCase{
 			{"TouchRegistersAndRefreshes", testTouch},
 			{"RotateEpochDeletesClientRecords", testRotate},
+			{"RequestHeadAgreesWithSeparateReads", testRequestHead},
+			{"BoundsAndGateAgreeWithSeparateReads", testBoundsAndGate},
 		}},
 		{"Clients", []testCase{
 			{"PutGetReplace", testClientPutGet},

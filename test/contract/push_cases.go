@@ -575,6 +575,11 @@ func testConstraintThenReject(t *testing.T, h Harness) {
 			return err
 		}
 		err := tx.UpsertRow(e.ctx, "tasks", task{id: "b", project: "p1", owner: "o1", title: "same"}.write(1))
+		if err == nil {
+			// A pipelining store reports the write's failure with the
+			// next read.
+			_, err = tx.GetRow(e.ctx, "tasks", "ok")
+		}
 		var ce *ports.ConstraintError
 		if !errors.As(err, &ce) || ce.OpIndex != 1 {
 			return fmt.Errorf("want a constraint error at op 1, got %v", err)

@@ -90,6 +90,15 @@ func (g *gatedStore) Pools() map[string]*sql.DB {
 }
 
 func (g *gatedStore) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {
+	if err := g.beforeEach(ctx, partition); err != nil {
+		return err
+	}
+	return g.Storage.Push(ctx, partition, o, fn)
+}
+
+// beforeEach runs the test's barrier and the armed checkpoint declaration
+// as a push begins.
+func (g *gatedStore) beforeEach(ctx context.Context, partition string) error {
 	if f := g.beforePush.Load(); f != nil {
 		(*f)()
 	}
@@ -98,7 +107,38 @@ func (g *gatedStore) Push(ctx context.Context, partition string, o ports.PushOpt
 			return err
 		}
 	}
-	return g.Storage.Push(ctx, partition, o, fn)
+	return nil
+}
+
+// PushThenReadGate passes the engine's gated push through, after the
+// same prelude as Push, so the suites run the path the server runs.
+func (g *gatedStore) PushThenReadGate(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) (checkpoint.ServeGate, bool, error) {
+	gs, ok := g.Storage.(ports.GatedPushStore)
+	if !ok {
+		return checkpoint.ServeGate{}, false, g.Push(ctx, partition, o, fn)
+	}
+	if err := g.beforeEach(ctx, partition); err != nil {
+		return checkpoint.ServeGate{}, false, err
+	}
+	return gs.PushThenReadGate(ctx, partition, o, fn)
+}
+
+// TouchPartitionHead passes the engine's request head read through.
+func (g *gatedStore) TouchPartitionHead(ctx context.Context, q ports.HeadQuery) (ports.RequestHead, error) {
+	if hs, ok := g.Storage.(ports.RequestHeadStore); ok {
+		return hs.TouchPartitionHead(ctx, q)
+	}
+	epoch, err := g.TouchPartition(ctx, q.Partition, q.NowMs)
+	return ports.RequestHead{LogEpoch: epoch}, err
+}
+
+// ReadBoundsAndGate passes the engine's combined read through.
+func (g *gatedStore) ReadBoundsAndGate(ctx context.Context, partition string, running int32) (ports.LogBounds, checkpoint.ServeGate, bool, error) {
+	if bg, ok := g.Storage.(ports.BoundsGateReader); ok {
+		return bg.ReadBoundsAndGate(ctx, partition, running)
+	}
+	b, err := g.LogBounds(ctx, partition)
+	return b, checkpoint.ServeGate{}, false, err
 }
 
 // server is a running syncd on one engine.

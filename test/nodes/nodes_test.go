@@ -28,6 +28,7 @@ const nodeCount = 4
 // migrated, all become ready and none exits: the schema work (core
 // tables, app tables, segment tables) is serialized across processes.
 func TestNodesStartTogether(t *testing.T) {
+	proctest.WatchSources(t)
 	engines := []struct {
 		name     string
 		database func(t *testing.T) string

@@ -30,6 +30,7 @@ var binary string
 func TestMain(m *testing.M) { os.Exit(proctest.Main(m, "syncd-restore-", &binary)) }
 
 func TestRestoreAnOlderBackupUnderARunningClient(t *testing.T) {
+	proctest.WatchSources(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "syncd.db")
 	sch, err := schema.Load(todos.IR())

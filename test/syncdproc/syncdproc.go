@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,6 +37,35 @@ func Build(ctx context.Context, dir string) (string, error) {
 		return "", fmt.Errorf("go build %s: %w\n%s", Package, err, b)
 	}
 	return out, nil
+}
+
+// WatchSources makes go test's result cache depend on the module's Go
+// sources and go.mod/go.sum. The binary comes from a child "go build",
+// which the cache does not see, so a suite that runs it would otherwise
+// replay a cached pass after the server changed; the cache does see the
+// files a running test stats, so each source is statted once.
+func WatchSources(ctx context.Context) error {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(p, ".go") || d.Name() == "go.mod" || d.Name() == "go.sum" {
+			_, err := os.Stat(p)
+			return err
+		}
+		return nil
+	})
 }
 
 // BuildTemp compiles the server binary into a new temporary directory
@@ -67,6 +97,8 @@ type Options struct {
 	Wrap bool
 	// Log, when set, receives every line the server writes to stderr.
 	Log io.Writer
+	// Env adds KEY=value entries to the test's own environment.
+	Env []string
 }
 
 // Node is one running server process.
@@ -102,6 +134,9 @@ func Start(o Options) (*Node, error) {
 	}
 	if o.Stdin != nil {
 		cmd.Stdin = o.Stdin
+	}
+	if len(o.Env) > 0 {
+		cmd.Env = append(os.Environ(), o.Env...)
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

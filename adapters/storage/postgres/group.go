@@ -30,7 +30,7 @@ func (d *dialect) BeginGroup(ctx context.Context, partition, savepoint string, a
 	if err != nil {
 		return nil, err
 	}
-	t := &groupTx{conn: conn}
+	t := &groupTx{conn: conn, savepoint: savepoint}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("INSERT INTO sync_partitions(partition) VALUES ($1) ON CONFLICT (partition) DO NOTHING", partition)
@@ -45,28 +45,88 @@ func (d *dialect) BeginGroup(ctx context.Context, partition, savepoint string, a
 	return t, nil
 }
 
-// groupTx is a push group's transaction on its pooled connection.
+// groupTx is a push group's transaction on its pooled connection. It
+// holds statements back (sqlstore.Pipeliner) and sends them ahead of the
+// next statement, in its round trip.
 type groupTx struct {
-	conn *sql.Conn
-	done bool
+	conn      *sql.Conn
+	savepoint string
+	done      bool
+	held      []heldStmt
 }
 
-var _ sqlstore.GroupTx = (*groupTx)(nil)
+// heldStmt is a statement held back, with the mapping of its failure.
+type heldStmt struct {
+	query string
+	args  []any
+	fail  func(error) error
+}
+
+var (
+	_ sqlstore.GroupTx   = (*groupTx)(nil)
+	_ sqlstore.Pipeliner = (*groupTx)(nil)
+)
+
+// flush sends what is held back on its own, before a statement that
+// cannot join the pipeline (database/sql's own calls).
+func (t *groupTx) flush(ctx context.Context) error {
+	if len(t.held) == 0 {
+		return nil
+	}
+	return t.send(ctx, &pgx.Batch{}, nil)
+}
 
 func (t *groupTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
 	return t.conn.ExecContext(ctx, q, args...)
 }
 
 func (t *groupTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
 	return t.conn.QueryContext(ctx, q, args...)
 }
 
+// QueryRowContext sends what is held back first; should that fail, the
+// transaction is aborted and the row's own statement reports it. The push
+// path reads single rows through QueryOne instead.
 func (t *groupTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	_ = t.flush(ctx)
 	return t.conn.QueryRowContext(ctx, q, args...)
 }
 
-// NextSavepoint implements sqlstore.GroupTx: RELEASE, SAVEPOINT and the
-// read ahead as one pipeline.
+// Defer implements sqlstore.Pipeliner.
+func (t *groupTx) Defer(query string, args []any, fail func(error) error) {
+	t.held = append(t.held, heldStmt{query: query, args: args, fail: fail})
+}
+
+// DropDeferred implements sqlstore.Pipeliner.
+func (t *groupTx) DropDeferred() { t.held = t.held[:0] }
+
+// QueryOne implements sqlstore.Pipeliner: the held statements and q in
+// one round trip.
+func (t *groupTx) QueryOne(ctx context.Context, q string, args []any, dest ...any) (bool, error) {
+	ra := &sqlstore.ReadAhead{Query: q, Args: args, Dest: dest}
+	err := t.send(ctx, &pgx.Batch{}, ra)
+	var df *sqlstore.DeferredFailure
+	switch {
+	case errors.As(err, &df):
+		return false, df.Err // a statement of the same push: its own failure
+	case err != nil:
+		return false, err
+	case errors.Is(ra.Err, pgx.ErrNoRows):
+		return false, nil
+	default:
+		return ra.Err == nil, ra.Err
+	}
+}
+
+// NextSavepoint implements sqlstore.GroupTx: what the last member held
+// back, RELEASE, SAVEPOINT and the read ahead as one pipeline. A held
+// statement's failure is a *sqlstore.DeferredFailure.
 func (t *groupTx) NextSavepoint(ctx context.Context, savepoint string, ahead *sqlstore.ReadAhead) error {
 	b := &pgx.Batch{}
 	b.Queue("RELEASE " + savepoint)
@@ -74,19 +134,36 @@ func (t *groupTx) NextSavepoint(ctx context.Context, savepoint string, ahead *sq
 	return t.send(ctx, b, ahead)
 }
 
-// send runs b's statements, then ahead's query (if any), as one pipeline.
-// A failure of b's statements is returned; ahead's own goes to ahead.Err.
+// send runs the held statements, b's, then ahead's query (if any), as one
+// pipeline. A held statement's failure is a *sqlstore.DeferredFailure
+// carrying its mapped error; b's failure is returned as is; ahead's own
+// goes to ahead.Err.
 func (t *groupTx) send(ctx context.Context, b *pgx.Batch, ahead *sqlstore.ReadAhead) error {
-	n := b.Len()
+	held := t.held
+	t.held = nil
+	all := &pgx.Batch{}
+	for _, h := range held {
+		all.Queue(h.query, h.args...)
+	}
+	for _, q := range b.QueuedQueries {
+		all.Queue(q.SQL, q.Arguments...)
+	}
+	n := len(b.QueuedQueries)
 	if ahead != nil {
-		b.Queue(ahead.Query, ahead.Args...)
+		all.Queue(ahead.Query, ahead.Args...)
 	}
 	return t.conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("postgres: unexpected driver connection %T", dc)
 		}
-		br := c.Conn().SendBatch(ctx, b)
+		br := c.Conn().SendBatch(ctx, all)
+		for _, h := range held {
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				return &sqlstore.DeferredFailure{Err: h.fail(err)}
+			}
+		}
 		for range n {
 			if _, err := br.Exec(); err != nil {
 				_ = br.Close()
@@ -122,20 +199,58 @@ func (t *groupTx) Aborted() bool { return t.txStatus() != 'T' }
 // errCommitRolledBack is a COMMIT the server answered with a rollback.
 var errCommitRolledBack = errors.New("postgres: commit of the push group was rolled back")
 
-func (t *groupTx) Commit() error {
+// Commit sends what the last member held back with the COMMIT. Should a
+// held statement fail, nothing is committed and the transaction stays
+// open: a *sqlstore.DeferredFailure says so, the caller rolls back to the
+// last savepoint and commits again.
+func (t *groupTx) Commit() error { return t.CommitReading(nil) }
+
+var _ sqlstore.GateCommitter = (*groupTx)(nil)
+
+// CommitReading implements sqlstore.GateCommitter: the held statements,
+// the COMMIT and after's query in one round trip; after runs only once
+// the COMMIT succeeded, outside the transaction.
+func (t *groupTx) CommitReading(after *sqlstore.ReadAhead) error {
 	if t.done {
 		return sql.ErrTxDone
 	}
 	var tag string
+	held := t.held
+	t.held = nil
 	err := t.conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("postgres: unexpected driver connection %T", dc)
 		}
-		ct, err := c.Conn().Exec(context.Background(), "COMMIT")
+		b := &pgx.Batch{}
+		for _, h := range held {
+			b.Queue(h.query, h.args...)
+		}
+		b.Queue("COMMIT")
+		if after != nil {
+			b.Queue(after.Query, after.Args...)
+		}
+		br := c.Conn().SendBatch(context.Background(), b)
+		for _, h := range held {
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				return &sqlstore.DeferredFailure{Err: h.fail(err)}
+			}
+		}
+		ct, err := br.Exec()
 		tag = ct.String()
+		if err == nil && after != nil && tag == "COMMIT" {
+			after.Err = br.QueryRow().Scan(after.Dest...)
+		}
+		if cerr := br.Close(); err == nil && (after == nil || after.Err == nil) {
+			err = cerr
+		}
 		return err
 	})
+	var df *sqlstore.DeferredFailure
+	if errors.As(err, &df) {
+		return err
+	}
 	if err == nil && tag != "COMMIT" {
 		err = errCommitRolledBack
 	}
@@ -147,6 +262,7 @@ func (t *groupTx) Rollback() error {
 	if t.done {
 		return sql.ErrTxDone
 	}
+	t.held = nil
 	t.end("ROLLBACK")
 	return nil
 }

@@ -494,3 +494,189 @@ func TestGroupServeGate(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupLateFailure: a write held back for the pipeline fails after its
+// push's function returned, reported by the next member's savepoint or by
+// the COMMIT. That push fails alone with the write's own error; the others
+// commit, with dense seqs, in the group's one transaction (no retry).
+func TestGroupLateFailure(t *testing.T) {
+	s := groupStore(t)
+	recordTransactions(t, s)
+	exec(t, s, `CREATE FUNCTION late() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.client_commit_id LIKE 'late%' THEN RAISE EXCEPTION 'late result'; END IF; RETURN NEW; END $$`)
+	exec(t, s, `CREATE TRIGGER late BEFORE INSERT ON sync_push_results FOR EACH ROW EXECUTE FUNCTION late()`)
+	ctx := context.Background()
+	// checked pushes read the record first, as the sync pipeline does, so
+	// the store may hold the result back.
+	checked := func(id string, w ports.RowWrite) func() error {
+		return func() error {
+			return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "a"}, func(tx ports.PushTx) error {
+				if _, ok, err := tx.GetPushResult(ctx, "c", id); err != nil || ok {
+					return fmt.Errorf("record of %s: %v %v", id, ok, err)
+				}
+				if err := tx.UpsertRow(ctx, "items", w); err != nil {
+					return err
+				}
+				if _, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c",
+					ClientCommitID: id, Changes: []commit.Change{storetest.Change(w)}}); err != nil {
+					return err
+				}
+				_, err := tx.PutPushResult(ctx, "c", id, []byte(`{"status":"applied"}`))
+				return err
+			})
+		}
+	}
+	dup := storetest.Item("dup", "o", 0)
+	dup.Values[2] = storetest.Item("a", "o", 0).Values[2] // a's unique title
+	release := hold(t, s, "p")
+	a := queue(t, s, checked("a", storetest.Item("a", "o", 0)))
+	unique := queue(t, s, func() error {
+		return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+			return tx.UpsertRow(ctx, "items", dup) // nothing read after it
+		})
+	})
+	lateMid := queue(t, s, checked("late-mid", storetest.Item("m", "o", 0)))
+	c := queue(t, s, checked("c", storetest.Item("c", "o", 0)))
+	lateLast := queue(t, s, checked("late-last", storetest.Item("l", "o", 0)))
+	if err := release(); err != nil {
+		t.Fatalf("holder: %v", err)
+	}
+	for name, ch := range map[string]<-chan error{"a": a, "c": c} {
+		if err := <-ch; err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	var ce *ports.ConstraintError
+	if err := <-unique; !errors.As(err, &ce) || ce.Kind != "unique" {
+		t.Errorf("held upsert violating a unique index: %v, want its ConstraintError", err)
+	}
+	for name, ch := range map[string]<-chan error{"late-mid": lateMid, "late-last": lateLast} {
+		if err := <-ch; err == nil {
+			t.Errorf("%s: the push whose held result failed succeeded", name)
+		}
+	}
+	for id, want := range map[string]bool{"holder": true, "a": true, "c": true, "dup": false, "m": false, "l": false} {
+		if got := present(t, s, "p", id); got != want {
+			t.Errorf("row %s present %v, want %v", id, got, want)
+		}
+	}
+	if got := maxSeq(t, s, "p"); got != 3 {
+		t.Errorf("max seq %d, want 3", got)
+	}
+	if n := transactions(t, s, "p"); n != 1 {
+		t.Errorf("the group committed in %d transactions, want 1", n)
+	}
+	for _, id := range []string{"late-mid", "late-last"} {
+		if _, ok, err := s.GetPushResult(ctx, "p", "c", id); err != nil || ok {
+			t.Errorf("result of %s stored: %v %v", id, ok, err)
+		}
+	}
+}
+
+// TestGroupIdempotencyReadAhead: the idempotency record read with a
+// member's savepoint sees what the group's earlier members stored (a
+// duplicate of a commit in the same group is a replay), and what a member
+// stores after its own read is found by the next reader.
+func TestGroupIdempotencyReadAhead(t *testing.T) {
+	s := groupStore(t)
+	ctx := context.Background()
+	var found [3]atomic.Bool
+	once := func(i int, id string) func() error {
+		return func() error {
+			o := ports.PushOptions{WriterVersion: 1, ActorID: "a", ClientID: "c", ClientCommitID: "dup"}
+			return s.Push(ctx, "p", o, func(tx ports.PushTx) error {
+				if _, ok, err := tx.GetPushResult(ctx, "c", "dup"); err != nil || ok {
+					found[i].Store(ok)
+					return err
+				}
+				w := storetest.Item(id, "o", 0)
+				if err := tx.UpsertRow(ctx, "items", w); err != nil {
+					return err
+				}
+				if _, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c",
+					ClientCommitID: "dup", Changes: []commit.Change{storetest.Change(w)}}); err != nil {
+					return err
+				}
+				_, err := tx.PutPushResult(ctx, "c", "dup", []byte(`{"status":"applied"}`))
+				return err
+			})
+		}
+	}
+	release := hold(t, s, "p")
+	first := queue(t, s, once(0, "first"))
+	second := queue(t, s, once(1, "second"))
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan error{first, second} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if found[0].Load() || !found[1].Load() {
+		t.Fatalf("record found by the first %v, by the second %v; want false, true", found[0].Load(), found[1].Load())
+	}
+	for id, want := range map[string]bool{"first": true, "second": false} {
+		if r, err := s.GetRow(ctx, "p", "items", id); err != nil || (r != nil) != want {
+			t.Fatalf("row %s present %v (%v), want %v: the duplicate applied again", id, r != nil, err, want)
+		}
+	}
+	// After the group: a lone push reads it ahead in its own group.
+	if err := once(2, "third")(); err != nil || !found[2].Load() {
+		t.Fatalf("lone duplicate: %v, found %v", err, found[2].Load())
+	}
+}
+
+// TestGroupGateAfterCommit: a push asking for the serve gate gets the one
+// read after its group's COMMIT (the same as a read of its own then); a
+// pending checkpoint leaves it to the caller.
+func TestGroupGateAfterCommit(t *testing.T) {
+	s := groupStore(t)
+	ctx := context.Background()
+	if _, err := s.TouchPartition(ctx, "p", 1); err != nil {
+		t.Fatal(err)
+	}
+	gatedPush := func(id string) (checkpoint.ServeGate, bool, error) {
+		return s.PushThenReadGate(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "a"}, func(tx ports.PushTx) error {
+			w := storetest.Item(id, "o", 0)
+			if err := tx.UpsertRow(ctx, "items", w); err != nil {
+				return err
+			}
+			_, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c",
+				ClientCommitID: id, Changes: []commit.Change{storetest.Change(w)}})
+			return err
+		})
+	}
+	release := hold(t, s, "p")
+	type answer struct {
+		g   checkpoint.ServeGate
+		ok  bool
+		err error
+	}
+	got := make(chan answer, 1)
+	queued := queue(t, s, func() error {
+		g, ok, err := gatedPush("a")
+		got <- answer{g, ok, err}
+		return err
+	})
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-queued; err != nil {
+		t.Fatal(err)
+	}
+	a := <-got
+	want, err := s.ReadServeGate(ctx, "p", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.ok || !reflect.DeepEqual(a.g, want) || a.g.LogEpoch == "" {
+		t.Fatalf("gate after commit %+v (read %v), want %+v", a.g, a.ok, want)
+	}
+	if _, err := s.DeclareCheckpoint(ctx, checkpoint.Declaration{Partition: "p", Name: "proj", SchemaVersion: 1}, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := gatedPush("b"); err != nil || ok {
+		t.Fatalf("gate with a pending checkpoint: read %v (%v), want left to the caller", ok, err)
+	}
+}

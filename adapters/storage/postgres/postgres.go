@@ -27,7 +27,7 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// Options configure Open.
+// Options configure Open and New.
 type Options struct {
 	// DSN is a postgres:// URL or key=value string. Tables live in the
 	// first schema of its search_path. pgx's default statement cache
@@ -65,10 +65,38 @@ type Store struct {
 
 var _ ports.Storage = (*Store)(nil)
 
-// Open connects; run EnsureSchema before row work.
+// Open connects; run EnsureSchema before row work. It is New followed by
+// Connect.
 func Open(ctx context.Context, o Options) (*Store, error) {
+	st, err := New(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Connect(ctx); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// Connect checks that the server answers.
+func (s *Store) Connect(ctx context.Context) error {
+	if err := s.pool.PingContext(ctx); err != nil {
+		return fmt.Errorf("postgres: connect: %w", err)
+	}
+	return nil
+}
+
+// New prepares the pool without connecting: Connect or the first
+// statement does. A server uses it to check everything else first.
+func New(o Options) (*Store, error) {
 	if o.DSN == "" {
 		return nil, errors.New("postgres: Options.DSN is required")
+	}
+	// The driver parses the DSN only when it first connects: a malformed
+	// one is refused here, with its password masked by the parser.
+	if _, err := pgconn.ParseConfig(o.DSN); err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
 	pool, err := sql.Open("pgx", o.DSN)
 	if err != nil {
@@ -88,10 +116,6 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		life = 30 * time.Minute
 	}
 	pool.SetConnMaxLifetime(life)
-	if err := pool.PingContext(ctx); err != nil {
-		_ = pool.Close()
-		return nil, fmt.Errorf("postgres: connect: %w", err)
-	}
 	db := bun.NewDB(pool, pgdialect.New())
 	st := &Store{pool: pool}
 	d := &dialect{pool: pool, group: o.PushGroup, groupOpen: o.PushGroupOpen}

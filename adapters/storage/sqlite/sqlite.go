@@ -29,7 +29,7 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// Options configure Open.
+// Options configure Open and New.
 type Options struct {
 	// Path is the database file (created when missing). Required.
 	Path string
@@ -67,6 +67,7 @@ type Store struct {
 	writer *sql.DB
 	reader *sql.DB
 	w      *writer
+	path   string
 }
 
 var _ ports.Storage = (*Store)(nil)
@@ -99,7 +100,23 @@ func DSN(o Options, writer bool) string {
 }
 
 // Open opens (creating) the database; run EnsureSchema before row work.
+// It is New followed by Connect.
 func Open(ctx context.Context, o Options) (*Store, error) {
+	st, err := New(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Connect(ctx); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// New prepares the engine without touching the file system: the file is
+// opened (and created when missing) by Connect or by the first statement.
+// A server uses it to check everything else before a database appears.
+func New(o Options) (*Store, error) {
 	if o.Path == "" {
 		return nil, errors.New("sqlite: Options.Path is required")
 	}
@@ -110,10 +127,6 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	w.SetMaxOpenConns(2)
 	w.SetMaxIdleConns(2)
 	w.SetConnMaxLifetime(0)
-	if err := w.PingContext(ctx); err != nil {
-		_ = w.Close()
-		return nil, fmt.Errorf("sqlite %s: %s", o.Path, openCause(o.Path, err))
-	}
 	r, err := sql.Open("sqlite", DSN(o, false))
 	if err != nil {
 		_ = w.Close()
@@ -135,7 +148,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	wdb := bun.NewDB(w, sqlitedialect.New())
 	rdb := bun.NewDB(r, sqlitedialect.New())
 	rs := sqlstore.NewStmtDB(r)
-	st := &Store{writer: w, reader: r, w: d.w}
+	st := &Store{writer: w, reader: r, w: d.w, path: o.Path}
 	st.Store = sqlstore.New(sqlstore.Config{
 		Dialect: d, DB: wdb, ReadDB: rdb, Reader: rs,
 		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now, Tracer: o.Tracer,
@@ -146,6 +159,15 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		},
 	})
 	return st, nil
+}
+
+// Connect opens the database file, creating it when missing; an error
+// names the path and why it cannot be opened.
+func (s *Store) Connect(ctx context.Context) error {
+	if err := s.writer.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite %s: %s", s.path, openCause(s.path, err))
+	}
+	return nil
 }
 
 // dialect is the SQLite Dialect.

@@ -21,6 +21,12 @@ func (s *Store) TouchPartition(ctx context.Context, partition string, nowMs int6
 			return epoch, nil
 		}
 	}
+	return s.touchWrite(ctx, partition, nowMs)
+}
+
+// touchWrite registers the partition or refreshes its last-seen time and
+// returns its epoch.
+func (s *Store) touchWrite(ctx context.Context, partition string, nowMs int64) (string, error) {
 	var epoch string
 	err := s.writeOne(ctx, "touch partition", func(tx Querier) error {
 		return tx.QueryRowContext(ctx, s.q(`INSERT INTO sync_partition_registry(partition, log_epoch, epoch_required, last_authenticated_at_ms)

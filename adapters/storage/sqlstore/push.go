@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -22,9 +23,9 @@ func (s *Store) GetPushResult(ctx context.Context, partition, clientID, clientCo
 func (s *Store) getPushResult(ctx context.Context, q Querier, partition, clientID, clientCommitID string) (ports.PushRecord, bool, error) {
 	var raw string
 	var actor sql.NullString
-	ok, err := scanOne(q.QueryRowContext(ctx, s.q(
+	ok, err := queryOne(ctx, q, s.q(
 		"SELECT result, actor_id FROM sync_push_results WHERE partition=? AND client_id=? AND client_commit_id=?"),
-		partition, clientID, clientCommitID), &raw, &actor)
+		[]any{partition, clientID, clientCommitID}, &raw, &actor)
 	if err != nil || !ok {
 		return ports.PushRecord{}, false, err
 	}
@@ -76,6 +77,17 @@ type pushTx struct {
 	// the client ids bound after the savepoint, redone by DiscardWrites.
 	bound  []binding
 	rebind []string
+	// absent are the idempotency keys read as absent and not stored since.
+	absent [][2]string
+	// idem is the idempotency record read ahead for a grouped push.
+	idem *idemAhead
+}
+
+// idemAhead is an idempotency record read with a group member's savepoint.
+type idemAhead struct {
+	clientID, clientCommitID string
+	rec                      ports.PushRecord
+	found                    bool
 }
 
 const savepointName = "sync_push_apply"
@@ -110,8 +122,34 @@ func (t *pushTx) ReadServeGate(ctx context.Context) (checkpoint.ServeGate, error
 }
 
 func (t *pushTx) GetPushResult(ctx context.Context, clientID, clientCommitID string) (ports.PushRecord, bool, error) {
+	if a := t.idem; a != nil && a.clientID == clientID && a.clientCommitID == clientCommitID {
+		t.idem = nil
+		if err := ctx.Err(); err != nil {
+			return ports.PushRecord{}, false, internal("get push result", err)
+		}
+		if !a.found {
+			t.absent = append(t.absent, [2]string{clientID, clientCommitID})
+		}
+		return a.rec, a.found, nil
+	}
 	r, ok, err := t.s.getPushResult(ctx, t.tx, t.partition, clientID, clientCommitID)
+	if err == nil && !ok {
+		// Read under the partition lock: no other writer can store it.
+		t.absent = append(t.absent, [2]string{clientID, clientCommitID})
+	}
 	return r, ok, internal("get push result", err)
+}
+
+// takeAbsent reports whether this transaction read the record as absent
+// and has not stored it since.
+func (t *pushTx) takeAbsent(clientID, clientCommitID string) bool {
+	for i, k := range t.absent {
+		if k == [2]string{clientID, clientCommitID} {
+			t.absent = append(t.absent[:i], t.absent[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 func (t *pushTx) GetRow(ctx context.Context, table, rowID string) (*commit.Row, error) {
@@ -124,7 +162,7 @@ func (t *pushTx) TombstoneSeq(ctx context.Context, table, rowID string) (int64, 
 		return 0, false, err
 	}
 	var seq int64
-	ok, err := scanOne(t.tx.QueryRowContext(ctx, ts.tombGet, t.partition, table, rowID), &seq)
+	ok, err := queryOne(ctx, t.tx, ts.tombGet, []any{t.partition, table, rowID}, &seq)
 	return seq, ok, internal("read tombstone", err)
 }
 
@@ -175,10 +213,8 @@ func (t *pushTx) UpsertRow(ctx context.Context, table string, w ports.RowWrite) 
 	}
 	args = append(args, w.Version, encodeScopes(w.Scopes), payload, nilIfEmpty(w.ColumnVersions))
 	if t.s.d.CombinedWrites() {
-		if _, err := t.tx.ExecContext(ctx, t.s.combinedUpsert(ts, len(w.Scopes)), t.s.combinedUpsertArgs(args, t.partition, ts, w.RowID, w.Scopes)...); err != nil {
-			return t.constraint("upsert row", err, table, w.OpIndex)
-		}
-		return nil
+		return t.exec(ctx, t.s.combinedUpsert(ts, len(w.Scopes)), t.s.combinedUpsertArgs(args, t.partition, ts, w.RowID, w.Scopes),
+			func(err error) error { return t.constraint("upsert row", err, table, w.OpIndex) })
 	}
 	if _, err := t.tx.ExecContext(ctx, ts.upsert, args...); err != nil {
 		return t.constraint("upsert row", err, table, w.OpIndex)
@@ -277,10 +313,8 @@ func (t *pushTx) DeleteRow(ctx context.Context, table, rowID string, opIndex int
 		return err
 	}
 	if t.s.d.CombinedWrites() {
-		if _, err := t.tx.ExecContext(ctx, ts.delCombined, t.partition, rowID, t.partition, table, rowID, t.partition, table, rowID); err != nil {
-			return t.constraint("delete row", err, table, opIndex)
-		}
-		return nil
+		return t.exec(ctx, ts.delCombined, []any{t.partition, rowID, t.partition, table, rowID, t.partition, table, rowID},
+			func(err error) error { return t.constraint("delete row", err, table, opIndex) })
 	}
 	if _, err := t.tx.ExecContext(ctx, ts.del, t.partition, rowID); err != nil {
 		return t.constraint("delete row", err, table, opIndex)
@@ -302,8 +336,9 @@ func (t *pushTx) SetBlobRefs(ctx context.Context, table, rowID string, blobIDs [
 	if err := t.beforeWrite(ctx); err != nil {
 		return err
 	}
-	if _, err := t.tx.ExecContext(ctx, ts.blobDel, t.partition, table, rowID); err != nil {
-		return internal("set blob refs", err)
+	fail := func(err error) error { return internal("set blob refs", err) }
+	if err := t.exec(ctx, ts.blobDel, []any{t.partition, table, rowID}, fail); err != nil {
+		return err
 	}
 	ids := dedupe(blobIDs)
 	for start := 0; start < len(ids); start += chunkRows {
@@ -312,9 +347,9 @@ func (t *pushTx) SetBlobRefs(ctx context.Context, table, rowID string, blobIDs [
 		for _, id := range part {
 			args = append(args, t.partition, table, rowID, id)
 		}
-		if _, err := t.tx.ExecContext(ctx, t.s.q("INSERT INTO sync_blob_refs(partition, tbl, row_id, blob_id) VALUES "+
-			valuesList(len(part), 4)+" ON CONFLICT DO NOTHING"), args...); err != nil {
-			return internal("set blob refs", err)
+		if err := t.exec(ctx, t.s.q("INSERT INTO sync_blob_refs(partition, tbl, row_id, blob_id) VALUES "+
+			valuesList(len(part), 4)+" ON CONFLICT DO NOTHING"), args, fail); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -433,10 +468,11 @@ func (t *pushTx) EnqueueReactions(ctx context.Context, src ports.ReactionSource,
 			args = append(args, t.partition, r.IdempotencyKey, r.Type, r.Version, payload,
 				src.ClientID, src.ClientCommitID, src.CommitSeq, src.CreatedAtMs, r.AvailableAtMs, "pending", 0, r.MaxAttempts)
 		}
-		if _, err := t.tx.ExecContext(ctx, t.s.q(`INSERT INTO sync_reactions(partition, idempotency_key, type, version, payload,
+		if err := t.exec(ctx, t.s.q(`INSERT INTO sync_reactions(partition, idempotency_key, type, version, payload,
 source_client_id, source_client_commit_id, source_commit_seq, created_at_ms, available_at_ms, status, attempts, max_attempts) VALUES `+
-			valuesList(len(part), 13)+" ON CONFLICT (partition, idempotency_key) DO NOTHING"), args...); err != nil {
-			return internal("enqueue reactions", err)
+			valuesList(len(part), 13)+" ON CONFLICT (partition, idempotency_key) DO NOTHING"), args,
+			func(err error) error { return internal("enqueue reactions", err) }); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -446,8 +482,19 @@ func (t *pushTx) PutPushResult(ctx context.Context, clientID, clientCommitID str
 	if err := t.beforeWrite(ctx); err != nil {
 		return nil, err
 	}
+	owner := sql.NullString{String: t.actorID, Valid: t.actorID != ""}
+	if d := t.deferred(); d != nil && t.takeAbsent(clientID, clientCommitID) {
+		// This transaction read the record as absent under the partition
+		// lock, so it is ours to store: a plain insert, whose conflict
+		// (impossible but for a bug) fails the push instead of keeping
+		// another result silently.
+		err := d.Defer(ctx, t.s.q(`INSERT INTO sync_push_results(partition, client_id, client_commit_id, result, actor_id)
+VALUES (?, ?, ?, ?, ?)`), []any{t.partition, clientID, clientCommitID, string(result), owner},
+			func(err error) error { return internal("put push result", err) })
+		return result, err
+	}
 	res, err := t.tx.ExecContext(ctx, t.s.q(`INSERT INTO sync_push_results(partition, client_id, client_commit_id, result, actor_id)
-VALUES (?, ?, ?, ?, ?) ON CONFLICT (partition, client_id, client_commit_id) DO NOTHING`), t.partition, clientID, clientCommitID, string(result), sql.NullString{String: t.actorID, Valid: t.actorID != ""})
+VALUES (?, ?, ?, ?, ?) ON CONFLICT (partition, client_id, client_commit_id) DO NOTHING`), t.partition, clientID, clientCommitID, string(result), owner)
 	if err != nil {
 		return nil, internal("put push result", err)
 	}
@@ -467,6 +514,7 @@ VALUES (?, ?, ?, ?, ?) ON CONFLICT (partition, client_id, client_commit_id) DO N
 }
 
 func (t *pushTx) DiscardWrites(ctx context.Context) error {
+	t.dropDeferred()
 	switch {
 	case t.discardTo != "":
 		// The push's own savepoint precedes its reads too, so every
@@ -560,8 +608,8 @@ func (s *Store) appendCommitCombined(ctx context.Context, q Querier, partition s
 	shape := stmtShape{commit: true, changes: len(c.Changes), scopes: len(scopes), tombs: len(tombs)}
 	text := s.shaped(shape, func() string { return s.buildAppendCommit(shape) })
 	var seq int64
-	if err := q.QueryRowContext(ctx, text, args...).Scan(&seq); err != nil {
-		return 0, err
+	if ok, err := queryOne(ctx, q, text, args, &seq); err != nil || !ok {
+		return 0, errors.Join(err, errNoSeq(ok))
 	}
 	return seq, nil
 }
@@ -632,4 +680,13 @@ func (s *Store) shaped(shape stmtShape, build func() string) string {
 		s.shapes.Store(shape, text)
 	}
 	return text
+}
+
+// errNoSeq is the commit append's failure when its statement returned no
+// seq (nil when it did).
+func errNoSeq(ok bool) error {
+	if ok {
+		return nil
+	}
+	return errors.New("commit append returned no seq")
 }

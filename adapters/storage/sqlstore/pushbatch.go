@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -168,6 +169,11 @@ type pushReq struct {
 	panic any       // a panic of fn, re-raised on the caller's goroutine
 	wrote int       // rows staged, for statistics refresh
 	bound []binding // client bindings seen or made, cached after commit
+	// wantGate asks for the serve gate read after the COMMIT; after is
+	// it, when afterOK.
+	wantGate bool
+	after    checkpoint.ServeGate
+	afterOK  bool
 }
 
 // errGroupAborted is returned to the innocent pushes of a group that
@@ -182,9 +188,16 @@ const groupSavepoint = "sync_push_group"
 
 // pushGrouped is Push through the group committer.
 func (s *Store) pushGrouped(ctx context.Context, partition string, opts ports.PushOptions, fn func(tx ports.PushTx) error) error {
+	_, _, err := s.pushGroupedGate(ctx, partition, opts, fn, false)
+	return err
+}
+
+// pushGroupedGate is pushGrouped, asking with gate for the serve gate read
+// right after the group's COMMIT (PushThenReadGate).
+func (s *Store) pushGroupedGate(ctx context.Context, partition string, opts ports.PushOptions, fn func(tx ports.PushTx) error, gate bool) (checkpoint.ServeGate, bool, error) {
 	ctx = s.withOp(ctx, "push")
 	for attempt := 0; ; attempt++ {
-		r := &pushReq{ctx: ctx, partition: partition, opts: opts, fn: fn, wake: make(chan bool, 1)}
+		r := &pushReq{ctx: ctx, partition: partition, opts: opts, fn: fn, wake: make(chan bool, 1), wantGate: gate}
 		s.submit(r)
 		if r.panic != nil {
 			panic(r.panic)
@@ -192,17 +205,38 @@ func (s *Store) pushGrouped(ctx context.Context, partition string, opts ports.Pu
 		if r.err == nil {
 			s.noteWrites(r.wrote)
 			s.noteBindings(r.bound)
-			return nil
+			return r.after, r.afterOK, nil
 		}
 		if r.fnErr != nil && !s.d.Retryable(r.fnErr) {
-			return r.fnErr
+			return checkpoint.ServeGate{}, false, r.fnErr
 		}
 		retry := errors.Is(r.err, errGroupAborted) || s.d.Retryable(r.err)
 		if attempt+1 < s.retries && retry && ctx.Err() == nil {
 			continue
 		}
-		return internal("push", r.err)
+		return checkpoint.ServeGate{}, false, internal("push", r.err)
 	}
+}
+
+// PushThenReadGate implements ports.GatedPushStore: on a
+// PartitionGroupCommitter dialect whose transactions can read after their
+// COMMIT in its round trip (GateCommitter), the group reads the gate once
+// for all its members that asked.
+func (s *Store) PushThenReadGate(ctx context.Context, partition string, opts ports.PushOptions, fn func(tx ports.PushTx) error) (checkpoint.ServeGate, bool, error) {
+	if s.parts == nil {
+		return checkpoint.ServeGate{}, false, s.Push(ctx, partition, opts, fn)
+	}
+	return s.pushGroupedGate(ctx, partition, opts, fn, true)
+}
+
+var _ ports.GatedPushStore = (*Store)(nil)
+
+// GateCommitter is a GroupTx that runs a one-row read right after its
+// COMMIT, in the same round trip.
+type GateCommitter interface {
+	// CommitReading commits as Commit does and then runs after's query
+	// outside the transaction; after.Err is the read's own failure.
+	CommitReading(after *ReadAhead) error
 }
 
 // writeGrouped is writeOne through the group committer: single-statement
@@ -328,13 +362,19 @@ func (b *pushBatcher) lead(s *Store, self *pushReq) {
 			break
 		}
 	}
-	b.finish(tx, self, group, broken)
+	b.finish(tx, self, group, broken, nil)
 }
 
 // finish ends a group's transaction: rolled back when broken (the members
 // not yet failed are retried), committed when a member succeeded; then
 // every member but self is woken with its outcome.
-func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken error) {
+func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken error, after *gateRead) {
+	commit := func() error {
+		if gc, ok := tx.(GateCommitter); ok && after != nil {
+			return gc.CommitReading(&after.q)
+		}
+		return tx.Commit()
+	}
 	committed := false
 	for _, r := range group {
 		committed = committed || r.ok
@@ -350,7 +390,20 @@ func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken
 			}
 		}
 	case committed:
-		end = tx.Commit()
+		end = commit()
+		var df *DeferredFailure
+		if errors.As(end, &df) {
+			// The last member to succeed failed late (the COMMIT did not
+			// run): fail it alone and commit the others.
+			last := lastOK(group)
+			if end = failLate(tx, last, df); end == nil {
+				if lastOK(group) != nil {
+					end = commit()
+				} else {
+					end = tx.Rollback()
+				}
+			}
+		}
 	default:
 		end = tx.Rollback()
 	}
@@ -360,11 +413,29 @@ func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken
 			r.err = end
 		}
 	}
+	if end == nil && after != nil && after.q.Err == nil && after.pending == 0 {
+		g := checkpoint.ServeGate{StoredSchemaVersion: int32(after.version.Int64), LogEpoch: after.epoch.String}
+		for _, r := range group {
+			if r.ok && r.wantGate && r.opts.WriterVersion == after.running {
+				r.after, r.afterOK = g, true
+			}
+		}
+	}
 	for _, r := range group {
 		if r != self {
 			r.wake <- false
 		}
 	}
+}
+
+// lastOK is the group's last member to succeed, or nil.
+func lastOK(group []*pushReq) *pushReq {
+	for i := len(group) - 1; i >= 0; i-- {
+		if group[i].ok {
+			return group[i]
+		}
+	}
+	return nil
 }
 
 // runGrouped runs one request of a group in its own savepoint. It sets

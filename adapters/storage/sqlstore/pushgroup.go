@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/ports"
 )
 
 // Group commit per partition (PostgreSQL).
@@ -82,6 +83,13 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 		default:
 			ahead = nil // the savepoint is clean as it is: nothing to send along
 		}
+		var df *DeferredFailure
+		if errors.As(broken, &df) {
+			// The member before failed late: roll it back alone; its
+			// savepoint, clean again, serves r as is.
+			broken = failLate(tx, lastOK(group), df)
+			ahead = nil
+		}
 		if broken != nil {
 			break
 		}
@@ -89,7 +97,32 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 			break
 		}
 	}
-	b.finish(tx, self, group, broken)
+	b.finish(tx, self, group, broken, s.gateAfter(group))
+}
+
+// gateAfter is the serve gate read to run after the group's COMMIT, for
+// the members that asked (those of the first asker's running version), or
+// nil when none did.
+func (s *Store) gateAfter(group []*pushReq) *gateRead {
+	for _, r := range group {
+		if r.ok && r.wantGate {
+			g := &gateRead{running: r.opts.WriterVersion}
+			g.q = ReadAhead{Query: s.q(gateQuery), Args: []any{r.partition, r.opts.WriterVersion}}
+			g.q.Dest = []any{&g.version, &g.epoch, &g.pending}
+			return g
+		}
+	}
+	return nil
+}
+
+// failLate fails member r, whose held-back statement failed after r's
+// function returned (reported by the next send, while r's savepoint is
+// still open), and rolls back to that savepoint. A non-nil return means
+// the transaction is lost.
+func failLate(tx WriteTx, r *pushReq, df *DeferredFailure) error {
+	r.ok, r.err = false, df.Err
+	_, err := tx.ExecContext(context.WithoutCancel(r.ctx), "ROLLBACK TO SAVEPOINT "+groupSavepoint)
+	return err
 }
 
 // gateRead is a member's serve gate read ahead, with its savepoint
@@ -101,12 +134,30 @@ type gateRead struct {
 	version sql.NullInt64
 	epoch   sql.NullString
 	pending int
+	// running is the version the gate was read at.
+	running int32
+	// idem: the member's idempotency record was read too (result NULL:
+	// absent).
+	idem          bool
+	result, owner sql.NullString
 }
+
+// gateAheadIdem is gateQuery with the idempotency record of the member's
+// commit.
+const gateAheadIdem = gateQuery + `,
+  (SELECT result FROM sync_push_results WHERE partition=? AND client_id=? AND client_commit_id=?),
+  (SELECT actor_id FROM sync_push_results WHERE partition=? AND client_id=? AND client_commit_id=?)`
 
 func (s *Store) gateAhead(r *pushReq) *gateRead {
 	g := &gateRead{}
 	g.q = ReadAhead{Query: s.q(gateQuery), Args: []any{r.partition, r.opts.WriterVersion}}
 	g.q.Dest = []any{&g.version, &g.epoch, &g.pending}
+	if o := r.opts; o.ClientCommitID != "" {
+		g.idem = true
+		g.q.Query = s.q(gateAheadIdem)
+		g.q.Args = append(g.q.Args, r.partition, o.ClientID, o.ClientCommitID, r.partition, o.ClientID, o.ClientCommitID)
+		g.q.Dest = append(g.q.Dest, &g.result, &g.owner)
+	}
 	return g
 }
 
@@ -117,14 +168,26 @@ func (s *Store) gateAhead(r *pushReq) *gateRead {
 func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead) (ok bool, broken error) {
 	ptx := &pushTx{s: s, partition: r.partition, writerVersion: r.opts.WriterVersion, actorID: r.opts.ActorID,
 		discardTo: groupSavepoint}
-	ptx.tx = markRan{WriteTx: pushQuerier{tx: tx, db: s.db.DB}, ran: &ptx.ran}
+	ran := markRan{WriteTx: pushQuerier{tx: tx, db: s.db.DB}, ran: &ptx.ran}
+	ptx.tx = ran
+	if p, ok := tx.(Pipeliner); ok {
+		ptx.tx = memberPipe{markRan: ran, p: p}
+	}
 	var err error
 	switch {
 	case ahead != nil && ahead.q.Err != nil:
 		// The read ahead failed as the member's own first read would have.
 		err = internal("read serve gate", ahead.q.Err)
-	case ahead != nil && ahead.pending == 0:
-		ptx.gate = &checkpoint.ServeGate{StoredSchemaVersion: int32(ahead.version.Int64), LogEpoch: ahead.epoch.String}
+	case ahead != nil:
+		if ahead.pending == 0 {
+			ptx.gate = &checkpoint.ServeGate{StoredSchemaVersion: int32(ahead.version.Int64), LogEpoch: ahead.epoch.String}
+		}
+		if ahead.idem {
+			// Under the lock, in the member's savepoint: good until the
+			// member stores a result, which only it can.
+			ptx.idem = &idemAhead{clientID: r.opts.ClientID, clientCommitID: r.opts.ClientCommitID, found: ahead.result.Valid,
+				rec: ports.PushRecord{Result: []byte(ahead.result.String), ActorID: ahead.owner.String}}
+		}
 	}
 	if err == nil {
 		err = callGuarded(r, func() error {
@@ -142,6 +205,7 @@ func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead) (ok bool, bro
 		return true, nil
 	}
 	r.err = err
+	ptx.dropDeferred()
 	if _, err := tx.ExecContext(context.WithoutCancel(r.ctx), "ROLLBACK TO SAVEPOINT "+groupSavepoint); err != nil {
 		return false, err
 	}

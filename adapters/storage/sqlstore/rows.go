@@ -189,7 +189,7 @@ func (s *Store) getRow(ctx context.Context, q Querier, partition, table, rowID s
 	}
 	var r commit.Row
 	var scopes []byte
-	ok, err := scanOne(q.QueryRowContext(ctx, ts.get, partition, rowID), &r.Version, &scopes, &r.Payload, &r.ColumnVersions)
+	ok, err := queryOne(ctx, q, ts.get, []any{partition, rowID}, &r.Version, &scopes, &r.Payload, &r.ColumnVersions)
 	if err != nil {
 		return nil, internal("get row", err)
 	}

@@ -27,3 +27,14 @@ func Main(m *testing.M, prefix string, binary *string) int {
 	*binary = bin
 	return m.Run()
 }
+
+// WatchSources makes the calling package's cached test result depend on
+// the module's sources (syncdproc.WatchSources). Call it first in each
+// test that runs the binary: go test records the files a test reads
+// only while tests run, not in TestMain.
+func WatchSources(t testing.TB) {
+	t.Helper()
+	if err := syncdproc.WatchSources(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

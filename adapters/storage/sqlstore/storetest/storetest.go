@@ -401,7 +401,13 @@ func constraint(t *testing.T, e Engine) {
 	bad := Item("a3", "a", 1)
 	bad.Values[2] = nil
 	err = s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
-		if err := tx.UpsertRow(ctx, "items", bad); err != nil {
+		err := tx.UpsertRow(ctx, "items", bad)
+		if err == nil {
+			// A pipelining engine reports the write's failure with the
+			// next read.
+			_, err = tx.GetRow(ctx, "items", "a1")
+		}
+		if err != nil {
 			var ce *ports.ConstraintError
 			if !errors.As(err, &ce) || ce.Kind != "not_null" {
 				t.Fatalf("got %v, want not_null", err)

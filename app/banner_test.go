@@ -1,0 +1,56 @@
+package app_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/config"
+)
+
+// The start banner of a development setup says what a browser app needs:
+// the base URL, the admitted wire versions, the allowed origins and who
+// a request without identity headers acts as.
+func TestBannerTellsABrowserAppWhatItNeeds(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		set     func(*config.Config)
+		want    []string
+		wantNot []string
+	}{
+		{"the bare demo", func(*config.Config) {},
+			[]string{"SSP2 wire 3)", "Development authentication: send header X-Syncd-Actor"},
+			[]string{"wire 3 and 2", "Browser apps", "act as"}},
+		{"a browser app of wire 2 on another origin", func(c *config.Config) {
+			c.Sync.MinWireVersion = 2
+			c.HTTP.CORSOrigins = "http://localhost:5173"
+			c.DevAuth.Actor = "demo-user"
+		}, []string{"SSP2 wire 3 and 2)", "Browser apps may call it from: http://localhost:5173", `Requests without it act as "demo-user" (--dev-actor).`}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			tc.set(&cfg)
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			h := start(t, cfg, app.WithBanner(&out))
+			h.app.RequireStop()
+			got := out.String()
+			if !strings.Contains(got, "http://"+h.listeners.Addr(app.ServerSync).String()) {
+				t.Fatalf("no base URL in the banner:\n%s", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("banner lacks %q:\n%s", w, got)
+				}
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(got, w) {
+					t.Errorf("banner says %q:\n%s", w, got)
+				}
+			}
+		})
+	}
+}
