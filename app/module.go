@@ -363,6 +363,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		SyncModule,
 		FanoutModule,
 		SegmentsModule,
+		BlobsModule,
 		TestControlModule,
 		fx.Options(extra...),
 		fx.Invoke(registerBanner),

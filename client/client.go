@@ -3,7 +3,9 @@
 // replay under their idempotency keys, pull with subscriptions, bootstrap
 // that follows bootstrapState pages, SEGMENT_INLINE decoding and
 // SEGMENT_REF download (direct with X-Syncular-Scopes, or a signed URL)
-// with content-address verification, gzip and zstd both ways, the realtime
+// with content-address verification, blob uploads (direct, streamed, or
+// through an upload grant) and downloads (direct or through a presigned
+// URL, verified), gzip and zstd both ways, the realtime
 // channel (Connect: sync rounds over the socket, deltas applied and
 // acknowledged, wake-ups served by a round), and a small in-memory replica
 // of the rows it was sent.
@@ -128,6 +130,13 @@ type Stats struct {
 	// Deltas and DeltaBytes count the realtime deltas received.
 	Deltas     int
 	DeltaBytes int64
+	// BlobUploads and BlobUploadBytes count the blob bodies sent (to the
+	// server or a presigned URL); BlobDownloads the download requests
+	// answered, BlobURLFetches the presigned URLs fetched.
+	BlobUploads     int
+	BlobUploadBytes int64
+	BlobDownloads   int
+	BlobURLFetches  int
 }
 
 // New returns a client.

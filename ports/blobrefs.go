@@ -21,3 +21,14 @@ type BlobRefReader interface {
 	// sorted and distinct (the orphan sweep's keep-set).
 	ListReferencedBlobIDs(ctx context.Context, partition string) ([]string, error)
 }
+
+// BlobClaimStore reads and ends the orphan sweep's claims
+// (PushTx.ClaimOrphanBlobs) outside a push transaction.
+type BlobClaimStore interface {
+	// ListBlobClaims returns the partition's claimed blob ids, sorted (a
+	// sweep that stopped between its claim and its deletions left them).
+	ListBlobClaims(ctx context.Context, partition string) ([]string, error)
+	// ReleaseBlobClaims ends the claims on blobIDs once their blobs are
+	// deleted; releasing an unclaimed id is not an error.
+	ReleaseBlobClaims(ctx context.Context, partition string, blobIDs []string) error
+}

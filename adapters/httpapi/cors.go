@@ -33,7 +33,7 @@ var AllowedRequestHeaders = []string{
 
 // ExposedResponseHeaders are the response headers a browser client reads
 // beyond the CORS-safelisted ones.
-var ExposedResponseHeaders = []string{"ETag", "Retry-After", "Content-Encoding", "Allow", "Vary", RequestIDHeader}
+var ExposedResponseHeaders = []string{"ETag", "Retry-After", "Content-Encoding", "Content-Range", "Allow", "Vary", RequestIDHeader}
 
 // corsMethods are the sync API's methods (SPEC §1.1, §5.5, §5.9).
 var corsMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut}

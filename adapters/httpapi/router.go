@@ -29,6 +29,10 @@ const (
 	RouteBlobGet         Route = "GET /blobs/{" + PathBlobID + "}"
 	RouteBlobUploadGrant Route = "POST /blobs/{" + PathBlobID + "}/upload-grant"
 	RouteRealtime        Route = "GET /realtime"
+	// The native presigned blob URLs (SPEC §5.9.3, §5.9.5): the query is
+	// the grant, no host authentication.
+	RouteBlobObjectGet Route = "GET /blob-objects/{" + PathBlobID + "}"
+	RouteBlobObjectPut Route = "PUT /blob-objects/{" + PathBlobID + "}"
 )
 
 // Path wildcards, read with (*http.Request).PathValue.
@@ -39,7 +43,7 @@ const (
 
 // Routes lists every sync API route.
 func Routes() []Route {
-	return []Route{RouteSync, RouteSegment, RouteBlobPut, RouteBlobGet, RouteBlobUploadGrant, RouteRealtime}
+	return []Route{RouteSync, RouteSegment, RouteBlobPut, RouteBlobGet, RouteBlobUploadGrant, RouteRealtime, RouteBlobObjectGet, RouteBlobObjectPut}
 }
 
 // Method returns the route's HTTP method.

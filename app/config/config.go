@@ -82,6 +82,8 @@ type Config struct {
 	Sync Sync
 	// Segments holds the segment store and download settings.
 	Segments Segments
+	// Blobs holds the blob store, its limits and the orphan sweep.
+	Blobs Blobs
 	// Realtime holds the realtime channel's settings.
 	Realtime Realtime
 	// Limits bound identifiers and request shape.
@@ -183,6 +185,7 @@ func Default() Config {
 		HTTP:            DefaultHTTP(),
 		Sync:            DefaultSync(),
 		Segments:        DefaultSegments(),
+		Blobs:           DefaultBlobs(),
 		Realtime:        DefaultRealtime(),
 		Limits:          DefaultLimits(),
 		JWT:             JWT{Leeway: DefaultJWTLeeway, JWKSRefresh: DefaultJWKSRefresh, JWKSMinRefetch: DefaultJWKSMinRefetch},
@@ -265,6 +268,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Sync.validate()...)
 	errs = append(errs, c.Segments.validate()...)
+	errs = append(errs, c.Blobs.validate(c.Segments)...)
 	errs = append(errs, c.Realtime.validate()...)
 	errs = append(errs, c.Limits.validate()...)
 	errs = append(errs, c.validateExposure()...)
@@ -351,6 +355,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	c.HTTP.flags(fs)
 	c.Sync.flags(fs)
 	c.Segments.flags(fs)
+	c.Blobs.flags(fs)
 	c.Realtime.flags(fs)
 	c.Limits.flags(fs)
 	c.exposureFlags(fs)

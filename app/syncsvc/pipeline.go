@@ -571,7 +571,8 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 }
 
 // checkBlobs is the push-time blob existence check (SPEC §6.6) and returns
-// the blob ids the row references, sorted and distinct.
+// the blob ids the row references, sorted and distinct. A blob is present
+// when the blob store has it and the orphan sweep has not claimed it.
 func (a *applier) checkBlobs(ctx context.Context, i int, t *schema.Table, vals []rowcodec.Value) ([]string, *termination, error) {
 	var ids []string
 	for c, col := range t.Columns {
@@ -588,6 +589,16 @@ func (a *applier) checkBlobs(ctx context.Context, i int, t *schema.Table, vals [
 		ok, err := a.s.o.Blobs.BlobExists(ctx, a.rq.id.Partition, doc.BlobID)
 		if err != nil {
 			return nil, nil, fmt.Errorf("blob existence check: %w", err)
+		}
+		if ok {
+			// A blob the orphan sweep claimed is about to be deleted: it
+			// is absent to a push (the claim is read under the partition
+			// lock, so the sweep never deletes a blob this commit keeps).
+			claimed, err := a.tx.BlobClaimed(ctx, doc.BlobID)
+			if err != nil {
+				return nil, nil, fmt.Errorf("blob claim check: %w", err)
+			}
+			ok = !claimed
 		}
 		if !ok {
 			return nil, codeTerm(i, syncerr.BlobNotFound, ""), nil

@@ -523,7 +523,8 @@ func TestConstraintViolation(t *testing.T) {
 }
 
 func TestBlobReferences(t *testing.T) {
-	present := blobSet{"sha256:" + string(bytes.Repeat([]byte("a"), 64)): true}
+	claimed := "sha256:" + string(bytes.Repeat([]byte("c"), 64))
+	present := blobSet{"sha256:" + string(bytes.Repeat([]byte("a"), 64)): true, claimed: true}
 	e := newEnv(t, func(o *syncsvc.Options) { o.Blobs = present })
 	e.must(e.req(ssptest.Commit("k0", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))))
 	ref := func(id string) []byte {
@@ -542,6 +543,15 @@ func TestBlobReferences(t *testing.T) {
 	if err != nil || len(refs) != 1 || refs[0].RowID != "t-1" {
 		t.Fatalf("refs %+v %v", refs, err)
 	}
+	// A stored blob the orphan sweep claimed is absent to a push.
+	if err := e.store.Push(context.Background(), "p1", ports.PushOptions{}, func(tx ports.PushTx) error {
+		_, err := tx.ClaimOrphanBlobs(context.Background(), []string{claimed}, 1)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ = e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", ref(claimed), -1))))
+	wantRejected(t, resp.Results[0], 0, "blob.not_found")
 }
 
 type blobSet map[string]bool

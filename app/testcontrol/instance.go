@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,10 +17,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/adapters/auth/granttable"
+	"github.com/syncd-dev/syncd/adapters/blobs/memblob"
 	"github.com/syncd-dev/syncd/adapters/clock"
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/adapters/segments/memseg"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
+	"github.com/syncd-dev/syncd/app/blobs"
 	"github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/app/realtime"
 	"github.com/syncd-dev/syncd/app/segments"
@@ -47,8 +50,14 @@ type instance struct {
 	segs    *memseg.Store
 	signer  *signedurl.Signer // nil without signedUrls
 	ttlSecs atomic.Int64
-	rules   rules
-	log     *zap.Logger
+	// blobs is the instance's in-memory blob store; presign turns
+	// presigned blob URLs on (setBlobPresign), minted with blobSigner,
+	// a key of the instance's own.
+	blobs      *memblob.Store
+	presign    atomic.Bool
+	blobSigner *signedurl.Signer
+	rules      rules
+	log        *zap.Logger
 
 	failIdempotency atomic.Bool
 	// nextEpoch, when set, is the log epoch the next rotation mints.
@@ -72,6 +81,7 @@ type services struct {
 	store *sqlite.Store
 	sync  *syncsvc.Service
 	seg   *segments.Service
+	blob  *blobs.Service
 }
 
 func newInstance(ctx context.Context, id, base, parentDir string, s spec, log *zap.Logger) (*instance, error) {
@@ -83,7 +93,7 @@ func newInstance(ctx context.Context, id, base, parentDir string, s spec, log *z
 		id: id, base: base, spec: s, dir: dir, dbPath: filepath.Join(dir, "sync.db"),
 		clock: clock.NewVirtual(s.nowMs), grants: granttable.NewTable(),
 		auth: granttable.Authenticator{Partition: s.partition}, segs: memseg.New(),
-		log: log,
+		blobs: memblob.New(), log: log,
 	}
 	inst.ttlSecs.Store(s.signedURLSeconds)
 	inst.relay = &realtime.Relay{Log: log.Named("realtime")}
@@ -104,6 +114,12 @@ func newInstance(ctx context.Context, id, base, parentDir string, s spec, log *z
 			_ = os.RemoveAll(dir)
 			return nil, err
 		}
+	}
+	key := make([]byte, signedurl.MinKeyBytes)
+	_, _ = rand.Read(key)
+	if inst.blobSigner, err = signedurl.NewSigner(key); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
 	}
 	live, err := inst.open(ctx)
 	if err != nil {
@@ -156,8 +172,21 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 	for _, t := range sch.Tables {
 		validators = append(validators, rowValidator{table: t.Name, rules: &in.rules})
 	}
+	// The blob store outlives a restore (it is not in the database), so
+	// blobs uploaded before a captured backup stay downloadable after it.
+	bl, err := blobs.New(blobs.Options{
+		Blobs: in.blobs, Storage: st, Resolver: in.grants, Schema: schemaFn,
+		Presign: in.presign.Load, Signer: in.blobSigner, URLBase: in.base,
+		URLTTL: DefaultSignedURLSeconds * time.Second,
+		Now:    in.clock.Now, Log: in.log.Named("blobs"),
+	})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	sv, err := syncsvc.New(syncsvc.Options{
 		Schema: schemaFn, Store: faultStore{Store: st, in: in}, Resolver: in.grants,
+		Blobs:         bl,
 		RowValidators: validators, CommitValidator: commitValidator{rules: &in.rules},
 		Listeners: []ports.CommitListener{in.relay},
 		Pull:      pl, MinWireVersion: syncsvc.LowestMinWireVersion, MaxOperations: in.spec.maxOperations,
@@ -175,7 +204,7 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 		_ = st.Close()
 		return nil, err
 	}
-	return &services{store: st, sync: sv, seg: sg}, nil
+	return &services{store: st, sync: sv, seg: sg, blob: bl}, nil
 }
 
 // mintEpoch is the store's epoch source: the pending rotation name once,
@@ -202,6 +231,11 @@ func (in *instance) router() (http.Handler, error) {
 			httpapi.RouteRealtime: httpapi.RealtimeEndpoint(in.auth, httpapi.RealtimeOptions{
 				Log: in.log.Named("realtime"),
 			}, in.hub.Admit),
+			httpapi.RouteBlobPut:         t.BlobUploadEndpoint(in.auth, blobService{in}, in.log.Named("blobs")),
+			httpapi.RouteBlobUploadGrant: t.BlobUploadGrantEndpoint(in.auth, blobService{in}, in.log.Named("blobs")),
+			httpapi.RouteBlobGet:         t.BlobDownloadEndpoint(in.auth, blobService{in}, in.log.Named("blobs")),
+			httpapi.RouteBlobObjectGet:   httpapi.BlobObjectGetEndpoint(blobService{in}, in.log.Named("blobs")),
+			httpapi.RouteBlobObjectPut:   httpapi.BlobObjectPutEndpoint(blobService{in}, in.log.Named("blobs")),
 		},
 		Logger: in.log.Named("routes"),
 		Now:    in.clock.Now,
@@ -354,6 +388,33 @@ func (s segmentService) AuthorizeSigned(ctx context.Context, segmentID, token st
 
 func (s segmentService) Open(ctx context.Context, p ports.SegmentPublication) (io.ReadCloser, int64, error) {
 	return s.in.live.seg.Open(ctx, p)
+}
+
+// blobService forwards the blob routes to the live blob use case.
+type blobService struct{ in *instance }
+
+func (b blobService) Upload(ctx context.Context, id ports.Identity, u httpapi.BlobUploadRequest, body io.Reader) error {
+	return b.in.live.blob.Upload(ctx, id, u, body)
+}
+
+func (b blobService) UploadGrant(ctx context.Context, id ports.Identity, blobID string, g httpapi.BlobGrantRequest) (httpapi.BlobGrant, error) {
+	return b.in.live.blob.UploadGrant(ctx, id, blobID, g)
+}
+
+func (b blobService) Download(ctx context.Context, id ports.Identity, blobID string) (httpapi.BlobDownload, error) {
+	return b.in.live.blob.Download(ctx, id, blobID)
+}
+
+func (b blobService) Open(ctx context.Context, info ports.BlobInfo, offset, length int64) (io.ReadCloser, error) {
+	return b.in.live.blob.Open(ctx, info, offset, length)
+}
+
+func (b blobService) GetSigned(ctx context.Context, blobID string, q url.Values) (ports.BlobInfo, error) {
+	return b.in.live.blob.GetSigned(ctx, blobID, q)
+}
+
+func (b blobService) PutSigned(ctx context.Context, blobID string, q url.Values, n int64, body io.Reader) error {
+	return b.in.live.blob.PutSigned(ctx, blobID, q, n, body)
 }
 
 // urlSigner mints §5.4 native signed URLs pointing at this instance's

@@ -2,10 +2,11 @@
 // short-lived test instances, each a complete sync server over its own
 // SQLite database with a virtual clock and a grant table, and runs the
 // control methods a conformance harness drives them with (grants, clock,
-// introspection, retention, faults, backup and restore, validators).
+// introspection, retention, faults, backup and restore, validators, blobs
+// and presigned blob URLs).
 //
 // An instance is assembled from the use cases the real server runs
-// (app/syncsvc, app/pull, app/segments, app/retention) behind the public
+// (app/syncsvc, app/pull, app/segments, app/blobs, app/retention) behind the public
 // routes of adapters/httpapi, so its answers are the server's answers. It
 // never touches the server's own database, and nothing in it runs on a
 // timer: expiry is judged on the virtual clock when something is used.
@@ -70,7 +71,7 @@ func New(o Options) *Manager {
 // the methods it implements, and the admitted wire versions.
 func (m *Manager) Capabilities() testcontrolhttp.Capabilities {
 	return testcontrolhttp.Capabilities{
-		Capabilities: []string{"backup-restore", "idempotency-fault", "signed-urls", "validators", "commit-validators"},
+		Capabilities: []string{"backup-restore", "idempotency-fault", "signed-urls", "blobs", "blob-presign", "validators", "commit-validators"},
 		Methods:      methodNames(),
 		WireVersions: []int{2, 3},
 	}

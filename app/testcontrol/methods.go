@@ -1,6 +1,7 @@
 package testcontrol
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -9,12 +10,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/syncd-dev/syncd/adapters/auth/granttable"
+	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/retention"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -47,8 +51,8 @@ func (c *call) arg(i int, v any, optional bool) error {
 type method func(ctx context.Context, c *call) (any, error)
 
 // methods are the control methods this build implements: those whose
-// feature exists. Methods of later features (blobs, presign, leases) are
-// absent, and a call to one is answered as unsupported.
+// feature exists. Methods of later features (leases) are absent, and a
+// call to one is answered as unsupported.
 var methods = map[string]method{
 	"setAllowedScopes":          setAllowedScopes,
 	"setResolverFailing":        setResolverFailing,
@@ -63,6 +67,12 @@ var methods = map[string]method{
 	"restoreBackup":             restoreBackup,
 	"setSignedUrlTtlSeconds":    setSignedURLTTL,
 	"fetchSegmentUrl":           fetchSegmentURL,
+	"uploadBlob":                uploadBlob,
+	"downloadBlob":              downloadBlob,
+	"fetchBlobUrl":              fetchBlobURL,
+	"uploadBlobGrant":           uploadBlobGrant,
+	"putBlobUrl":                putBlobURL,
+	"setBlobPresign":            setBlobPresign,
 	"installValidators":         installValidators,
 	"installCommitValidator":    installCommitValidator,
 }
@@ -338,30 +348,220 @@ func fetchSegmentURL(ctx context.Context, c *call) (any, error) {
 	if err := c.arg(0, &url, false); err != nil {
 		return nil, err
 	}
+	return c.fetchMinted(ctx, http.MethodGet, url, nil)
+}
+
+// fetchMinted sends a request to a URL this instance minted (no actor:
+// the URL is the whole grant) and answers the driver's result: bytes on
+// success, else the §10.1 error.
+func (c *call) fetchMinted(ctx context.Context, method, url string, body []byte) (any, error) {
 	if !strings.HasPrefix(url, c.in.base+"/") {
-		return map[string]any{"ok": false, "error": map[string]string{"code": string(syncerr.NotFound), "message": "not a URL of this instance"}}, nil
+		return refusal(map[string]any{"code": string(syncerr.NotFound), "message": "not a URL of this instance"}), nil
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	status, _, b, err := c.do(ctx, method, url, "", "", body)
 	if err != nil {
 		return nil, err
+	}
+	if status != http.StatusOK {
+		return refusal(errorBody(status, b)), nil
+	}
+	if method != http.MethodGet {
+		return map[string]any{"ok": true}, nil
+	}
+	return map[string]any{"ok": true, "bytes": b64(b)}, nil
+}
+
+// do sends one request to the instance's routes as actor ("" for none).
+func (c *call) do(ctx context.Context, method, url, actor, contentType string, body []byte) (int, http.Header, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if actor != "" {
+		req.Header.Set(granttable.HeaderActor, actor)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.m.o.HTTP.Do(req)
 	if err != nil {
-		return nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b, err
+}
+
+func b64(b []byte) map[string]string {
+	return map[string]string{"$b64": base64.StdEncoding.EncodeToString(b)}
+}
+
+func refusal(e any) map[string]any { return map[string]any{"ok": false, "error": e} }
+
+// errorBody is a refusal's §10.1 body, or a stand-in for a body that is
+// not one.
+func errorBody(status int, b []byte) any {
+	var e map[string]any
+	if json.Unmarshal(b, &e) != nil {
+		return map[string]any{"code": fmt.Sprintf("http.%d", status), "message": string(b)}
+	}
+	return e
+}
+
+// bytesArg decodes a {"$b64": ...} argument.
+func (c *call) bytesArg(i int) ([]byte, error) {
+	var v struct {
+		B64 *string `json:"$b64"`
+	}
+	if err := c.arg(i, &v, false); err != nil {
+		return nil, err
+	}
+	if v.B64 == nil {
+		return nil, fmt.Errorf("argument %d: want {\"$b64\": ...}", i+1)
+	}
+	return base64.StdEncoding.DecodeString(*v.B64)
+}
+
+func (c *call) blobURL(blobID string) string {
+	return c.in.base + "/blobs/" + neturl.PathEscape(blobID)
+}
+
+// uploadBlob(actorId, blobId, bytes, mediaType?) is PUT /blobs/{blobId}.
+func uploadBlob(ctx context.Context, c *call) (any, error) {
+	var actor, blobID, media string
+	if err := c.arg(0, &actor, false); err != nil {
+		return nil, err
+	}
+	if err := c.arg(1, &blobID, false); err != nil {
+		return nil, err
+	}
+	body, err := c.bytesArg(2)
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode == http.StatusOK {
-		return map[string]any{"ok": true, "bytes": map[string]string{"$b64": base64.StdEncoding.EncodeToString(body)}}, nil
+	if err := c.arg(3, &media, true); err != nil {
+		return nil, err
 	}
-	var e map[string]any
-	if json.Unmarshal(body, &e) != nil {
-		e = map[string]any{"code": fmt.Sprintf("http.%d", resp.StatusCode), "message": string(body)}
+	status, _, b, err := c.do(ctx, http.MethodPut, c.blobURL(blobID), actor, media, body)
+	if err != nil {
+		return nil, err
 	}
-	return map[string]any{"ok": false, "error": e}, nil
+	if status != http.StatusOK {
+		return refusal(errorBody(status, b)), nil
+	}
+	return map[string]any{"ok": true}, nil
+}
+
+// downloadBlob(actorId, blobId) is GET /blobs/{blobId}: the bytes, or the
+// presigned URL answer while presign is on.
+func downloadBlob(ctx context.Context, c *call) (any, error) {
+	var actor, blobID string
+	if err := c.arg(0, &actor, false); err != nil {
+		return nil, err
+	}
+	if err := c.arg(1, &blobID, false); err != nil {
+		return nil, err
+	}
+	status, h, b, err := c.do(ctx, http.MethodGet, c.blobURL(blobID), actor, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return refusal(errorBody(status, b)), nil
+	}
+	if h.Get("Content-Type") == httpapi.ContentTypeJSON && c.in.presign.Load() {
+		var u struct {
+			URL         string `json:"url"`
+			ExpiresAtMs int64  `json:"urlExpiresAtMs"`
+		}
+		if err := json.Unmarshal(b, &u); err == nil && u.URL != "" {
+			return map[string]any{"ok": true, "url": u.URL, "urlExpiresAtMs": u.ExpiresAtMs}, nil
+		}
+	}
+	return map[string]any{"ok": true, "bytes": b64(b)}, nil
+}
+
+// fetchBlobURL(url) plays the CDN: a plain GET of a presigned URL.
+func fetchBlobURL(ctx context.Context, c *call) (any, error) {
+	var url string
+	if err := c.arg(0, &url, false); err != nil {
+		return nil, err
+	}
+	return c.fetchMinted(ctx, http.MethodGet, url, nil)
+}
+
+// putBlobURL(url, bytes) plays the object store: a plain PUT of the bytes
+// to a presigned upload URL.
+func putBlobURL(ctx context.Context, c *call) (any, error) {
+	var url string
+	if err := c.arg(0, &url, false); err != nil {
+		return nil, err
+	}
+	body, err := c.bytesArg(1)
+	if err != nil {
+		return nil, err
+	}
+	return c.fetchMinted(ctx, http.MethodPut, url, body)
+}
+
+// uploadBlobGrant(actorId, blobId, byteLength, mediaType?) is POST
+// /blobs/{blobId}/upload-grant, its answer as the driver's grant kinds.
+func uploadBlobGrant(ctx context.Context, c *call) (any, error) {
+	var actor, blobID string
+	var req struct {
+		ByteLength json.Number `json:"byteLength"`
+		MediaType  string      `json:"mediaType,omitempty"`
+	}
+	if err := c.arg(0, &actor, false); err != nil {
+		return nil, err
+	}
+	if err := c.arg(1, &blobID, false); err != nil {
+		return nil, err
+	}
+	if err := c.arg(2, &req.ByteLength, false); err != nil {
+		return nil, err
+	}
+	if err := c.arg(3, &req.MediaType, true); err != nil {
+		return nil, err
+	}
+	body, _ := json.Marshal(req)
+	status, _, b, err := c.do(ctx, http.MethodPost, c.blobURL(blobID)+"/upload-grant", actor, httpapi.ContentTypeJSON, body)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return refusal(errorBody(status, b)), nil
+	}
+	var g struct {
+		URL         string `json:"url"`
+		ExpiresAtMs int64  `json:"urlExpiresAtMs"`
+		Present     bool   `json:"present"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		return nil, fmt.Errorf("upload-grant answer: %w", err)
+	}
+	grant := map[string]any{"kind": "none"}
+	switch {
+	case g.URL != "":
+		grant = map[string]any{"kind": "url", "url": g.URL, "urlExpiresAtMs": g.ExpiresAtMs}
+	case g.Present:
+		grant = map[string]any{"kind": "present"}
+	}
+	return map[string]any{"ok": true, "grant": grant}, nil
+}
+
+// setBlobPresign(bool) turns presigned downloads and upload grants on or off.
+func setBlobPresign(_ context.Context, c *call) (any, error) {
+	var on bool
+	if err := c.arg(0, &on, false); err != nil {
+		return nil, err
+	}
+	c.in.presign.Store(on)
+	return nil, nil
 }
 
 func installValidators(_ context.Context, c *call) (any, error) {

@@ -4,6 +4,7 @@
 //	syncd version           print version and build information
 //	syncd inspect ARGS...   decode and render SSP2 messages
 //	syncd prune [flags]     prune the commit log of every partition once
+//	syncd blobs sweep       delete the orphan blobs of every partition once
 //	syncd seed [flags]      fill a project with synthetic rows for load tests
 //	syncd health [flags]    exit 0 when a server's /readyz answers 200
 //	syncd backup [flags]    copy a SQLite database consistently, online
@@ -54,6 +55,8 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return runInspect(args[1:], stdin, stdout, stderr)
 	case "prune":
 		return runPrune(args[1:], environ, stdout, stderr)
+	case "blobs":
+		return runBlobs(args[1:], environ, stdout, stderr)
 	case "seed":
 		return runSeed(args[1:], environ, stdout, stderr)
 	case "health":
@@ -81,6 +84,8 @@ Usage:
   syncd inspect ARGS...   decode and render SSP2 messages
   syncd prune [flags]     prune the commit log of every partition once
                           (the serve flags; --database, --retention-*)
+  syncd blobs sweep       delete the orphan blobs of every partition once
+                          (the serve flags; --database, --blob-*)
   syncd seed [flags]      fill a project with synthetic rows for load tests
   syncd health [flags]    exit 0 when the admin listener's /readyz is 200, 1
                           otherwise (--url, --timeout; for health checks)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,12 @@ func startServer(t *testing.T, minWire, seedRows int) string {
 	if schemaPath == "" {
 		t.Skipf("fixture %s not found (set SYNCD_SHARED_DIR)", schemaPath)
 	}
+	return startServerWith(t, schemaPath, minWire, seedRows)
+}
+
+// startServerWith is startServer serving the schema at schemaPath.
+func startServerWith(t *testing.T, schemaPath string, minWire, seedRows int) string {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(dir, "syncd.db")})
 	if err != nil {
@@ -173,6 +180,34 @@ func TestScenarios(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBlobsScenario: blobs of a few sizes go up and come back through a
+// server serving the bench schema, counted by kind.
+func TestBlobsScenario(t *testing.T) {
+	schemaPath := filepath.FromSlash("../../bench/blobs.ir.json")
+	url := startServerWith(t, schemaPath, 3, 0)
+	for _, size := range []string{"1", "70000", "1048576"} {
+		var out, errb bytes.Buffer
+		code := run0(context.Background(), []string{"--url", url, "--schema", schemaPath, "--vus", "2", "--requests", "4",
+			"--blob-bytes", size, "--json", "-", "blobs"}, &out, &errb)
+		if code != 0 {
+			t.Fatalf("--blob-bytes %s: exit %d\n%s%s", size, code, out.String(), errb.String())
+		}
+		var res []Result
+		if err := json.Unmarshal([]byte(out.String()[strings.Index(out.String(), "\n["):]), &res); err != nil {
+			t.Fatal(err)
+		}
+		r := res[0]
+		n, _ := strconv.ParseInt(size, 10, 64)
+		if r.Errors != 0 || op(r, "upload").Count != 4 || op(r, "download").Count != 4 || op(r, "download").Bytes != 4*n || r.Notes["downloadMBPerSecond"] == nil {
+			t.Fatalf("--blob-bytes %s: %+v", size, r)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run0(context.Background(), []string{"--url", url, "--requests", "1", "blobs"}, &out, &errb); code == 0 {
+		t.Fatal("blobs ran on a table without a blob_ref column")
 	}
 }
 

@@ -6,9 +6,9 @@
 //	syncload [flags] SCENARIO...
 //
 // Scenarios: push-pull, bootstrap-storm, catch-up, mixed-soak,
-// maintenance-churn, slow-bodies, reconnect-storm, propagation,
-// engine-commit (the storage engine alone, no server; "syncload
-// -h" describes each). With --transport ws the clients run their rounds
+// maintenance-churn, slow-bodies, reconnect-storm, propagation, blobs
+// (PUT and GET /blobs/{id}), engine-commit (the storage engine alone, no
+// server; "syncload -h" describes each). With --transport ws the clients run their rounds
 // over the realtime socket (GET /realtime). The virtual clients are
 // the project's Go client (package client); any protocol error
 // fails the run: the exit status is 1 when a scenario recorded an error,
@@ -77,6 +77,7 @@ type options struct {
 	dialers        int
 	engineDatabase string
 	engineRead     bool
+	blobBytes      int64
 }
 
 // headerList is a repeatable "Name: value" flag.
@@ -98,6 +99,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.url, "url", "http://127.0.0.1:8787", "base URL of the SSP2 server (its mount included); POST {url}/sync, GET {url}/segments/{id}")
 	fs.StringVar(&o.adminURL, "admin-url", "", "admin listener of the server, to sample process_resident_memory_bytes from /metrics (e.g. http://127.0.0.1:8788)")
+	fs.Int64Var(&o.blobBytes, "blob-bytes", 1<<20, "blobs: size of each blob uploaded and downloaded")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "pid of a server on this machine, to sample VmRSS/VmHWM from /proc")
 	fs.IntVar(&o.vus, "vus", 10, "virtual clients")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each scenario runs")

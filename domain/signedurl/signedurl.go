@@ -1,4 +1,5 @@
-// Package signedurl is the native signed-URL token of SPEC §5.4:
+// Package signedurl is the native signed-URL token of SPEC §5.4 (and the
+// blob URLs of §5.9, blob.go):
 //
 //	st = base64url(payloadJSON) "." base64url(HMAC-SHA256(key, payloadJSON))
 //	payloadJSON = {"v":1,"seg":"<segmentId>","sd":"<scopeDigest>","aud":"<audience>","exp":<unix seconds>}
@@ -13,6 +14,7 @@ package signedurl
 
 import (
 	"bytes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -20,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -69,6 +72,10 @@ type payload struct {
 type Signer struct {
 	key []byte
 	aud []byte // the audience derivation key
+
+	blobOnce  sync.Once // blob audience keys (blob.go), derived on first use
+	blobAEAD  cipher.AEAD
+	blobNonce []byte
 }
 
 // NewSigner returns a Signer over key (at least MinKeyBytes bytes).

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/syncd-dev/syncd/adapters/blobs/fsblob"
+	"github.com/syncd-dev/syncd/adapters/blobs/memblob"
 	"github.com/syncd-dev/syncd/adapters/blobs/s3blob"
 	"github.com/syncd-dev/syncd/adapters/blobs/sqlblob"
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
@@ -95,6 +96,9 @@ func blobOpeners(sqlChunk int) map[string]blobOpener {
 	}
 }
 
+func TestBlobsMemory(t *testing.T) {
+	contract.RunBlobs(t, contract.BlobHarness{New: func(testing.TB) ports.BlobStore { return memblob.New() }})
+}
 func TestBlobsSQLite(t *testing.T)   { contract.RunBlobs(t, reopenableBlobs("SQLite", sqlBlobChunk)) }
 func TestBlobsPostgres(t *testing.T) { contract.RunBlobs(t, reopenableBlobs("Postgres", sqlBlobChunk)) }
 func TestBlobsFilesystem(t *testing.T) {

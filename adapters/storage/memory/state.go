@@ -67,6 +67,7 @@ type data struct {
 	commits     []*commitRec // ascending seq, retained (above the horizon)
 	tombstones  map[rowKey]int64
 	blobRefs    map[rowKey][]string // sorted, distinct
+	blobClaims  map[string]int64    // orphan sweep claims: blob id → claimed at
 	reactions   map[string]*ports.StoredReaction
 	results     map[resultKey]ports.PushRecord
 	checkpoints map[string]*checkpoint.Checkpoint
@@ -79,6 +80,7 @@ func newData() *data {
 		tables:      map[string]*rowTable{},
 		tombstones:  map[rowKey]int64{},
 		blobRefs:    map[rowKey][]string{},
+		blobClaims:  map[string]int64{},
 		reactions:   map[string]*ports.StoredReaction{},
 		results:     map[resultKey]ports.PushRecord{},
 		checkpoints: map[string]*checkpoint.Checkpoint{},
@@ -93,6 +95,7 @@ func (d *data) clone() *data {
 		commits:     slices.Clone(d.commits),
 		tombstones:  maps.Clone(d.tombstones),
 		blobRefs:    maps.Clone(d.blobRefs),
+		blobClaims:  maps.Clone(d.blobClaims),
 		reactions:   maps.Clone(d.reactions),
 		results:     maps.Clone(d.results),
 		checkpoints: maps.Clone(d.checkpoints),

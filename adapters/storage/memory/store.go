@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -528,6 +529,28 @@ func (s *Store) ListReferencedBlobIDs(ctx context.Context, name string) ([]strin
 		}
 		slices.Sort(out)
 		return slices.Compact(out), nil
+	})
+}
+
+// ListBlobClaims lists the partition's orphan sweep claims, sorted.
+func (s *Store) ListBlobClaims(ctx context.Context, name string) ([]string, error) {
+	return peekPartition(ctx, s, name, func(p *partition) ([]string, error) {
+		out := slices.Collect(maps.Keys(p.d.blobClaims))
+		slices.Sort(out)
+		return out, nil
+	})
+}
+
+// ReleaseBlobClaims ends orphan sweep claims.
+func (s *Store) ReleaseBlobClaims(ctx context.Context, name string, blobIDs []string) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	return s.withPartition(ctx, name, func(p *partition) error {
+		for _, id := range blobIDs {
+			delete(p.d.blobClaims, id)
+		}
+		return nil
 	})
 }
 

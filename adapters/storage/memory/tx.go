@@ -415,6 +415,40 @@ func (tx *pushTx) SetBlobRefs(ctx context.Context, table, rowID string, blobIDs 
 	return nil
 }
 
+func (tx *pushTx) ClaimOrphanBlobs(ctx context.Context, blobIDs []string, nowMs int64) ([]string, error) {
+	if err := tx.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer tx.mu.Unlock()
+	referenced := map[string]bool{}
+	for _, ids := range tx.d.blobRefs {
+		for _, id := range ids {
+			referenced[id] = true
+		}
+	}
+	var out []string
+	for _, id := range blobIDs {
+		if referenced[id] {
+			continue
+		}
+		if _, ok := tx.d.blobClaims[id]; !ok {
+			tx.d.blobClaims[id] = nowMs
+		}
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func (tx *pushTx) BlobClaimed(ctx context.Context, blobID string) (bool, error) {
+	if err := tx.begin(ctx); err != nil {
+		return false, err
+	}
+	defer tx.mu.Unlock()
+	_, ok := tx.d.blobClaims[blobID]
+	return ok, nil
+}
+
 func (tx *pushTx) AppendCommit(ctx context.Context, c ports.NewCommit) (int64, error) {
 	if err := tx.begin(ctx); err != nil {
 		return 0, err

@@ -91,6 +91,11 @@ CREATE TABLE IF NOT EXISTS sync_blob_refs(
 );
 CREATE INDEX IF NOT EXISTS sync_blob_refs_by_blob
   ON sync_blob_refs(partition, blob_id);
+CREATE TABLE IF NOT EXISTS sync_blob_claims(
+  partition TEXT NOT NULL, blob_id TEXT NOT NULL,
+  claimed_at_ms {SEQ} NOT NULL,
+  PRIMARY KEY(partition, blob_id)
+);
 CREATE TABLE IF NOT EXISTS sync_tombstones(
   partition TEXT NOT NULL, tbl TEXT NOT NULL, row_id {KEY} NOT NULL,
   commit_seq {SEQ} NOT NULL,

@@ -545,7 +545,7 @@ func layout(t *testing.T, e Engine) {
 var snapshotTables = []string{
 	"sync_partitions", "sync_partition_registry", "sync_row_scopes", "sync_commits", "sync_changes",
 	"sync_change_scopes", "sync_push_results", "sync_reactions", "sync_clients", "sync_blob_refs",
-	"sync_tombstones", "sync_backfill_checkpoints", "sync_writer_fence", "sync_schema_meta", "sync_client_bindings", "items",
+	"sync_tombstones", "sync_backfill_checkpoints", "sync_writer_fence", "sync_schema_meta", "sync_client_bindings", "sync_blob_claims", "items",
 }
 
 // snapshot renders the catalog (columns, indexes) and row counts of the

@@ -1,0 +1,222 @@
+package blobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/syncd-dev/syncd/domain/contentaddr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+func (f *fixture) stored(id string) bool {
+	_, ok, _ := f.blobs.Stat(context.Background(), "p1", id)
+	return ok
+}
+
+func TestSweep(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	oldOrphan := f.upload(alice, []byte("abandoned upload"))
+	oldReferenced := f.upload(alice, []byte("attached long ago"))
+	oldUnreferenced := f.upload(alice, []byte("attached, then detached"))
+	f.attach("t1", "pa", oldReferenced)
+	f.attach("t2", "pa", oldUnreferenced)
+	f.attach("t2", "pa", "") // the row drops its attachment
+	f.now = f.now.Add(DefaultOrphanGrace - time.Minute)
+	young := f.upload(alice, []byte("uploaded a minute before the sweep"))
+	f.now = f.now.Add(time.Minute + time.Millisecond)
+
+	res, err := f.svc.SweepAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0] != (SweepResult{Partition: "p1", Claimed: 2, Deleted: 2}) {
+		t.Fatalf("sweep = %+v", res)
+	}
+	for id, want := range map[string]bool{oldOrphan: false, oldUnreferenced: false, oldReferenced: true, young: true} {
+		if f.stored(id) != want {
+			t.Errorf("blob %s stored = %v, want %v", id[:16], !want, want)
+		}
+	}
+	if claims, _ := f.store.ListBlobClaims(ctx, "p1"); len(claims) != 0 {
+		t.Fatalf("claims left after the sweep: %v", claims)
+	}
+	// A second pass finds nothing more; the young blob goes once it is old.
+	if r, _ := f.svc.SweepPartition(ctx, "p1"); r.Deleted != 0 {
+		t.Fatalf("second pass = %+v", r)
+	}
+	f.now = f.now.Add(DefaultOrphanGrace)
+	if r, _ := f.svc.SweepPartition(ctx, "p1"); r.Deleted != 1 || f.stored(young) {
+		t.Fatalf("pass after the young blob aged = %+v", r)
+	}
+	if len(f.m.swept) != 3 {
+		t.Fatalf("sweep metrics %+v", f.m.swept)
+	}
+}
+
+func TestSweepPagesAndGrace(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.SweepPage, o.OrphanGrace = 2, time.Hour })
+	ctx := context.Background()
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, f.upload(alice, fmt.Appendf(nil, "orphan %d", i)))
+	}
+	f.attach("t1", "pa", ids[2])
+	f.now = f.now.Add(time.Hour + time.Millisecond)
+	r, err := f.svc.SweepPartition(ctx, "p1")
+	if err != nil || r.Deleted != 4 {
+		t.Fatalf("sweep over pages of two = %+v %v", r, err)
+	}
+	if f.blobs.Len() != 1 || !f.stored(ids[2]) {
+		t.Fatalf("%d blobs kept, want only the referenced one", f.blobs.Len())
+	}
+}
+
+func TestSweepFinishesLeftClaims(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	a := f.upload(alice, []byte("claimed by a sweep that stopped"))
+	// A claim without its deletion: a sweep stopped between the two.
+	if err := f.store.Push(ctx, "p1", ports.PushOptions{}, func(tx ports.PushTx) error {
+		_, err := tx.ClaimOrphanBlobs(ctx, []string{a}, 1)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.svc.SweepPartition(ctx, "p1")
+	if err != nil || r.Deleted != 1 || f.stored(a) {
+		t.Fatalf("sweep = %+v %v; the claimed blob (not yet past its grace) must go", r, err)
+	}
+	if claims, _ := f.store.ListBlobClaims(ctx, "p1"); len(claims) != 0 {
+		t.Fatalf("claims left: %v", claims)
+	}
+}
+
+type deleteFails struct {
+	ports.BlobStore
+	bad string
+}
+
+func (d deleteFails) Delete(ctx context.Context, partition, id string) error {
+	if id == d.bad {
+		return errors.New("store unavailable")
+	}
+	return d.BlobStore.Delete(ctx, partition, id)
+}
+
+func TestSweepKeepsTheClaimOfAFailedDeletion(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Blobs = deleteFails{BlobStore: o.Blobs, bad: contentaddr.Of([]byte("stuck"))} })
+	ctx := context.Background()
+	bad := f.upload(alice, []byte("stuck"))
+	fine := f.upload(alice, []byte("fine"))
+	f.now = f.now.Add(DefaultOrphanGrace + time.Millisecond)
+	r, err := f.svc.SweepPartition(ctx, "p1")
+	if err == nil || r.Deleted != 1 || f.stored(fine) || !f.stored(bad) {
+		t.Fatalf("sweep = %+v %v", r, err)
+	}
+	// The claim stays: pushes keep refusing the blob the store still holds.
+	if claims, _ := f.store.ListBlobClaims(ctx, "p1"); len(claims) != 1 || claims[0] != bad {
+		t.Fatalf("claims = %v, want the failed one", claims)
+	}
+}
+
+// TestSweepRacesPushes: pushes that reference old orphans (checking, under
+// the partition lock, that the blob exists and is not claimed, as the push
+// pipeline does) race sweeps; no committed reference may point at a
+// deleted blob.
+func TestSweepRacesPushes(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	n := 30
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = f.upload(alice, fmt.Appendf(nil, "orphan %d", i))
+	}
+	f.now = f.now.Add(DefaultOrphanGrace + time.Millisecond)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			rowID := fmt.Sprint("t", i)
+			err := f.store.Push(ctx, "p1", ports.PushOptions{}, func(tx ports.PushTx) error {
+				ok, err := f.svc.BlobExists(ctx, "p1", ids[i])
+				if err != nil || !ok {
+					return err
+				}
+				if claimed, err := tx.BlobClaimed(ctx, ids[i]); err != nil || claimed {
+					return err
+				}
+				if err := tx.UpsertRow(ctx, "tasks", taskWrite(rowID)); err != nil {
+					return err
+				}
+				return tx.SetBlobRefs(ctx, "tasks", rowID, []string{ids[i]})
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for range 3 {
+		wg.Go(func() {
+			if _, err := f.svc.SweepPartition(ctx, "p1"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	referenced, err := f.store.ListReferencedBlobIDs(ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range referenced {
+		if !f.stored(id) {
+			t.Fatalf("blob %s is referenced but was swept", id)
+		}
+	}
+	t.Logf("%d of %d orphans were referenced before a sweep claimed them", len(referenced), n)
+}
+
+func taskWrite(rowID string) ports.RowWrite {
+	return ports.RowWrite{RowID: rowID, Version: 1, Scopes: map[string]string{"project_id": "pa"},
+		Payload: []byte{0}, Values: []any{rowID, "pa", rowID, false, nil, nil}}
+}
+
+func TestScheduler(t *testing.T) {
+	f := newFixture(t)
+	f.upload(alice, []byte("orphan"))
+	f.now = f.now.Add(DefaultOrphanGrace + time.Millisecond)
+	wake := make(chan struct{})
+	sleep := func(ctx context.Context, d time.Duration) error {
+		if d != time.Hour {
+			t.Errorf("slept %s, want the interval", d)
+		}
+		select {
+		case <-wake:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	passes := make(chan []SweepResult, 1)
+	s := NewScheduler(f.svc.Sweeper, time.Hour, sleep, nil, func(r []SweepResult, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		passes <- r
+	})
+	s.Start()
+	s.Start() // no second loop
+	wake <- struct{}{}
+	if r := <-passes; len(r) != 1 || r[0].Deleted != 1 {
+		t.Fatalf("pass = %+v", r)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
