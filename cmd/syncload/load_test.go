@@ -97,7 +97,7 @@ func startServerWith(t *testing.T, schemaPath string, minWire, seedRows int) str
 // TestScenarios runs every scenario briefly against an in-process server:
 // each must finish by its request budget and record no error.
 func TestScenarios(t *testing.T) {
-	url, url2 := startServer(t, 3, 3000), startServer(t, 2, 0)
+	url, url2, fresh := startServer(t, 3, 3000), startServer(t, 2, 0), startServer(t, 3, 0)
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -110,6 +110,8 @@ func TestScenarios(t *testing.T) {
 		{"bootstrap-storm", []string{"--vus", "2", "--requests", "10", "--dataset", "3000", "--limit-rows", "5000", "--external-rows=false"}, false, nil},
 		{"bootstrap-storm", []string{"--vus", "2", "--requests", "6", "--dataset", "3000", "--limit-rows", "4000", "--inline-rows=false"}, true, nil},
 		{"catch-up", []string{"--vus", "2", "--requests", "12", "--dataset", "300", "--limit-commits", "100"}, false, nil},
+		// On a log whose first commit is the writer's (cursor 0 before it).
+		{"catch-up", []string{"--vus", "1", "--requests", "3", "--dataset", "250", "--url", fresh}, false, nil},
 		{"mixed-soak", []string{"--vus", "3", "--requests", "60"}, false, nil},
 		{"push-pull", []string{"--vus", "4", "--requests", "40", "--partitions", "2"}, false, nil},
 		{"maintenance-churn", []string{"--vus", "2", "--requests", "40"}, false, nil},

@@ -196,7 +196,8 @@ func catchUp() *scenario {
 				if err != nil {
 					return err
 				}
-				if cs.fromSeq == 0 {
+				if done == 0 {
+					// The cursor before the first commit (0 on a fresh log).
 					cs.fromSeq = seqs[0] - 1
 				}
 				cs.maxSeq = seqs[len(seqs)-1]
