@@ -380,6 +380,10 @@ func Run(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Option)
 		toTerminal("cannot start", dig.RootCause(err))
 		return 1
 	}
+	// Signals are relayed from before the start: the listeners serve (and
+	// /readyz may answer) while later start hooks still run, and a SIGTERM
+	// then must mean a graceful stop, not the default exit.
+	done := a.Wait()
 	startCtx, cancel := context.WithTimeout(context.Background(), a.StartTimeout())
 	defer cancel()
 	if err := a.Start(startCtx); err != nil {
@@ -387,7 +391,7 @@ func Run(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Option)
 		toTerminal("cannot start", dig.RootCause(err))
 		return 1
 	}
-	sig := <-a.Wait()
+	sig := <-done
 	log.Info("shutting down", zap.String("signal", fmt.Sprint(sig.Signal)), zap.Int("exit_code", sig.ExitCode))
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), a.StopTimeout())
 	defer cancelStop()
