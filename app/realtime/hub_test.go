@@ -272,7 +272,10 @@ func newFixture(t *testing.T, o realtime.Options) *fixture {
 func (f *fixture) rebuild(t *testing.T, o realtime.Options) *realtime.Hub {
 	t.Helper()
 	sch := ssptest.Schema(t)
-	o.Resolver, o.Rounds = grants{}, noRounds{}
+	o.Resolver = grants{}
+	if o.Rounds == nil {
+		o.Rounds = noRounds{}
+	}
 	o.Schema = func() *schema.Schema { return sch }
 	h, err := realtime.New(o)
 	if err != nil {

@@ -146,6 +146,12 @@ func (s *Session) shutdown(code int, reason string) {
 	}
 }
 
+func (s *Session) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
 // violation closes the socket for a broken client (§8.7: pipelined
 // rounds, unframed streams, unknown tags; §8.1: malformed control).
 func (s *Session) violation(code int, why string) {
@@ -195,10 +201,15 @@ func (s *Session) heartbeat(ctx context.Context, c ports.RealtimeConn) {
 	}
 }
 
+// read dispatches the client's messages until the socket ends or the
+// session closes it. Nothing is processed once the close has begun (a
+// violation, a drain, a timeout): §8.7 forbids processing round bytes
+// past a violation, and the reader leaves the socket to the close
+// handshake, which discards data messages while it waits for the peer.
 func (s *Session) read(ctx context.Context, c ports.RealtimeConn) {
-	for {
+	for !s.isClosing() {
 		m, err := c.Read(ctx)
-		if err != nil {
+		if err != nil || s.isClosing() {
 			return
 		}
 		if m.Binary {
