@@ -141,7 +141,8 @@ func (s *Session) shutdown(code int, reason string) {
 	c := s.conn
 	s.mu.Unlock()
 	if c != nil {
-		// Close waits for the peer's close frame; the reader must go on.
+		// Close waits (bounded) for the peer's close frame: neither the
+		// caller nor Run waits for it.
 		go func() { _ = c.Close(code, reason) }()
 	}
 }
