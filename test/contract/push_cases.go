@@ -645,6 +645,33 @@ func testTombstones(t *testing.T, h Harness) {
 		}
 		return nil
 	}))
+	// Within one push, the reads of an absent row and its tombstone see
+	// the push's own writes in between: a re-insert clears it, a delete
+	// (recorded by the commit append) brings it back.
+	must(t, e.push("p1", func(tx ports.PushTx) error {
+		if r, err := tx.GetRow(e.ctx, "tasks", "a"); err != nil || r != nil {
+			return fmt.Errorf("deleted row read as %+v (%v)", r, err)
+		}
+		if got, ok, err := tx.TombstoneSeq(e.ctx, "tasks", "a"); err != nil || !ok || got != seq {
+			return fmt.Errorf("tombstone after the row read = %d, %v (%v); want %d", got, ok, err, seq)
+		}
+		if err := tx.UpsertRow(e.ctx, "tasks", k.write(0)); err != nil {
+			return err
+		}
+		if r, err := tx.GetRow(e.ctx, "tasks", "a"); err != nil || r == nil {
+			return fmt.Errorf("re-inserted row not read back (%v)", err)
+		}
+		if _, ok, err := tx.TombstoneSeq(e.ctx, "tasks", "a"); err != nil || ok {
+			return fmt.Errorf("tombstone survived the push's own re-insert: %v (%v)", ok, err)
+		}
+		if r, err := tx.GetRow(e.ctx, "tasks", "never"); err != nil || r != nil {
+			return fmt.Errorf("absent row read as %+v (%v)", r, err)
+		}
+		if _, ok, err := tx.TombstoneSeq(e.ctx, "tasks", "never"); err != nil || ok {
+			return fmt.Errorf("tombstone of a row never written: %v (%v)", ok, err)
+		}
+		return tx.DiscardWrites(e.ctx)
+	}))
 }
 
 func testBlobRefs(t *testing.T, h Harness) {

@@ -81,6 +81,9 @@ type pushTx struct {
 	absent [][2]string
 	// idem is the idempotency record read ahead for a grouped push.
 	idem *idemAhead
+	// tomb is the tombstone of the absent row GetRow read last, good
+	// until the push writes.
+	tomb *tombRead
 }
 
 // idemAhead is an idempotency record read with a group member's savepoint.
@@ -95,6 +98,7 @@ const savepointName = "sync_push_apply"
 // beforeWrite takes the savepoint DiscardWrites returns to, before the
 // transaction's first write (nothing precedes it but the lock and reads).
 func (t *pushTx) beforeWrite(ctx context.Context) error {
+	t.tomb = nil
 	if t.savepoint || t.discardTo != "" {
 		return nil
 	}
@@ -152,11 +156,43 @@ func (t *pushTx) takeAbsent(clientID, clientCommitID string) bool {
 	return false
 }
 
+// GetRow reads the row and, in the same statement, its tombstone, kept
+// for a TombstoneSeq of the same absent row before the push writes again.
 func (t *pushTx) GetRow(ctx context.Context, table, rowID string) (*commit.Row, error) {
-	return t.s.getRow(ctx, t.tx, t.partition, table, rowID)
+	t.tomb = nil
+	ts, err := t.s.table(table)
+	if err != nil {
+		return nil, err
+	}
+	var r commit.Row
+	var version, tomb sql.NullInt64
+	var scopes []byte
+	if _, err := queryOne(ctx, t.tx, ts.getTomb, []any{t.partition, rowID, t.partition, table, rowID},
+		&version, &scopes, &r.Payload, &r.ColumnVersions, &tomb); err != nil {
+		return nil, internal("get row", err)
+	}
+	if !version.Valid {
+		t.tomb = &tombRead{table: table, rowID: rowID, seq: tomb.Int64, ok: tomb.Valid}
+		return nil, nil
+	}
+	r.RowID, r.Version = rowID, version.Int64
+	if r.Scopes, err = decodeScopes(scopes); err != nil {
+		return nil, internal("get row", err)
+	}
+	return &r, nil
+}
+
+// tombRead is an absent row's tombstone read with it.
+type tombRead struct {
+	table, rowID string
+	seq          int64
+	ok           bool
 }
 
 func (t *pushTx) TombstoneSeq(ctx context.Context, table, rowID string) (int64, bool, error) {
+	if r := t.tomb; r != nil && r.table == table && r.rowID == rowID {
+		return r.seq, r.ok, nil
+	}
 	ts, err := t.s.table(table)
 	if err != nil {
 		return 0, false, err
@@ -514,6 +550,7 @@ VALUES (?, ?, ?, ?, ?) ON CONFLICT (partition, client_id, client_commit_id) DO N
 }
 
 func (t *pushTx) DiscardWrites(ctx context.Context) error {
+	t.tomb = nil
 	t.dropDeferred()
 	switch {
 	case t.discardTo != "":

@@ -43,7 +43,10 @@ type tableSQL struct {
 	tombDel      string
 	blobDel      string
 	tombGet      string
-	selectCols   string // r.version, r.scopes, r.payload, r.column_versions
+	// getTomb is get with the row's tombstone, for a push that reads an
+	// absent row and then asks whether it was deleted.
+	getTomb    string
+	selectCols string // r.version, r.scopes, r.payload, r.column_versions
 }
 
 func (s *Store) buildTableSQL(t *schema.Table) *tableSQL {
@@ -82,6 +85,10 @@ func (s *Store) buildTableSQL(t *schema.Table) *tableSQL {
 	ts.tombDel = s.q("DELETE FROM sync_tombstones WHERE partition=? AND tbl=? AND row_id=?")
 	ts.blobDel = s.q("DELETE FROM sync_blob_refs WHERE partition=? AND tbl=? AND row_id=?")
 	ts.tombGet = s.q("SELECT commit_seq FROM sync_tombstones WHERE partition=? AND tbl=? AND row_id=?")
+	ts.getTomb = s.q(fmt.Sprintf(`SELECT %s, t.commit_seq FROM (SELECT 1 AS one) AS base
+LEFT JOIN %s r ON r.%s=? AND r.%s=?
+LEFT JOIN sync_tombstones t ON t.partition=? AND t.tbl=? AND t.row_id=?`,
+		ts.selectCols, ts.quoted, quoteIdent(colPartition), quoteIdent(colRowID)))
 	return ts
 }
 
