@@ -54,15 +54,44 @@ type ScopeRequest struct {
 //
 // Errors fail closed: an ordinary error revokes the request's
 // subscriptions and forbids its writes. A *syncerr.Error fails the whole
-// request with that error. ErrResolverOutage asks the server to authorize
-// from the client's auth lease instead (SPEC §7.3.3).
+// request with that error. ErrResolverOutage (or an *OutageError) asks the
+// server to authorize from the client's auth lease instead (SPEC §7.3.3).
 type ScopeResolver interface {
 	ResolveScopes(ctx context.Context, req ScopeRequest) (scopes.Allowed, error)
 }
 
-// ErrResolverOutage is returned by a ScopeResolver whose grant source is
-// temporarily unavailable, opting the request into lease authorization.
+// ErrResolverOutage is what a ScopeResolver returns (alone, wrapped with
+// %w, or as an *OutageError) when its grant source is temporarily
+// unavailable, as opposed to failing. It opts the request into lease
+// authorization (SPEC §7.3.3): the server answers from the client's
+// stored auth lease, or fails the request with the retryable
+// sync.auth_lease_required (sync.auth_lease_revoked for a revoked lease).
+// It never revokes subscriptions, so clients purge nothing. Any other
+// error is a failure and fails closed (§3.2 rule 5).
 var ErrResolverOutage = errors.New("scope resolver outage")
+
+// OutageError reports a resolver outage with its cause (the grant
+// database timed out, the identity service answered 503), kept for the
+// server's logs. errors.Is(err, ErrResolverOutage) holds for it.
+type OutageError struct {
+	Cause error
+}
+
+func (e *OutageError) Error() string {
+	if e.Cause == nil {
+		return ErrResolverOutage.Error()
+	}
+	return ErrResolverOutage.Error() + ": " + e.Cause.Error()
+}
+
+// Is makes an OutageError match ErrResolverOutage.
+func (e *OutageError) Is(target error) bool { return target == ErrResolverOutage }
+
+// Unwrap returns the cause.
+func (e *OutageError) Unwrap() error { return e.Cause }
+
+// IsResolverOutage reports whether a resolver's error is the outage signal.
+func IsResolverOutage(err error) bool { return errors.Is(err, ErrResolverOutage) }
 
 type identityKey struct{}
 
