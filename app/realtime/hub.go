@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
+	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/push"
@@ -92,7 +93,11 @@ type Options struct {
 	Store    Store
 	Schema   func() *schema.Schema
 	Resolver ports.ScopeResolver
-	Rounds   Rounds
+	// Leases, when set, serves a resolver outage from the client's auth
+	// lease at registration (SPEC §7.3.3), as a socket round's resolution
+	// is; nil: an outage registers nothing.
+	Leases *leases.Service
+	Rounds Rounds
 	// MaxDeltaBytes: a larger delta is a delta-too-large wake-up (0 → 1 MiB).
 	MaxDeltaBytes int
 	// MaxRequestBytes bounds a socket round's request (0: unbounded).

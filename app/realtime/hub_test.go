@@ -272,7 +272,9 @@ func newFixture(t *testing.T, o realtime.Options) *fixture {
 func (f *fixture) rebuild(t *testing.T, o realtime.Options) *realtime.Hub {
 	t.Helper()
 	sch := ssptest.Schema(t)
-	o.Resolver = grants{}
+	if o.Resolver == nil {
+		o.Resolver = grants{}
+	}
 	if o.Rounds == nil {
 		o.Rounds = noRounds{}
 	}

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -51,8 +54,10 @@ type storedSub struct {
 // load reads the client record and derives the registrations (SPEC §8.1):
 // every persisted subscription of a known table whose requested scopes
 // are declared and whose effective scopes, re-resolved now, are not
-// revoked. A resolver failure fails closed: no registration. An error is
-// a failure to read the record.
+// revoked. During a resolver outage the client's valid auth lease
+// stands in for the resolver (§7.3.3), as in a socket round. A resolver
+// failure, or an outage no lease serves, fails closed: no registration.
+// An error is a failure to read the record.
 func (h *Hub) load(ctx context.Context, id ports.Identity, clientID string) (*ports.ClientRecord, []registration, error) {
 	rec, err := h.o.Store.GetClient(ctx, id.Partition, clientID)
 	if err != nil {
@@ -65,14 +70,20 @@ func (h *Hub) load(ctx context.Context, id ports.Identity, clientID string) (*po
 	if err := json.Unmarshal(rec.Subscriptions, &subs); err != nil {
 		return nil, nil, fmt.Errorf("decode stored subscriptions: %w", err)
 	}
-	res := scopes.Failed()
-	allowed, err := h.o.Resolver.ResolveScopes(ctx, ports.ScopeRequest{Partition: id.Partition, ActorID: id.ActorID, ClientID: clientID})
-	if err == nil {
-		res = scopes.Granted(allowed)
-	} else {
-		h.log.Warn("scope resolver failed at realtime registration; the session is registered for nothing")
-	}
 	sch := h.o.Schema()
+	res := scopes.Failed()
+	r, err := leases.Resolve(ctx, h.o.Leases, h.o.Resolver, ports.ScopeRequest{Partition: id.Partition, ActorID: id.ActorID, ClientID: clientID},
+		sch.ScopeVariables())
+	switch {
+	case err != nil:
+		h.log.Warn("scopes not resolved at realtime registration; the session is registered for nothing",
+			zap.String("partition", id.Partition), zap.String("client_id", clientID), zap.Error(err))
+	case r.Outcome == leases.Failed:
+		h.log.Warn("scope resolver failed at realtime registration; the session is registered for nothing",
+			zap.String("partition", id.Partition), zap.String("client_id", clientID), zap.Error(r.Cause))
+	default:
+		res = r.Scopes
+	}
 	var regs []registration
 	for _, sub := range subs {
 		t := sch.Table(sub.Table)

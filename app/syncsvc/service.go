@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/app/leases"
 	pullsvc "github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/limits"
@@ -73,6 +74,10 @@ type Options struct {
 	Listeners []ports.CommitListener
 	// Observe, when set, is called with every commit's answer (metrics).
 	Observe func(CommitObservation)
+	// Leases issues auth leases on live-resolved rounds and serves
+	// resolver outages from them (SPEC §7.3); nil: leases off, and an
+	// outage fails the request with sync.auth_lease_required.
+	Leases *leases.Service
 	// Pull serves PULL_HEADER and its subscriptions; nil refuses pulls
 	// with sync.internal_error (a server assembled without it is broken).
 	Pull *pullsvc.Service
@@ -267,6 +272,8 @@ type request struct {
 	subs    []*ssp2.Subscription
 	epoch   string
 	res     scopes.Resolution
+	// live: res came from the resolver itself (the round issues a lease).
+	live bool
 	// gate is the request's first serve-gate read (gateRead set): the
 	// entry read, or for a push-only request the first push transaction's
 	// read; the read-verify compares its token with the last read.
@@ -468,6 +475,10 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		resp.Release()
 		return nil, r.Err()
 	}
+	if err := s.issueLease(ctx, rq, resp); err != nil {
+		resp.Release()
+		return nil, err
+	}
 	// The client record only once the response is to be sent: a refused
 	// one leaves the recorded cursor at what the client last received.
 	if resp.Sections != nil {
@@ -489,28 +500,47 @@ func (s *Service) bindForPull(ctx context.Context, rq *request) error {
 	return push.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, boundTo, true)
 }
 
-// resolve makes the request's one resolveScopes call (SPEC §3.2 rule 3).
+// resolve makes the request's one resolveScopes call (SPEC §3.2 rule 3):
+// live, failed (fail closed), or during a resolver outage from the
+// client's auth lease (§7.3.3; a refusal fails the request).
 func (s *Service) resolve(ctx context.Context, rq *request) error {
-	allowed, err := s.o.Resolver.ResolveScopes(ctx, ports.ScopeRequest{
+	res, err := leases.Resolve(ctx, s.o.Leases, s.o.Resolver, ports.ScopeRequest{
 		Partition: rq.id.Partition, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID,
-	})
+	}, rq.sch.ScopeVariables())
 	if err != nil {
-		var se *syncerr.Error
-		if errors.As(err, &se) {
-			return err
+		if ports.IsResolverOutage(err) {
+			s.log.Info("scope resolver outage not served from an auth lease", httpapi.RequestIDField(ctx),
+				zap.String("partition", rq.id.Partition), zap.String("client_id", rq.hdr.ClientID), zap.Error(err))
 		}
-		// Fail closed: every write of the request is forbidden. Auth leases
-		// (ErrResolverOutage) are not issued by this server, so an outage
-		// fails closed too.
-		s.log.Warn("scope resolver failed; writes of this request are forbidden",
-			httpapi.RequestIDField(ctx), zap.String("partition", rq.id.Partition), zap.Error(err))
-		rq.res = scopes.Failed()
-		return nil
-	}
-	if err := scopes.ValidateAllowed(rq.sch.ScopeVariables(), scopes.Allowed(allowed)); err != nil {
 		return err
 	}
-	rq.res = scopes.Granted(allowed)
+	switch res.Outcome {
+	case leases.Failed:
+		// Fail closed: every write of the request is forbidden and every
+		// subscription revoked.
+		s.log.Warn("scope resolver failed; writes of this request are forbidden",
+			httpapi.RequestIDField(ctx), zap.String("partition", rq.id.Partition), zap.Error(res.Cause))
+	case leases.Live:
+		rq.live = true
+	}
+	rq.res = res.Scopes
+	return nil
+}
+
+// issueLease issues or refreshes the client's auth lease after a
+// live-resolved round (§7.3.3) and puts its LEASE frame right after
+// RESP_HEADER (§7.3.2). Nothing happens with leases off, or on a round
+// that did not resolve live (floor, reset, failed resolver, outage).
+func (s *Service) issueLease(ctx context.Context, rq *request, resp *Response) error {
+	if s.o.Leases == nil || !rq.live {
+		return nil
+	}
+	rec, err := s.o.Leases.Issue(ctx, rq.id.Partition, rq.hdr.ClientID, rq.id.ActorID, rq.res.Allowed())
+	if err != nil {
+		return err
+	}
+	f := &ssp2.Lease{LeaseID: rec.LeaseID, ExpiresAtMs: rec.ExpiresAtMs}
+	resp.Frames = append(resp.Frames[:1], append([]ssp2.Frame{f}, resp.Frames[1:]...)...)
 	return nil
 }
 

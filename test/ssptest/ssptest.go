@@ -148,6 +148,8 @@ type Resp struct {
 	Results []*ssp2.PushResult
 	Details map[string]*ssp2.PushResultDetails
 	Error   *ssp2.Error
+	// Lease is the LEASE frame (SPEC §7.3.2), nil when none.
+	Lease *ssp2.Lease
 }
 
 // DecodeResponse decodes a response envelope of any known wire version.
@@ -173,6 +175,8 @@ func Split(m *ssp2.Message) Resp {
 			r.Details[f.ClientCommitID] = f
 		case *ssp2.Error:
 			r.Error = f
+		case *ssp2.Lease:
+			r.Lease = f
 		}
 	}
 	return r
