@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -29,9 +30,16 @@ type AdminOptions struct {
 	Pprof bool
 	// Refresher, when set, serves POST /admin/realtime/refresh-scopes.
 	Refresher ports.ScopeRefresher
+	// Leases, when set, serves POST /admin/leases/revoke.
+	Leases LeaseRevoker
 	// API, when set together with Token, serves the read-only admin API
 	// under /admin/v1/ (app/admin). Without a token it is never mounted.
 	API http.Handler
+}
+
+// LeaseRevoker revokes auth leases (*leases.Service).
+type LeaseRevoker interface {
+	Revoke(ctx context.Context, partition, leaseID string) (found bool, err error)
 }
 
 // maxAdminBodyBytes bounds an admin request body.
@@ -42,7 +50,10 @@ const maxAdminBodyBytes = 64 << 10
 // and, with o.Pprof, /debug/pprof; with o.Refresher, POST
 // /admin/realtime/refresh-scopes re-resolves the realtime sessions of a
 // partition ({"partition": …, "actorId": … optional}; answers
-// {"sessions": n}); with o.API and o.Token, the admin API under
+// {"sessions": n}); with o.Leases, POST /admin/leases/revoke revokes an
+// auth lease ({"partition": …, "leaseId": …}; answers {"revoked": true,
+// "found": whether a stored lease carried the id}); with o.API and
+// o.Token, the admin API under
 // /admin/v1/. It is never mounted on the sync API listener.
 func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger, o AdminOptions) http.Handler {
 	mux := http.NewServeMux()
@@ -75,6 +86,27 @@ func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger, o AdminOptions) 
 			}
 			n := o.Refresher.RefreshScopes(req.Context(), in.Partition, in.ActorID)
 			admin.WriteJSON(w, http.StatusOK, map[string]int{"sessions": n})
+		})
+	}
+	if o.Leases != nil {
+		mux.HandleFunc("POST /admin/leases/revoke", func(w http.ResponseWriter, req *http.Request) {
+			var in struct {
+				Partition string `json:"partition"`
+				LeaseID   string `json:"leaseId"`
+			}
+			dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxAdminBodyBytes))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&in); err != nil || in.Partition == "" || in.LeaseID == "" {
+				admin.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"partition": "<partition>", "leaseId": "<lease id>"}`})
+				return
+			}
+			found, err := o.Leases.Revoke(req.Context(), in.Partition, in.LeaseID)
+			if err != nil {
+				log.Error("auth lease revocation failed", zap.String("partition", in.Partition), zap.Error(err))
+				admin.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "revocation failed; see the server log"})
+				return
+			}
+			admin.WriteJSON(w, http.StatusOK, map[string]bool{"revoked": true, "found": found})
 		})
 	}
 	if o.API != nil && o.Token != "" {

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -190,6 +191,77 @@ func TestAdminRefreshScopes(t *testing.T) {
 		h := app.NewAdminHandler(r, m, zap.NewNop(), app.AdminOptions{})
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/admin/realtime/refresh-scopes", strings.NewReader(`{"partition":"p"}`)))
+		if rec.Code != 404 {
+			t.Fatalf("status %d", rec.Code)
+		}
+	})
+}
+
+// revoker records the revocations the admin endpoint asks for.
+type revoker struct {
+	calls [][2]string
+	err   error
+}
+
+func (r *revoker) Revoke(_ context.Context, partition, leaseID string) (bool, error) {
+	r.calls = append(r.calls, [2]string{partition, leaseID})
+	return leaseID == "known", r.err
+}
+
+// TestAdminRevokeLease: POST /admin/leases/revoke hands the partition and
+// lease id to the lease service (SPEC §7.3.4), behind the admin token.
+func TestAdminRevokeLease(t *testing.T) {
+	const token = "0123456789abcdef-admin"
+	r := app.NewReadiness(app.NewClock())
+	m, err := app.NewMetrics(app.BuildInfo{}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, body, auth string
+		storeErr         error
+		want             int
+		answer           string
+	}{
+		{"without the token", `{"partition":"p","leaseId":"known"}`, "", nil, 401, ""},
+		{"a stored lease", `{"partition":"p","leaseId":"known"}`, "Bearer " + token, nil, 200, `{"found":true,"revoked":true}`},
+		{"an id no lease carries", `{"partition":"p","leaseId":"other"}`, "Bearer " + token, nil, 200, `{"found":false,"revoked":true}`},
+		{"no lease id", `{"partition":"p"}`, "Bearer " + token, nil, 400, ""},
+		{"no partition", `{"leaseId":"known"}`, "Bearer " + token, nil, 400, ""},
+		{"an unknown field", `{"partition":"p","leaseId":"known","x":1}`, "Bearer " + token, nil, 400, ""},
+		{"the store fails", `{"partition":"p","leaseId":"known"}`, "Bearer " + token, errors.New("disk I/O error at /var/lib/x"), 500, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rv := &revoker{err: tc.storeErr}
+			h := app.NewAdminHandler(r, m, zap.NewNop(), app.AdminOptions{Token: token, Leases: rv})
+			req := httptest.NewRequest(http.MethodPost, "/admin/leases/revoke", strings.NewReader(tc.body))
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.want, rec.Body)
+			}
+			if strings.Contains(rec.Body.String(), "/var/lib") {
+				t.Fatalf("the store's error leaked: %s", rec.Body)
+			}
+			if tc.want == 401 || tc.want == 400 {
+				if len(rv.calls) != 0 {
+					t.Fatalf("revoked %v on a refused request", rv.calls)
+				}
+				return
+			}
+			if tc.answer != "" && strings.TrimSpace(rec.Body.String()) != tc.answer {
+				t.Fatalf("body %s, want %s", rec.Body, tc.answer)
+			}
+		})
+	}
+	t.Run("leases off: not served", func(t *testing.T) {
+		h := app.NewAdminHandler(r, m, zap.NewNop(), app.AdminOptions{})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/admin/leases/revoke", strings.NewReader(`{"partition":"p","leaseId":"x"}`)))
 		if rec.Code != 404 {
 			t.Fatalf("status %d", rec.Code)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/auth/dev"
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/ports"
@@ -70,6 +71,9 @@ var checksFirst = fx.Module("syncd.checksfirst",
 var AdminModule = fx.Module("syncd.admin",
 	fx.Invoke(func(p serverParams, cfg config.Config, r *Readiness, m *Metrics, a adminParams) error {
 		o := AdminOptions{Pprof: cfg.Admin.Pprof, Refresher: a.Refresher}
+		if a.Leases != nil {
+			o.Leases = a.Leases
+		}
 		if cfg.Admin.TokenFile != "" {
 			tok, err := ReadAdminToken(cfg.Admin.TokenFile)
 			if err != nil {
@@ -97,6 +101,7 @@ type adminParams struct {
 	// wraps its storage provides the reader beside it).
 	Reader   ports.AdminReader  `optional:"true"`
 	Segments ports.SegmentStore `optional:"true"`
+	Leases   *leases.Service    `optional:"true"`
 	Clock    ports.Clock
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/app/realtime"
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	domrt "github.com/syncd-dev/syncd/domain/realtime"
@@ -63,6 +64,7 @@ type RealtimeHubParams struct {
 	Resolver  ports.ScopeResolver
 	Store     ports.Storage    `optional:"true"`
 	Service   *syncsvc.Service `optional:"true"`
+	Leases    *leases.Service  `optional:"true"`
 	Metrics   *realtimeMetrics
 	Fanout    ports.Fanout         `optional:"true"`
 	Tracer    trace.TracerProvider `optional:"true"`
@@ -76,7 +78,7 @@ func NewRealtimeHub(p RealtimeHubParams) (*realtime.Hub, error) {
 	m := p.Metrics
 	rc := p.Config.Realtime
 	return realtime.New(realtime.Options{
-		Store: p.Store, Schema: p.Readiness.Schema, Resolver: p.Resolver, Rounds: p.Service,
+		Store: p.Store, Schema: p.Readiness.Schema, Resolver: p.Resolver, Leases: p.Leases, Rounds: p.Service,
 		MaxDeltaBytes: rc.MaxDeltaBytes, MaxRequestBytes: p.Config.Sync.MaxDecodedBodyBytes,
 		Heartbeat: rc.Heartbeat, IdleTimeout: rc.IdleTimeout, WriteTimeout: rc.WriteTimeout,
 		SendQueueBytes: rc.SendQueueBytes, MaxSockets: rc.MaxSockets, MaxSocketsPerActor: rc.MaxSocketsPerActor,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
@@ -40,6 +41,7 @@ var SyncModule = fx.Module("syncd.sync",
 		fx.Annotate(newSyncRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
 	),
 	PullModule,
+	LeasesModule,
 	ReactionsModule,
 	RealtimeModule,
 )
@@ -111,6 +113,7 @@ type SyncServiceParams struct {
 	Listeners       []ports.CommitListener   `group:"syncd.commit_listeners"`
 	Metrics         *Metrics                 `optional:"true"`
 	Pull            *pull.Service            `optional:"true"`
+	Leases          *leases.Service          `optional:"true"`
 }
 
 // NewSyncService builds the sync use case; nil without storage.
@@ -142,6 +145,7 @@ func NewSyncService(p SyncServiceParams) (*syncsvc.Service, error) {
 		Blobs:           p.Blobs,
 		Listeners:       p.Listeners,
 		Pull:            p.Pull,
+		Leases:          p.Leases,
 		MinWireVersion:  uint16(p.Config.Sync.MinWireVersion),
 		MaxOperations:   p.Config.Sync.MaxOperations,
 		Limits:          p.Config.Limits.Domain(),

@@ -86,6 +86,8 @@ type Config struct {
 	Blobs Blobs
 	// Realtime holds the realtime channel's settings.
 	Realtime Realtime
+	// Leases holds the auth-lease settings (off by default).
+	Leases Leases
 	// Limits bound identifiers and request shape.
 	Limits Limits
 	// Admin holds the admin listener's access settings.
@@ -270,6 +272,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Segments.validate()...)
 	errs = append(errs, c.Blobs.validate(c.Segments)...)
 	errs = append(errs, c.Realtime.validate()...)
+	errs = append(errs, c.Leases.validate()...)
 	errs = append(errs, c.Limits.validate()...)
 	errs = append(errs, c.validateExposure()...)
 	errs = append(errs, c.HTTP.validate(c.Sync)...)
@@ -357,6 +360,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	c.Segments.flags(fs)
 	c.Blobs.flags(fs)
 	c.Realtime.flags(fs)
+	c.Leases.flags(fs)
 	c.Limits.flags(fs)
 	c.exposureFlags(fs)
 	c.testControlFlags(fs)

@@ -130,6 +130,19 @@ func TestLoadPrecedence(t *testing.T) {
 		}, ""},
 		{"client record refresh past a tenth of the active window", []string{"--retention-active-window", "336h", "--client-record-refresh", "34h"}, nil, nil, "--client-record-refresh 34h"},
 		{"negative client record refresh", []string{"--client-record-refresh", "-1s"}, nil, nil, "--client-record-refresh"},
+		{"auth leases off by default", nil, nil, func(t *testing.T, c config.Config) {
+			if c.Leases != (config.Leases{}) {
+				t.Fatalf("got %+v", c.Leases)
+			}
+		}, ""},
+		{"auth leases", []string{"--auth-lease-ttl", "15m"}, []string{"SYNCD_AUTH_LEASE_KEY_FILE=/keys"}, func(t *testing.T, c config.Config) {
+			if c.Leases != (config.Leases{TTL: 15 * time.Minute, KeyFile: "/keys"}) {
+				t.Fatalf("got %+v", c.Leases)
+			}
+		}, ""},
+		{"auth leases need sealing keys", []string{"--auth-lease-ttl", "15m"}, nil, nil, "needs --auth-lease-key-file"},
+		{"auth lease keys without leases", []string{"--auth-lease-key-file", "/keys"}, nil, nil, "off without --auth-lease-ttl"},
+		{"negative auth lease ttl", []string{"--auth-lease-ttl", "-1m", "--auth-lease-key-file", "/keys"}, nil, nil, "--auth-lease-ttl -1m0s"},
 		{"bad listen", []string{"--listen", "8787"}, nil, nil, "want host:port"},
 		{"same listeners", []string{"--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"}, nil, nil, "must differ"},
 		{"bad mount", []string{"--mount", "api/"}, nil, nil, "--mount"},

@@ -40,6 +40,8 @@ type spec struct {
 	maxDeltaBytes int
 	// maxPresenceBytes is the presence document cap (0: the hub's default).
 	maxPresenceBytes int
+	// leaseTTL turns §7.3 auth leases on (0: off).
+	leaseTTL time.Duration
 }
 
 // parseCreate reads a create body. An option it cannot honour is
@@ -64,7 +66,9 @@ func parseCreate(body []byte) (spec, error) {
 			err = s.parseLimits(v)
 		case "signedUrls":
 			err = s.parseSignedURLs(v)
-		default: // leases and anything newer
+		case "leases":
+			err = s.parseLeases(v)
+		default: // anything newer
 			if isNull(v) {
 				continue
 			}
@@ -147,6 +151,32 @@ func (s *spec) parseSignedURLs(v json.RawMessage) error {
 		default:
 			return &unsupported{"signedUrls." + k}
 		}
+	}
+	return nil
+}
+
+func (s *spec) parseLeases(v json.RawMessage) error {
+	if isNull(v) {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := strictDecode(v, &m); err != nil {
+		return err
+	}
+	for _, k := range sortedKeys(m) {
+		switch k {
+		case "ttlMs":
+			var n int64
+			if err := json.Unmarshal(m[k], &n); err != nil || n < 1 {
+				return fmt.Errorf("ttlMs: want a positive integer")
+			}
+			s.leaseTTL = time.Duration(n) * time.Millisecond
+		default:
+			return &unsupported{"leases." + k}
+		}
+	}
+	if s.leaseTTL == 0 {
+		return fmt.Errorf("ttlMs is required")
 	}
 	return nil
 }

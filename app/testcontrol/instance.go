@@ -20,15 +20,18 @@ import (
 	"github.com/syncd-dev/syncd/adapters/blobs/memblob"
 	"github.com/syncd-dev/syncd/adapters/clock"
 	"github.com/syncd-dev/syncd/adapters/httpapi"
+	"github.com/syncd-dev/syncd/adapters/leases/sqllease"
 	"github.com/syncd-dev/syncd/adapters/segments/memseg"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/app/blobs"
+	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/app/realtime"
 	"github.com/syncd-dev/syncd/app/segments"
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/lease"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/signedurl"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -56,6 +59,10 @@ type instance struct {
 	blobs      *memblob.Store
 	presign    atomic.Bool
 	blobSigner *signedurl.Signer
+	// leases serves §7.3 auth leases over the live database's lease
+	// store, leaseStore (nil without the leases create option).
+	leases     *leases.Service
+	leaseStore atomic.Pointer[sqllease.Store]
 	rules      rules
 	log        *zap.Logger
 
@@ -82,6 +89,8 @@ type services struct {
 	sync  *syncsvc.Service
 	seg   *segments.Service
 	blob  *blobs.Service
+	// leases is the lease store in this database (nil without leases).
+	leases *sqllease.Store
 }
 
 func newInstance(ctx context.Context, id, base, parentDir string, s spec, log *zap.Logger) (*instance, error) {
@@ -96,10 +105,16 @@ func newInstance(ctx context.Context, id, base, parentDir string, s spec, log *z
 		blobs: memblob.New(), log: log,
 	}
 	inst.ttlSecs.Store(s.signedURLSeconds)
+	if s.leaseTTL > 0 {
+		if inst.leases, err = inst.newLeases(); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	inst.relay = &realtime.Relay{Log: log.Named("realtime")}
 	// No heartbeat and no pings: nothing in an instance runs on a timer.
 	inst.hub, err = realtime.New(realtime.Options{
-		Store: liveStore{inst}, Schema: func() *schema.Schema { return s.schema }, Resolver: inst.grants,
+		Store: liveStore{inst}, Schema: func() *schema.Schema { return s.schema }, Resolver: inst.grants, Leases: inst.leases,
 		Rounds: liveRounds{inst}, MaxDeltaBytes: s.maxDeltaBytes, MaxPresenceBytes: s.maxPresenceBytes, Now: inst.clock.Now, Log: log.Named("realtime"),
 	})
 	if err != nil {
@@ -126,7 +141,7 @@ func newInstance(ctx context.Context, id, base, parentDir string, s spec, log *z
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	inst.live = live
+	inst.setLive(live)
 	inst.routes, err = inst.router()
 	if err != nil {
 		_ = live.store.Close()
@@ -168,6 +183,15 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	// Leases live in the instance database, so a restore brings back
+	// the leases of the snapshot with the rest.
+	var ls *sqllease.Store
+	if in.leases != nil {
+		if ls, err = sqllease.Open(ctx, sqllease.Options{DB: st.DB(), ReadDB: st.ReadDB(), Now: in.clock.NowMs}); err != nil {
+			_ = st.Close()
+			return nil, err
+		}
+	}
 	var validators []ports.RowValidator
 	for _, t := range sch.Tables {
 		validators = append(validators, rowValidator{table: t.Name, rules: &in.rules})
@@ -188,8 +212,8 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 		Schema: schemaFn, Store: faultStore{Store: st, in: in}, Resolver: in.grants,
 		Blobs:         bl,
 		RowValidators: validators, CommitValidator: commitValidator{rules: &in.rules},
-		Listeners: []ports.CommitListener{in.relay},
-		Pull:      pl, MinWireVersion: syncsvc.LowestMinWireVersion, MaxOperations: in.spec.maxOperations,
+		Listeners: []ports.CommitListener{in.relay}, Leases: in.leases,
+		Pull: pl, MinWireVersion: syncsvc.LowestMinWireVersion, MaxOperations: in.spec.maxOperations,
 		Now: in.clock.Now, Log: in.log.Named("sync"),
 	})
 	if err != nil {
@@ -204,7 +228,7 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 		_ = st.Close()
 		return nil, err
 	}
-	return &services{store: st, sync: sv, seg: sg, blob: bl}, nil
+	return &services{store: st, sync: sv, seg: sg, blob: bl, leases: ls}, nil
 }
 
 // mintEpoch is the store's epoch source: the pending rotation name once,
@@ -351,6 +375,63 @@ func (l liveStore) ReadCommitRange(ctx context.Context, partition string, r port
 		return ports.CommitSpan{}, err
 	}
 	return st.ReadCommitRange(ctx, partition, r)
+}
+
+// newLeases builds the instance's lease use case, sealing with a key of
+// its own, over the live database's lease store.
+func (in *instance) newLeases() (*leases.Service, error) {
+	key := make([]byte, lease.MinKeyBytes)
+	_, _ = rand.Read(key)
+	ks, err := lease.NewKeySet(key)
+	if err != nil {
+		return nil, err
+	}
+	return leases.New(leases.Options{Store: liveLeases{in}, Keys: ks, TTL: in.spec.leaseTTL,
+		Now: in.clock.Now, Log: in.log.Named("leases")})
+}
+
+// setLive makes sv the live services; the caller holds in.mu exclusively
+// or is the constructor.
+func (in *instance) setLive(sv *services) {
+	in.live = sv
+	in.leaseStore.Store(sv.leases)
+}
+
+// liveLeases is the instance's lease store: the live database's. It reads
+// an atomic pointer, not in.mu: a POST /sync holds in.mu shared already,
+// and a second shared lock could wait behind a restore's.
+type liveLeases struct{ in *instance }
+
+func (l liveLeases) store() (*sqllease.Store, error) {
+	st := l.in.leaseStore.Load()
+	if st == nil {
+		return nil, errInstanceClosed
+	}
+	return st, nil
+}
+
+func (l liveLeases) GetLease(ctx context.Context, partition, clientID string) (*lease.Stored, error) {
+	st, err := l.store()
+	if err != nil {
+		return nil, err
+	}
+	return st.GetLease(ctx, partition, clientID)
+}
+
+func (l liveLeases) PutLease(ctx context.Context, prev *lease.Stored, next lease.Stored) (bool, error) {
+	st, err := l.store()
+	if err != nil {
+		return false, err
+	}
+	return st.PutLease(ctx, prev, next)
+}
+
+func (l liveLeases) RevokeLease(ctx context.Context, partition, leaseID string) (bool, error) {
+	st, err := l.store()
+	if err != nil {
+		return false, err
+	}
+	return st.RevokeLease(ctx, partition, leaseID)
 }
 
 // liveRounds runs socket rounds through the live sync use case.

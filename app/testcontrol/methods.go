@@ -51,11 +51,12 @@ func (c *call) arg(i int, v any, optional bool) error {
 type method func(ctx context.Context, c *call) (any, error)
 
 // methods are the control methods this build implements: those whose
-// feature exists. Methods of later features (leases) are absent, and a
-// call to one is answered as unsupported.
+// feature exists.
 var methods = map[string]method{
 	"setAllowedScopes":          setAllowedScopes,
 	"setResolverFailing":        setResolverFailing,
+	"setResolverOutage":         setResolverOutage,
+	"revokeLease":               revokeLease,
 	"readRows":                  readRows,
 	"getMaxCommitSeq":           getMaxCommitSeq,
 	"getHorizonSeq":             getHorizonSeq,
@@ -106,6 +107,31 @@ func setResolverFailing(_ context.Context, c *call) (any, error) {
 	}
 	c.in.grants.SetFailing(failing)
 	return nil, nil
+}
+
+// setResolverOutage puts the resolver into a live-authorization outage
+// (SPEC §7.3.3): rounds are authorized against the stored lease, or fail
+// with sync.auth_lease_required.
+func setResolverOutage(_ context.Context, c *call) (any, error) {
+	var outage bool
+	if err := c.arg(0, &outage, false); err != nil {
+		return nil, err
+	}
+	c.in.grants.SetOutage(outage)
+	return nil, nil
+}
+
+// revokeLease revokes a lease of the instance partition (SPEC §7.3.4).
+func revokeLease(ctx context.Context, c *call) (any, error) {
+	var id string
+	if err := c.arg(0, &id, false); err != nil {
+		return nil, err
+	}
+	if c.in.leases == nil {
+		return nil, errors.New("auth leases are off on this instance (create it with leases)")
+	}
+	_, err := c.in.leases.Revoke(ctx, c.in.spec.partition, id)
+	return nil, err
 }
 
 // rowState is one stored row as readRows reports it.
@@ -300,7 +326,7 @@ func restoreBackup(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reopen the restored database: %w", err)
 	}
-	in.live = live
+	in.setLive(live)
 	epoch := fmt.Sprintf("restored-%d", in.clock.NowMs())
 	in.nextEpoch.Store(&epoch)
 	_, err = live.store.RotateLogEpoch(ctx, in.spec.partition)

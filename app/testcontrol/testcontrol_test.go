@@ -224,7 +224,7 @@ func TestUnsupportedCreateOptions(t *testing.T) {
 	p := newPlane(t)
 	tests := []struct{ extra, want string }{
 		{`, "limits": {"maxBlobBytes": 10}`, "limits.maxBlobBytes"},
-		{`, "leases": {"ttlMs": 1000}`, "leases"},
+		{`, "leases": {"ttlMs": 1000, "grace": 5}`, "leases.grace"},
 		{`, "signedUrls": {"ttlSeconds": 5, "audience": "x"}`, "signedUrls.audience"},
 		{`, "blobStore": {}`, "blobStore"},
 	}
@@ -245,8 +245,8 @@ func TestUnsupportedCreateOptions(t *testing.T) {
 func TestUnknownMethodAndInstance(t *testing.T) {
 	p := newPlane(t)
 	id := p.create("")
-	code, b := p.do("POST", "/control/instances/"+id+"/call", `{"method": "revokeLease", "args": ["l1"]}`, nil)
-	if code != http.StatusNotImplemented || strings.TrimSpace(string(b)) != `{"unsupported":"revokeLease"}` {
+	code, b := p.do("POST", "/control/instances/"+id+"/call", `{"method": "uploadBlob", "args": ["b1"]}`, nil)
+	if code != http.StatusNotImplemented || strings.TrimSpace(string(b)) != `{"unsupported":"uploadBlob"}` {
 		t.Fatalf("unknown method: %d %s", code, b)
 	}
 	code, b = p.do("POST", "/control/instances/"+id+"/call", `{"method": "advanceClock", "args": [-5]}`, nil)

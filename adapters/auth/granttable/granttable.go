@@ -51,11 +51,17 @@ func (a Authenticator) Authenticate(r *http.Request) (ports.Identity, error) {
 // subscriptions revoked) exactly as a thrown host resolver would.
 var ErrResolverFailing = errors.New("granttable: scope resolution failing on request")
 
+// ErrResolverOutage is what the resolver answers while SetOutage(true):
+// the outage signal of SPEC §7.3.3, so rounds are authorized against the
+// client's auth lease.
+var ErrResolverOutage = &ports.OutageError{Cause: errors.New("granttable: live authorization unavailable on request")}
+
 // Table is the grant table: actor → allowed scopes.
 type Table struct {
 	mu      sync.RWMutex
 	grants  map[string]scopes.Allowed
 	failing bool
+	outage  bool
 }
 
 var _ ports.ScopeResolver = (*Table)(nil)
@@ -80,6 +86,14 @@ func (t *Table) SetFailing(failing bool) {
 	t.failing = failing
 }
 
+// SetOutage makes every resolution report an outage (true) or answer
+// again (false). A failing table fails rather than reporting the outage.
+func (t *Table) SetOutage(outage bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.outage = outage
+}
+
 // ResolveScopes returns the actor's grant; an actor never set gets an
 // empty grant.
 func (t *Table) ResolveScopes(_ context.Context, req ports.ScopeRequest) (scopes.Allowed, error) {
@@ -87,6 +101,9 @@ func (t *Table) ResolveScopes(_ context.Context, req ports.ScopeRequest) (scopes
 	defer t.mu.RUnlock()
 	if t.failing {
 		return nil, ErrResolverFailing
+	}
+	if t.outage {
+		return nil, ErrResolverOutage
 	}
 	if g, ok := t.grants[req.ActorID]; ok {
 		return g.Clone(), nil
