@@ -42,6 +42,10 @@ func (c *Client) apply(ctx context.Context, msg *ssp2.Message, sent map[string]r
 			if f.LogEpoch != "" {
 				c.epoch = f.LogEpoch
 			}
+		case *ssp2.Lease:
+			// §7.3.5: the held lease; a fresh one clears a lease error.
+			c.lease = LeaseState{LeaseID: f.LeaseID, ExpiresAtMs: f.ExpiresAtMs}
+			res.Lease = f
 		case *ssp2.PushResult:
 			res.Pushes = append(res.Pushes, f)
 			c.ack(f.ClientCommitID)

@@ -85,6 +85,41 @@ type Client struct {
 	prefix  string
 	stats   Stats
 	rt      *Realtime // open realtime connection: rounds go over it
+	lease   LeaseState
+}
+
+// LeaseState is the client's auth lease (SPEC §7.3.5): the lease of the
+// last LEASE frame, and the lease error of the last round that failed
+// with one. The lease is opaque: the server is its only authority.
+type LeaseState struct {
+	// LeaseID and ExpiresAtMs are the held lease ("" and 0: none yet).
+	LeaseID     string
+	ExpiresAtMs int64
+	// ErrorCode is sync.auth_lease_required or sync.auth_lease_revoked
+	// after a round failed with it, until a LEASE frame arrives. Such a
+	// failure purges nothing and drops no pending commit: the client
+	// should stop syncing on the lease until a live authorization is back.
+	ErrorCode string
+}
+
+// RemainingMs is how long the held lease stays valid at nowMs (≤ 0:
+// expired or none).
+func (l LeaseState) RemainingMs(nowMs int64) int64 {
+	if l.LeaseID == "" {
+		return 0
+	}
+	return l.ExpiresAtMs - nowMs
+}
+
+// Lease returns the client's auth lease state.
+func (c *Client) Lease() LeaseState { return c.lease }
+
+// noteLeaseError records a round's lease error (SPEC §7.3.5).
+func (c *Client) noteLeaseError(err error) {
+	switch code := CodeOf(err); code {
+	case "sync.auth_lease_required", "sync.auth_lease_revoked":
+		c.lease.ErrorCode = code
+	}
 }
 
 // Subscription is a registered subscription and its pull state.
@@ -348,6 +383,8 @@ type Result struct {
 	Sections map[string]Section
 	// Message is the decoded response.
 	Message *ssp2.Message
+	// Lease is the LEASE frame (SPEC §7.3.2), nil when none.
+	Lease *ssp2.Lease
 }
 
 // Section summarizes one subscription section of a response.

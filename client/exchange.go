@@ -137,6 +137,7 @@ func (c *Client) exchange(ctx context.Context, pull bool) (*Result, error) {
 	rt := c.Realtime()
 	raw, err := c.send(ctx, body)
 	if err != nil {
+		c.noteLeaseError(err)
 		return nil, err
 	}
 	msg, err := ssp2.DecodeWith(raw, ssp2.DecodeOptions{MaxMessageBytes: c.o.MaxResponseBytes})
@@ -147,6 +148,7 @@ func (c *Client) exchange(ctx context.Context, pull bool) (*Result, error) {
 		return nil, fmt.Errorf("client: response message has kind %v", msg.Kind)
 	}
 	res, err := c.apply(ctx, msg, sent)
+	c.noteLeaseError(err)
 	if err == nil && pull && rt != nil && c.rt == rt {
 		err = rt.afterRound(ctx)
 	}
