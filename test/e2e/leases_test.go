@@ -27,9 +27,9 @@ import (
 // steppedClock is an app.Clock a test moves by hand.
 type steppedClock struct{ ms atomic.Int64 }
 
-func (c *steppedClock) Now() time.Time                                  { return time.UnixMilli(c.ms.Load()) }
+func (c *steppedClock) Now() time.Time                                   { return time.UnixMilli(c.ms.Load()) }
 func (c *steppedClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
-func (c *steppedClock) advance(d time.Duration)                         { c.ms.Add(d.Milliseconds()) }
+func (c *steppedClock) advance(d time.Duration)                          { c.ms.Add(d.Milliseconds()) }
 
 // outageResolver is the host's resolver with a switch that makes it report
 // a live-authorization outage (ports.ErrResolverOutage).
