@@ -245,8 +245,8 @@ func TestUnsupportedCreateOptions(t *testing.T) {
 func TestUnknownMethodAndInstance(t *testing.T) {
 	p := newPlane(t)
 	id := p.create("")
-	code, b := p.do("POST", "/control/instances/"+id+"/call", `{"method": "uploadBlob", "args": ["b1"]}`, nil)
-	if code != http.StatusNotImplemented || strings.TrimSpace(string(b)) != `{"unsupported":"uploadBlob"}` {
+	code, b := p.do("POST", "/control/instances/"+id+"/call", `{"method": "noSuchMethod", "args": []}`, nil)
+	if code != http.StatusNotImplemented || strings.TrimSpace(string(b)) != `{"unsupported":"noSuchMethod"}` {
 		t.Fatalf("unknown method: %d %s", code, b)
 	}
 	code, b = p.do("POST", "/control/instances/"+id+"/call", `{"method": "advanceClock", "args": [-5]}`, nil)

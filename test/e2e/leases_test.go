@@ -24,12 +24,12 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// steppedClock is an app.Clock a test moves by hand.
-type steppedClock struct{ ms atomic.Int64 }
+// leaseClock is an app.Clock a test moves by hand, from a fixed instant.
+type leaseClock struct{ ms atomic.Int64 }
 
-func (c *steppedClock) Now() time.Time                                   { return time.UnixMilli(c.ms.Load()) }
-func (c *steppedClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
-func (c *steppedClock) advance(d time.Duration)                          { c.ms.Add(d.Milliseconds()) }
+func (c *leaseClock) Now() time.Time                                   { return time.UnixMilli(c.ms.Load()) }
+func (c *leaseClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+func (c *leaseClock) advance(d time.Duration)                          { c.ms.Add(d.Milliseconds()) }
 
 // outageResolver is the host's resolver with a switch that makes it report
 // a live-authorization outage (ports.ErrResolverOutage).
@@ -70,7 +70,7 @@ func TestAuthLeasesCarryOfflineRoundsThroughAnOutage(t *testing.T) {
 		if err := os.WriteFile(keyFile, []byte("# newest first\n"+strings.Repeat("k", 40)+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		clk := &steppedClock{}
+		clk := &leaseClock{}
 		clk.ms.Store(1_800_000_000_000)
 		res := &outageResolver{}
 		var handles sqlHandles
