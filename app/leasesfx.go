@@ -114,9 +114,10 @@ func NewLeaseService(p LeaseServiceParams) (*leases.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Log.Info("auth leases on", zap.Duration("ttl", p.Config.Leases.TTL), zap.Int("sealing_keys", p.Keys.Len()))
+	p.Log.Info("auth leases on", zap.Duration("ttl", p.Config.Leases.TTL),
+		zap.Duration("refresh", p.Config.Leases.EffectiveRefresh()), zap.Int("sealing_keys", p.Keys.Len()))
 	return leases.New(leases.Options{
-		Store: p.Store, Keys: p.Keys, TTL: p.Config.Leases.TTL,
+		Store: p.Store, Keys: p.Keys, TTL: p.Config.Leases.TTL, Refresh: p.Config.Leases.EffectiveRefresh(),
 		Now: p.Clock.Now, Log: p.Log.Named("leases"), Metrics: m,
 	})
 }

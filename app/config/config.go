@@ -189,6 +189,7 @@ func Default() Config {
 		Segments:        DefaultSegments(),
 		Blobs:           DefaultBlobs(),
 		Realtime:        DefaultRealtime(),
+		Leases:          DefaultLeases(),
 		Limits:          DefaultLimits(),
 		JWT:             JWT{Leeway: DefaultJWTLeeway, JWKSRefresh: DefaultJWKSRefresh, JWKSMinRefetch: DefaultJWKSMinRefetch},
 		Fanout:          FanoutAuto,

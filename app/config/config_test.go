@@ -131,15 +131,21 @@ func TestLoadPrecedence(t *testing.T) {
 		{"client record refresh past a tenth of the active window", []string{"--retention-active-window", "336h", "--client-record-refresh", "34h"}, nil, nil, "--client-record-refresh 34h"},
 		{"negative client record refresh", []string{"--client-record-refresh", "-1s"}, nil, nil, "--client-record-refresh"},
 		{"auth leases off by default", nil, nil, func(t *testing.T, c config.Config) {
-			if c.Leases != (config.Leases{}) {
+			if c.Leases != (config.Leases{Refresh: 30 * time.Second}) {
 				t.Fatalf("got %+v", c.Leases)
 			}
 		}, ""},
 		{"auth leases", []string{"--auth-lease-ttl", "15m"}, []string{"SYNCD_AUTH_LEASE_KEY_FILE=/keys"}, func(t *testing.T, c config.Config) {
-			if c.Leases != (config.Leases{TTL: 15 * time.Minute, KeyFile: "/keys"}) {
+			if c.Leases != (config.Leases{TTL: 15 * time.Minute, Refresh: 30 * time.Second, KeyFile: "/keys"}) || c.Leases.EffectiveRefresh() != 30*time.Second {
 				t.Fatalf("got %+v", c.Leases)
 			}
 		}, ""},
+		{"auth lease refresh capped at a tenth of the ttl", []string{"--auth-lease-ttl", "1m", "--auth-lease-key-file", "/k"}, nil, func(t *testing.T, c config.Config) {
+			if c.Leases.EffectiveRefresh() != 6*time.Second {
+				t.Fatalf("effective refresh %s", c.Leases.EffectiveRefresh())
+			}
+		}, ""},
+		{"negative auth lease refresh", []string{"--auth-lease-refresh", "-1s"}, nil, nil, "--auth-lease-refresh -1s"},
 		{"auth leases need sealing keys", []string{"--auth-lease-ttl", "15m"}, nil, nil, "needs --auth-lease-key-file"},
 		{"auth lease keys without leases", []string{"--auth-lease-key-file", "/keys"}, nil, nil, "off without --auth-lease-ttl"},
 		{"negative auth lease ttl", []string{"--auth-lease-ttl", "-1m", "--auth-lease-key-file", "/keys"}, nil, nil, "--auth-lease-ttl -1m0s"},

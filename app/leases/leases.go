@@ -32,6 +32,10 @@ type Options struct {
 	Keys *lease.KeySet
 	// TTL is the sliding window (required, positive).
 	TTL time.Duration
+	// Refresh spares the rewrite of a lease issued less than Refresh ago
+	// with the same grant: the round answers the stored lease as it is
+	// (at most a tenth of TTL; 0: every live round slides the lease).
+	Refresh time.Duration
 	// NewID mints a lease id (default: "lease_" and 32 random hex digits).
 	NewID func() string
 	// Now is the clock (default time.Now).
@@ -54,6 +58,8 @@ func New(o Options) (*Service, error) {
 		return nil, errors.New("leases: Options.Keys is required")
 	case o.TTL <= 0:
 		return nil, fmt.Errorf("leases: TTL %s: must be positive", o.TTL)
+	case o.Refresh < 0 || o.Refresh > o.TTL/10:
+		return nil, fmt.Errorf("leases: refresh %s: must be between 0 and a tenth of the TTL %s", o.Refresh, o.TTL)
 	}
 	if o.NewID == nil {
 		o.NewID = NewID
@@ -178,14 +184,21 @@ const maxIssueAttempts = 8
 // after a successful live-resolved round (§7.3.3), with the round's
 // allowed map, and returns what the LEASE frame carries. A refresh slides
 // the same id; a revoked, foreign or untrusted lease is replaced under a
-// fresh id.
+// fresh id. Within Options.Refresh of the last write, an unchanged lease
+// is answered as stored.
 func (s *Service) Issue(ctx context.Context, partition, clientID, actorID string, allowed scopes.Allowed) (lease.Record, error) {
 	for range maxIssueAttempts {
 		cur, err := s.o.Store.GetLease(ctx, partition, clientID)
 		if err != nil {
 			return lease.Record{}, fmt.Errorf("read auth lease: %w", err)
 		}
-		next := lease.Issue(s.trusted(cur), partition, clientID, actorID, allowed, s.o.Now().UnixMilli(), s.o.TTL, s.o.NewID)
+		now := s.o.Now().UnixMilli()
+		trusted := s.trusted(cur)
+		if lease.Current(trusted, actorID, allowed, now, s.o.Refresh) {
+			s.o.Metrics.kept()
+			return trusted.Record, nil
+		}
+		next := lease.Issue(trusted, partition, clientID, actorID, allowed, now, s.o.TTL, s.o.NewID)
 		ok, err := s.o.Store.PutLease(ctx, cur, lease.Stored{Record: next, Signature: s.o.Keys.Sign(next)})
 		if err != nil {
 			return lease.Record{}, fmt.Errorf("store auth lease: %w", err)

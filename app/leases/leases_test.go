@@ -253,3 +253,40 @@ func TestNewRefusesAnIncompleteService(t *testing.T) {
 		}
 	}
 }
+
+func TestRefreshIntervalSparesRewrites(t *testing.T) {
+	ctx := context.Background()
+	store := memlease.New()
+	clk := clock.NewVirtual(5_000_000)
+	m, _ := leases.NewMetrics(prometheus.NewRegistry())
+	svc, err := leases.New(leases.Options{Store: store, Keys: keys(t, 1), TTL: ttl, Refresh: 30 * time.Second, Now: clk.Now, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant := scopes.Allowed{"project_id": {"p1"}}
+	first, _ := svc.Issue(ctx, "p", "c", "a", grant)
+	_, _ = clk.Advance(29_999)
+	kept, err := svc.Issue(ctx, "p", "c", "a", scopes.Allowed{"project_id": {"p1"}})
+	if err != nil || !reflect.DeepEqual(kept, first) {
+		t.Fatalf("within the interval: %+v, want the stored %+v (%v)", kept, first, err)
+	}
+	// A changed grant is re-captured at once (§7.3.3).
+	changed, _ := svc.Issue(ctx, "p", "c", "a", scopes.Allowed{"project_id": {"p2"}})
+	if changed.IssuedAtMs != clk.NowMs() || changed.LeaseID != first.LeaseID {
+		t.Fatalf("changed grant: %+v", changed)
+	}
+	_, _ = clk.Advance(30_000)
+	slid, _ := svc.Issue(ctx, "p", "c", "a", scopes.Allowed{"project_id": {"p2"}})
+	if slid.ExpiresAtMs != clk.NowMs()+ttl.Milliseconds() {
+		t.Fatalf("past the interval the lease slides: %+v", slid)
+	}
+	if st, _ := store.GetLease(ctx, "p", "c"); st.ExpiresAtMs != slid.ExpiresAtMs {
+		t.Fatalf("stored %+v", st.Record)
+	}
+	if k, r := leases.Issued(m, "kept"), leases.Issued(m, "refreshed"); k != 1 || r != 2 {
+		t.Fatalf("kept %v refreshed %v, want 1 and 2", k, r)
+	}
+	if _, err := leases.New(leases.Options{Store: store, Keys: keys(t, 1), TTL: time.Minute, Refresh: 7 * time.Second}); err == nil {
+		t.Fatal("a refresh past a tenth of the TTL was accepted")
+	}
+}

@@ -17,7 +17,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		issuedN: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "syncd_auth_leases_issued_total",
-			Help: "Auth leases written by live-resolved rounds, by kind: issued (a fresh id) or refreshed (the same id slid).",
+			Help: "Auth leases answered by live-resolved rounds, by kind: issued (a fresh id), refreshed (the same id slid), kept (issued within --auth-lease-refresh with the same grant: answered as stored, not rewritten).",
 		}, []string{"kind"}),
 		outageN: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "syncd_auth_lease_outage_rounds_total",
@@ -39,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	// Every label value exists from the start, so a rate() sees its first
 	// increment.
-	for _, k := range []string{"issued", "refreshed"} {
+	for _, k := range []string{"issued", "refreshed", "kept"} {
 		m.issuedN.WithLabelValues(k)
 	}
 	for _, k := range []string{"served", "no_lease", "other_actor", "expired", "revoked"} {
@@ -57,6 +57,12 @@ func (m *Metrics) issued(fresh bool) {
 		kind = "issued"
 	}
 	m.issuedN.WithLabelValues(kind).Inc()
+}
+
+func (m *Metrics) kept() {
+	if m != nil {
+		m.issuedN.WithLabelValues("kept").Inc()
+	}
 }
 
 func (m *Metrics) outage(outcome string) {

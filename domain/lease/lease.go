@@ -11,6 +11,7 @@
 package lease
 
 import (
+	"slices"
 	"time"
 
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -71,6 +72,41 @@ func Issue(prev *Stored, partition, clientID, actorID string, allowed scopes.All
 		Partition: partition, ClientID: clientID, LeaseID: id, ActorID: actorID,
 		AllowedScopes: allowed.Clone(), IssuedAtMs: nowMs, ExpiresAtMs: nowMs + ttl.Milliseconds(),
 	}
+}
+
+// Current reports whether st may answer a live round of actorID at nowMs
+// as it is, without a rewrite: it is the actor's, unrevoked, issued less
+// than within ago (and not in the future), with the same grant as allowed.
+// A server that refreshes at most once per within keeps the window within
+// that much of now + TTL and saves a write per round; within 0 rewrites
+// on every round, the §7.3.3 sliding refresh to the millisecond.
+func Current(st *Stored, actorID string, allowed scopes.Allowed, nowMs int64, within time.Duration) bool {
+	if st == nil || st.Revoked || st.ActorID != actorID || within <= 0 {
+		return false
+	}
+	age := nowMs - st.IssuedAtMs
+	return age >= 0 && age < within.Milliseconds() && sameGrant(st.AllowedScopes, allowed)
+}
+
+// sameGrant compares two grants as sets of values per variable.
+func sameGrant(a, b scopes.Allowed) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, av := range a {
+		bv, ok := b[k]
+		if !ok || !sameValues(av, bv) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameValues(a, b []string) bool {
+	as, bs := slices.Clone(a), slices.Clone(b)
+	slices.Sort(as)
+	slices.Sort(bs)
+	return slices.Equal(slices.Compact(as), slices.Compact(bs))
 }
 
 // Refused is why an outage round cannot be served from the stored lease.

@@ -172,3 +172,35 @@ func TestNewKeySetRefusesWeakOrRepeatedKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestCurrentSparesARewriteWithinTheRefreshInterval(t *testing.T) {
+	grant := scopes.Allowed{"project_id": {"p1", "p2"}}
+	st := &lease.Stored{Record: lease.Record{LeaseID: "L", ActorID: "a", AllowedScopes: grant, IssuedAtMs: 1000, ExpiresAtMs: 901_000}}
+	revoked := *st
+	revoked.Revoked = true
+	cases := []struct {
+		name    string
+		st      *lease.Stored
+		actor   string
+		allowed scopes.Allowed
+		now     int64
+		within  time.Duration
+		want    bool
+	}{
+		{"issued just now, same grant", st, "a", grant, 1000, time.Second, true},
+		{"the same grant in another order", st, "a", scopes.Allowed{"project_id": {"p2", "p1", "p1"}}, 1999, time.Second, true},
+		{"the interval has passed", st, "a", grant, 2000, time.Second, false},
+		{"issued in the future (clock moved back)", st, "a", grant, 999, time.Second, false},
+		{"§7.3.3 a changed grant is re-captured", st, "a", scopes.Allowed{"project_id": {"p1"}}, 1000, time.Second, false},
+		{"a variable more", st, "a", scopes.Allowed{"project_id": {"p1", "p2"}, "org": {"o"}}, 1000, time.Second, false},
+		{"another actor", st, "b", grant, 1000, time.Second, false},
+		{"revoked", &revoked, "a", grant, 1000, time.Second, false},
+		{"nothing stored", nil, "a", grant, 1000, time.Second, false},
+		{"within 0 rewrites every round", st, "a", grant, 1000, 0, false},
+	}
+	for _, c := range cases {
+		if got := lease.Current(c.st, c.actor, c.allowed, c.now, c.within); got != c.want {
+			t.Errorf("%s: Current = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
