@@ -160,7 +160,7 @@ func (s *Service) AuthorizeSigned(ctx context.Context, segmentID, token string) 
 		return ports.SegmentPublication{}, forbidden("signed url names another segment")
 	}
 	// The partition is the one whose keyed audience the token carries.
-	aud := func(p ports.SegmentPublication) bool { return s.o.Signer.Audience(p.Partition) == c.Audience }
+	aud := func(p ports.SegmentPublication) bool { return s.o.Signer.MatchesAudience(c, p.Partition) }
 	mine, err := s.livePublications(ctx, segmentID, "", aud)
 	if err != nil {
 		return ports.SegmentPublication{}, err

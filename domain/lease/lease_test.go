@@ -131,6 +131,13 @@ func TestKeySetSealsWithTheNewestAndVerifiesWithAny(t *testing.T) {
 	if old.Verify(r, sigNew) || other.Verify(r, sigOld) {
 		t.Fatal("a set verifies a seal of a key it does not hold")
 	}
+	// SetKeys swaps the keys in place; a refused set changes nothing.
+	if err := old.SetKeys(key(2), key(1)); err != nil || !bytes.Equal(old.Sign(r), sigNew) || !old.Verify(r, sigOld) {
+		t.Fatalf("after SetKeys: %v", err)
+	}
+	if err := old.SetKeys(make([]byte, 3)); err == nil || old.Len() != 2 {
+		t.Fatalf("SetKeys(short) = %v, %d keys", err, old.Len())
+	}
 	// Every field is covered.
 	tampered := []func(*lease.Record){
 		func(r *lease.Record) { r.Partition = "q" },

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 )
 
 // MinKeyBytes is the shortest accepted sealing key.
@@ -21,41 +22,53 @@ const sealDomain = "syncd auth lease v1\x00"
 // host-signed; the server verifies its own signature on read). The first
 // key seals; every key verifies, so a new key is rolled out by putting it
 // first and keeping the old ones until the leases they sealed expired.
+// SetKeys replaces the keys while the set is in use.
 type KeySet struct {
-	keys [][]byte
+	keys atomic.Pointer[[][]byte]
 }
 
 // NewKeySet returns a KeySet over keys, newest first. Each key has at
 // least MinKeyBytes bytes, and no key appears twice.
 func NewKeySet(keys ...[]byte) (*KeySet, error) {
-	if len(keys) == 0 {
-		return nil, errors.New("lease: no sealing key")
-	}
 	ks := &KeySet{}
-	for i, k := range keys {
-		if len(k) < MinKeyBytes {
-			return nil, fmt.Errorf("lease: key %d has %d bytes, want at least %d", i+1, len(k), MinKeyBytes)
-		}
-		for j, prev := range ks.keys {
-			if bytes.Equal(prev, k) {
-				return nil, fmt.Errorf("lease: keys %d and %d are the same", j+1, i+1)
-			}
-		}
-		ks.keys = append(ks.keys, bytes.Clone(k))
+	if err := ks.SetKeys(keys...); err != nil {
+		return nil, err
 	}
 	return ks, nil
 }
 
+// SetKeys replaces the keys (newest first) at once; a failed call changes
+// nothing.
+func (ks *KeySet) SetKeys(keys ...[]byte) error {
+	if len(keys) == 0 {
+		return errors.New("lease: no sealing key")
+	}
+	set := make([][]byte, 0, len(keys))
+	for i, k := range keys {
+		if len(k) < MinKeyBytes {
+			return fmt.Errorf("lease: key %d has %d bytes, want at least %d", i+1, len(k), MinKeyBytes)
+		}
+		for j, prev := range set {
+			if bytes.Equal(prev, k) {
+				return fmt.Errorf("lease: keys %d and %d are the same", j+1, i+1)
+			}
+		}
+		set = append(set, bytes.Clone(k))
+	}
+	ks.keys.Store(&set)
+	return nil
+}
+
 // Len is the number of keys.
-func (ks *KeySet) Len() int { return len(ks.keys) }
+func (ks *KeySet) Len() int { return len(*ks.keys.Load()) }
 
 // Sign returns the seal of r under the newest key.
-func (ks *KeySet) Sign(r Record) []byte { return seal(ks.keys[0], r) }
+func (ks *KeySet) Sign(r Record) []byte { return seal((*ks.keys.Load())[0], r) }
 
 // Verify reports whether sig is the seal of r under any key of the set.
 func (ks *KeySet) Verify(r Record, sig []byte) bool {
 	ok := false
-	for _, k := range ks.keys {
+	for _, k := range *ks.keys.Load() {
 		// Every key is tried, so the time taken does not say which matched.
 		if hmac.Equal(seal(k, r), sig) {
 			ok = true

@@ -165,10 +165,11 @@ func (s *Signer) VerifyBlob(blob string, q url.Values, now time.Time) (BlobGrant
 		return BlobGrant{}, ErrMalformed
 	}
 	aud := q.Get(ParamAudience)
-	if !hmac.Equal(mac, s.mac(blobPayload(g, aud, exp))) {
+	k := s.verifying(blobPayload(g, aud, exp), mac)
+	if k == nil {
 		return BlobGrant{}, ErrSignature
 	}
-	if g.Partition, err = s.OpenPartition(aud); err != nil {
+	if g.Partition, err = k.openPartition(aud); err != nil {
 		return BlobGrant{}, err
 	}
 	if now.Unix() > exp+int64(Skew/time.Second) {
@@ -179,26 +180,27 @@ func (s *Signer) VerifyBlob(blob string, q url.Values, now time.Time) (BlobGrant
 
 // audience keys, derived from the signing key so one key file serves
 // segments and blobs without reusing a key across purposes.
-func (s *Signer) audienceKeys() (aead cipher.AEAD, nonceKey []byte) {
-	s.blobOnce.Do(func() {
-		enc := hmac.New(sha256.New, s.key)
+func (k *signingKey) audienceKeys() (aead cipher.AEAD, nonceKey []byte) {
+	k.blobOnce.Do(func() {
+		enc := hmac.New(sha256.New, k.key)
 		enc.Write([]byte("syncd blob audience encryption v1"))
 		block, _ := aes.NewCipher(enc.Sum(nil)) // a 32-byte key: AES-256
-		s.blobAEAD, _ = cipher.NewGCM(block)
-		n := hmac.New(sha256.New, s.key)
+		k.blobAEAD, _ = cipher.NewGCM(block)
+		n := hmac.New(sha256.New, k.key)
 		n.Write([]byte("syncd blob audience nonce v1"))
-		s.blobNonce = n.Sum(nil)
+		k.blobNonce = n.Sum(nil)
 	})
-	return s.blobAEAD, s.blobNonce
+	return k.blobAEAD, k.blobNonce
 }
 
 var audienceAD = []byte("syncd blob audience")
 
-// SealPartition returns the blob audience of partition: the partition
-// encrypted with AES-256-GCM under a nonce derived from it by HMAC (a
-// synthetic IV), so the same partition always seals to the same value.
+// SealPartition returns the blob audience of partition under the newest
+// key: the partition encrypted with AES-256-GCM under a nonce derived from
+// it by HMAC (a synthetic IV), so the same partition always seals to the
+// same value.
 func (s *Signer) SealPartition(partition string) string {
-	aead, nk := s.audienceKeys()
+	aead, nk := s.newest().audienceKeys()
 	m := hmac.New(sha256.New, nk)
 	m.Write([]byte(partition))
 	nonce := m.Sum(nil)[:aead.NonceSize()]
@@ -208,9 +210,21 @@ func (s *Signer) SealPartition(partition string) string {
 // ErrAudience refuses a blob audience this signer did not seal.
 var ErrAudience = errors.New("signed url audience does not open")
 
-// OpenPartition returns the partition a blob audience seals.
+// OpenPartition returns the partition a blob audience seals, under any
+// key of the set.
 func (s *Signer) OpenPartition(aud string) (string, error) {
-	aead, nk := s.audienceKeys()
+	err := error(ErrAudience)
+	for _, k := range s.keys() {
+		var p string
+		if p, err = k.openPartition(aud); err == nil {
+			return p, nil
+		}
+	}
+	return "", err
+}
+
+func (k *signingKey) openPartition(aud string) (string, error) {
+	aead, nk := k.audienceKeys()
 	b, err := base64.RawURLEncoding.DecodeString(aud)
 	if err != nil || len(b) < aead.NonceSize()+aead.Overhead() {
 		return "", ErrMalformed

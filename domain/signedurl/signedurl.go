@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,6 +58,8 @@ type Claims struct {
 	Audience string
 	// Expires is the expiry in unix seconds ("exp").
 	Expires int64
+
+	key *signingKey // the key that verified the token (Verify)
 }
 
 // payload fixes the JSON key order of the spec.
@@ -68,8 +71,17 @@ type payload struct {
 	Exp int64  `json:"exp"`
 }
 
-// Signer mints and verifies tokens with one key.
+// Signer mints and verifies tokens with a set of keys: the newest (the
+// first) signs, every key verifies, so keys rotate without refusing the
+// URLs already handed out: add the new key first, keep the old one until
+// its URLs expired (MaxTTL), then drop it. SetKeys replaces the set while
+// the Signer is in use.
 type Signer struct {
+	ring atomic.Pointer[[]*signingKey]
+}
+
+// signingKey is one key and what is derived from it.
+type signingKey struct {
 	key []byte
 	aud []byte // the audience derivation key
 
@@ -78,26 +90,70 @@ type Signer struct {
 	blobNonce []byte
 }
 
-// NewSigner returns a Signer over key (at least MinKeyBytes bytes).
-func NewSigner(key []byte) (*Signer, error) {
-	if len(key) < MinKeyBytes {
-		return nil, fmt.Errorf("signedurl: key has %d bytes, want at least %d", len(key), MinKeyBytes)
+// NewSigner returns a Signer over keys, newest first (at least one, each
+// at least MinKeyBytes bytes, none twice).
+func NewSigner(keys ...[]byte) (*Signer, error) {
+	s := &Signer{}
+	if err := s.SetKeys(keys...); err != nil {
+		return nil, err
 	}
-	k := bytes.Clone(key)
-	m := hmac.New(sha256.New, k)
-	m.Write([]byte("syncd segment audience v1"))
-	return &Signer{key: k, aud: m.Sum(nil)}, nil
+	return s, nil
 }
 
-// Audience returns the partition token of partition: HMAC-SHA256 under a
-// key derived from the signing key, base64url, truncated to 128 bits.
-func (s *Signer) Audience(partition string) string {
-	m := hmac.New(sha256.New, s.aud)
+// SetKeys replaces the key set (newest first) at once: tokens minted from
+// then on use the new first key; a failed call changes nothing.
+func (s *Signer) SetKeys(keys ...[]byte) error {
+	if len(keys) == 0 {
+		return errors.New("signedurl: no key")
+	}
+	ring := make([]*signingKey, 0, len(keys))
+	for i, key := range keys {
+		if len(key) < MinKeyBytes {
+			return fmt.Errorf("signedurl: key %d has %d bytes, want at least %d", i+1, len(key), MinKeyBytes)
+		}
+		for j, prev := range ring {
+			if bytes.Equal(prev.key, key) {
+				return fmt.Errorf("signedurl: keys %d and %d are the same", j+1, i+1)
+			}
+		}
+		k := bytes.Clone(key)
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte("syncd segment audience v1"))
+		ring = append(ring, &signingKey{key: k, aud: m.Sum(nil)})
+	}
+	s.ring.Store(&ring)
+	return nil
+}
+
+// Len is the number of keys.
+func (s *Signer) Len() int { return len(s.keys()) }
+
+func (s *Signer) keys() []*signingKey { return *s.ring.Load() }
+
+func (s *Signer) newest() *signingKey { return s.keys()[0] }
+
+// Audience returns the partition token of partition under the newest key:
+// HMAC-SHA256 under a key derived from the signing key, base64url,
+// truncated to 128 bits.
+func (s *Signer) Audience(partition string) string { return s.newest().audience(partition) }
+
+// MatchesAudience reports whether c's audience is partition's under the
+// key that verified c (the newest for claims Verify did not return).
+func (s *Signer) MatchesAudience(c Claims, partition string) bool {
+	k := c.key
+	if k == nil {
+		k = s.newest()
+	}
+	return hmac.Equal([]byte(k.audience(partition)), []byte(c.Audience))
+}
+
+func (k *signingKey) audience(partition string) string {
+	m := hmac.New(sha256.New, k.aud)
 	m.Write([]byte(partition))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
-// Sign returns the token for c.
+// Sign returns the token for c, under the newest key.
 func (s *Signer) Sign(c Claims) string {
 	pj, _ := json.Marshal(payload{V: Version, Seg: c.Segment, SD: c.ScopeDigest, Aud: c.Audience, Exp: c.Expires})
 	return base64.RawURLEncoding.EncodeToString(pj) + "." + base64.RawURLEncoding.EncodeToString(s.mac(pj))
@@ -114,10 +170,25 @@ func (s *Signer) Mint(segment, digest, partition string, now time.Time, ttl time
 	return s.Sign(Claims{Segment: segment, ScopeDigest: digest, Audience: s.Audience(partition), Expires: exp}), exp * 1000
 }
 
-func (s *Signer) mac(pj []byte) []byte {
-	m := hmac.New(sha256.New, s.key)
+// mac is the newest key's MAC of pj.
+func (s *Signer) mac(pj []byte) []byte { return s.newest().mac(pj) }
+
+func (k *signingKey) mac(pj []byte) []byte {
+	m := hmac.New(sha256.New, k.key)
 	m.Write(pj)
 	return m.Sum(nil)
+}
+
+// verifying returns the key whose MAC of pj is mac, nil when none is.
+// Every key is tried, so the time taken does not say which matched.
+func (s *Signer) verifying(pj, mac []byte) *signingKey {
+	var found *signingKey
+	for _, k := range s.keys() {
+		if hmac.Equal(mac, k.mac(pj)) && found == nil {
+			found = k
+		}
+	}
+	return found
 }
 
 // Verify checks the token's MAC, its payload and its expiry (with Skew)
@@ -136,7 +207,8 @@ func (s *Signer) Verify(token string, now time.Time) (Claims, error) {
 	if err != nil {
 		return Claims{}, ErrMalformed
 	}
-	if !hmac.Equal(mac, s.mac(pj)) {
+	k := s.verifying(pj, mac)
+	if k == nil {
 		return Claims{}, ErrSignature
 	}
 	dec := json.NewDecoder(bytes.NewReader(pj))
@@ -151,5 +223,5 @@ func (s *Signer) Verify(token string, now time.Time) (Claims, error) {
 	if now.Unix() > p.Exp+int64(Skew/time.Second) {
 		return Claims{}, ErrExpired
 	}
-	return Claims{Segment: p.Seg, ScopeDigest: p.SD, Audience: p.Aud, Expires: p.Exp}, nil
+	return Claims{Segment: p.Seg, ScopeDigest: p.SD, Audience: p.Aud, Expires: p.Exp, key: k}, nil
 }

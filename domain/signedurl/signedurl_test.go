@@ -3,6 +3,7 @@ package signedurl
 import (
 	"encoding/base64"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -109,10 +110,62 @@ func TestVerify(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Verify = %+v, %v; want %v", c, err, tc.want)
 			}
-			if tc.want == nil && c != good {
+			if c.key = nil; tc.want == nil && c != good {
 				t.Fatalf("claims %+v, want %+v", c, good)
 			}
 		})
+	}
+}
+
+// A rotated set signs with its new key and still verifies what the old
+// one signed, segment tokens and blob URLs alike, with the audience the
+// signing key derived.
+func TestRotationKeepsIssuedURLsValid(t *testing.T) {
+	oldKey, newKey := key, []byte(strings.Repeat("n", 32))
+	old := mustSigner(t, string(oldKey))
+	now := time.Unix(10_000, 0)
+	tok, _ := old.Mint("sha256:seg", "digest", "p1", now, time.Minute)
+	q, _ := old.MintBlob(BlobGrant{Op: BlobGet, Blob: "b1", Partition: "tenant"}, now, time.Minute)
+
+	rotated, err := NewSigner(newKey, oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rotated.Verify(tok, now)
+	if err != nil || !rotated.MatchesAudience(c, "p1") || rotated.MatchesAudience(c, "p2") {
+		t.Fatalf("an old key's token after the rotation: %+v, %v", c, err)
+	}
+	if c.Audience == rotated.Audience("p1") {
+		t.Fatal("the rotated set derives the audience from its old key")
+	}
+	qv, _ := url.ParseQuery(q)
+	if g, err := rotated.VerifyBlob("b1", qv, now); err != nil || g.Partition != "tenant" {
+		t.Fatalf("an old key's blob URL after the rotation: %+v, %v", g, err)
+	}
+	// New URLs are the new key's: a server that has not rotated yet
+	// refuses them, one that dropped the old key refuses the old ones.
+	fresh, _ := rotated.Mint("sha256:seg", "digest", "p1", now, time.Minute)
+	if _, err := old.Verify(fresh, now); !errors.Is(err, ErrSignature) {
+		t.Fatalf("the old set verified the new key's token: %v", err)
+	}
+	if err := rotated.SetKeys(newKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rotated.Verify(tok, now); !errors.Is(err, ErrSignature) {
+		t.Fatalf("a dropped key still verifies: %v", err)
+	}
+	if c, err := rotated.Verify(fresh, now); err != nil || !rotated.MatchesAudience(c, "p1") {
+		t.Fatalf("after dropping the old key: %v", err)
+	}
+	// A failed SetKeys changes nothing.
+	if err := rotated.SetKeys([]byte("short")); err == nil || rotated.Len() != 1 {
+		t.Fatalf("SetKeys(short) = %v, %d keys", err, rotated.Len())
+	}
+	if _, err := NewSigner(oldKey, newKey, oldKey); err == nil {
+		t.Fatal("a repeated key was accepted")
+	}
+	if _, err := NewSigner(); err == nil {
+		t.Fatal("no key was accepted")
 	}
 }
 

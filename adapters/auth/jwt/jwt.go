@@ -24,6 +24,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rsa"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +32,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	gojwt "github.com/golang-jwt/jwt/v5"
@@ -70,9 +72,12 @@ type Options struct {
 	// JWKSURL it is optional (RS256, EdDSA or ES256) and narrows the
 	// algorithms the set's keys may verify to that one.
 	Algorithm string
-	// KeyFile is read when Key is nil: for HS256 the raw secret (one
-	// trailing newline is dropped), for RS256 and EdDSA a PEM public key
-	// (PKIX "PUBLIC KEY", PKCS#1 "RSA PUBLIC KEY" or a certificate for RSA).
+	// KeyFile is read when Key is nil. It holds one or more keys, any of
+	// which verifies a token, so a key rotates without refusing tokens:
+	// for HS256 one secret per line (blank lines and lines starting with
+	// '#' skipped), for RS256 and EdDSA one or more PEM public keys (PKIX
+	// "PUBLIC KEY", PKCS#1 "RSA PUBLIC KEY" or a certificate for RSA).
+	// ReloadKeyFile reads it again.
 	KeyFile string
 	// Key is the verification key itself: []byte for HS256,
 	// *rsa.PublicKey for RS256, ed25519.PublicKey for EdDSA.
@@ -131,8 +136,11 @@ type Options struct {
 
 // Authenticator verifies bearer tokens. It implements ports.Authenticator.
 type Authenticator struct {
-	algs           []string
-	key            any
+	algs []string
+	// keys are the static verification keys (one or more; nil with a
+	// JWKS), swapped whole by ReloadKeyFile.
+	keys           atomic.Pointer[[]any]
+	keyFile        string
 	jwks           *jwks
 	parser         *gojwt.Parser
 	actorClaim     string
@@ -210,22 +218,46 @@ func (a *Authenticator) setKey(opts Options) error {
 		a.jwks = j
 		return nil
 	}
-	key := opts.Key
-	if key == nil {
+	keys := []any{opts.Key}
+	if opts.Key == nil {
 		if opts.KeyFile == "" {
 			return errors.New("jwt auth: a key, key file or JWKS URL is required")
 		}
-		k, err := LoadKey(opts.Algorithm, opts.KeyFile)
+		ks, err := LoadKeys(opts.Algorithm, opts.KeyFile)
 		if err != nil {
 			return err
 		}
-		key = k
+		keys, a.keyFile = ks, opts.KeyFile
 	}
-	if err := checkKey(opts.Algorithm, key); err != nil {
-		return err
+	for _, k := range keys {
+		if err := checkKey(opts.Algorithm, k); err != nil {
+			return err
+		}
 	}
-	a.algs, a.key = []string{opts.Algorithm}, key
+	a.algs = []string{opts.Algorithm}
+	a.keys.Store(&keys)
 	return nil
+}
+
+// ReloadKeyFile reads Options.KeyFile again and, when every key in it is
+// usable, verifies with those from then on; otherwise it keeps the keys
+// it has and returns the error. It returns the number of keys in use. It
+// does nothing (0, nil) without a key file.
+func (a *Authenticator) ReloadKeyFile() (int, error) {
+	if a.keyFile == "" {
+		return 0, nil
+	}
+	keys, err := LoadKeys(a.algs[0], a.keyFile)
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
+		if err := checkKey(a.algs[0], k); err != nil {
+			return 0, err
+		}
+	}
+	a.keys.Store(&keys)
+	return len(keys), nil
 }
 
 // Start fetches the JWKS once and starts its background refresh; the
@@ -253,36 +285,63 @@ func orDefault(v, d string) string {
 	return v
 }
 
-// LoadKey reads the verification key for alg from path.
+// LoadKey reads the one verification key for alg from path (the first,
+// when the file holds several).
 func LoadKey(alg, path string) (any, error) {
+	keys, err := LoadKeys(alg, path)
+	if err != nil {
+		return nil, err
+	}
+	return keys[0], nil
+}
+
+// LoadKeys reads the verification keys for alg from path: HS256 secrets
+// one per line (blank lines and '#' lines skipped, a trailing CR
+// dropped), or a sequence of PEM blocks for RS256 and EdDSA.
+func LoadKeys(alg, path string) ([]any, error) {
 	data, err := readLimited(path)
 	if err != nil {
 		return nil, fmt.Errorf("jwt auth: key file: %w", err)
 	}
+	var keys []any
 	switch alg {
 	case HS256:
-		secret := data
-		switch {
-		case len(secret) > 1 && string(secret[len(secret)-2:]) == "\r\n":
-			secret = secret[:len(secret)-2]
-		case len(secret) > 0 && secret[len(secret)-1] == '\n':
-			secret = secret[:len(secret)-1]
+		for _, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimSuffix(line, "\r")
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			keys = append(keys, []byte(line))
 		}
-		return secret, nil
-	case RS256:
-		k, err := gojwt.ParseRSAPublicKeyFromPEM(data)
-		if err != nil {
-			return nil, fmt.Errorf("jwt auth: key file %s: %w", path, err)
+	case RS256, EdDSA:
+		rest := data
+		for {
+			var b *pem.Block
+			if b, rest = pem.Decode(rest); b == nil {
+				break
+			}
+			one := pem.EncodeToMemory(b)
+			var k any
+			if alg == RS256 {
+				k, err = gojwt.ParseRSAPublicKeyFromPEM(one)
+			} else {
+				k, err = gojwt.ParseEdPublicKeyFromPEM(one)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("jwt auth: key file %s, PEM block %d: %w", path, len(keys)+1, err)
+			}
+			keys = append(keys, k)
 		}
-		return k, nil
-	case EdDSA:
-		k, err := gojwt.ParseEdPublicKeyFromPEM(data)
-		if err != nil {
-			return nil, fmt.Errorf("jwt auth: key file %s: %w", path, err)
+		if len(keys) == 0 {
+			return nil, fmt.Errorf("jwt auth: key file %s: %w", path, gojwt.ErrKeyMustBePEMEncoded)
 		}
-		return k, nil
+	default:
+		return nil, fmt.Errorf("jwt auth: unsupported algorithm %q (want HS256, RS256 or EdDSA)", alg)
 	}
-	return nil, fmt.Errorf("jwt auth: unsupported algorithm %q (want HS256, RS256 or EdDSA)", alg)
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("jwt auth: key file %s holds no key", path)
+	}
+	return keys, nil
 }
 
 func readLimited(path string) ([]byte, error) {
@@ -414,7 +473,16 @@ func (a *Authenticator) keyFor(ctx context.Context, t *gojwt.Token) (any, error)
 	if a.jwks != nil {
 		return a.jwks.key(ctx, t.Header["kid"], t.Method.Alg())
 	}
-	return a.key, nil
+	keys := *a.keys.Load()
+	if len(keys) == 1 {
+		return keys[0], nil
+	}
+	// During a rotation any configured key verifies (no kid is needed).
+	set := gojwt.VerificationKeySet{Keys: make([]gojwt.VerificationKey, len(keys))}
+	for i, k := range keys {
+		set.Keys[i] = k
+	}
+	return set, nil
 }
 
 func checkCrit(v any) error {
