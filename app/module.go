@@ -369,6 +369,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		FanoutModule,
 		SegmentsModule,
 		BlobsModule,
+		KeysModule,
 		TestControlModule,
 		fx.Options(extra...),
 		fx.Invoke(registerBanner),

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -131,18 +129,18 @@ func (l *lazySegments) SegmentStats(ctx context.Context, nowMs int64) (ports.Seg
 	return sr.SegmentStats(ctx, nowMs)
 }
 
-// NewSegmentSigner reads --signed-url-key-file; nil when unset.
+// NewSegmentSigner reads --signed-url-key-file (one key per line, the
+// first signing, every one verifying); nil when unset.
 func NewSegmentSigner(cfg config.Config) (*signedurl.Signer, error) {
 	path := cfg.Segments.SignedURLKeyFile
 	if path == "" {
 		return nil, nil
 	}
-	key, err := os.ReadFile(path)
+	keys, err := ReadKeyFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--signed-url-key-file: %w", err)
 	}
-	key = []byte(strings.TrimRight(string(key), "\r\n"))
-	s, err := signedurl.NewSigner(key)
+	s, err := signedurl.NewSigner(keys...)
 	if err != nil {
 		return nil, fmt.Errorf("--signed-url-key-file %s: %w", path, err)
 	}

@@ -88,6 +88,9 @@ type Config struct {
 	Realtime Realtime
 	// Leases holds the auth-lease settings (off by default).
 	Leases Leases
+	// KeyReloadInterval is how often the key files (signed URLs, auth
+	// leases, JWT) are read again for a rotation (0: only on SIGHUP).
+	KeyReloadInterval time.Duration
 	// Limits bound identifiers and request shape.
 	Limits Limits
 	// Admin holds the admin listener's access settings.
@@ -178,21 +181,22 @@ func (j JWT) validateKey() []error {
 // Default returns the configuration of a bare `syncd serve`.
 func Default() Config {
 	return Config{
-		Listen:          DefaultListen,
-		AdminListen:     DefaultAdminListen,
-		Database:        DefaultDatabase,
-		LogLevel:        "info",
-		ShutdownDelay:   5 * time.Second,
-		ShutdownTimeout: 15 * time.Second,
-		HTTP:            DefaultHTTP(),
-		Sync:            DefaultSync(),
-		Segments:        DefaultSegments(),
-		Blobs:           DefaultBlobs(),
-		Realtime:        DefaultRealtime(),
-		Leases:          DefaultLeases(),
-		Limits:          DefaultLimits(),
-		JWT:             JWT{Leeway: DefaultJWTLeeway, JWKSRefresh: DefaultJWKSRefresh, JWKSMinRefetch: DefaultJWKSMinRefetch},
-		Fanout:          FanoutAuto,
+		Listen:            DefaultListen,
+		AdminListen:       DefaultAdminListen,
+		Database:          DefaultDatabase,
+		LogLevel:          "info",
+		ShutdownDelay:     5 * time.Second,
+		ShutdownTimeout:   15 * time.Second,
+		HTTP:              DefaultHTTP(),
+		Sync:              DefaultSync(),
+		Segments:          DefaultSegments(),
+		Blobs:             DefaultBlobs(),
+		Realtime:          DefaultRealtime(),
+		Leases:            DefaultLeases(),
+		KeyReloadInterval: 30 * time.Second,
+		Limits:            DefaultLimits(),
+		JWT:               JWT{Leeway: DefaultJWTLeeway, JWKSRefresh: DefaultJWKSRefresh, JWKSMinRefetch: DefaultJWKSMinRefetch},
+		Fanout:            FanoutAuto,
 	}
 }
 
@@ -274,6 +278,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Blobs.validate(c.Segments)...)
 	errs = append(errs, c.Realtime.validate()...)
 	errs = append(errs, c.Leases.validate()...)
+	if c.KeyReloadInterval < 0 {
+		errs = append(errs, fmt.Errorf("--key-reload-interval %s: must not be negative", c.KeyReloadInterval))
+	}
 	errs = append(errs, c.Limits.validate()...)
 	errs = append(errs, c.validateExposure()...)
 	errs = append(errs, c.HTTP.validate(c.Sync)...)
@@ -362,6 +369,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	c.Blobs.flags(fs)
 	c.Realtime.flags(fs)
 	c.Leases.flags(fs)
+	fs.DurationVar(&c.KeyReloadInterval, "key-reload-interval", c.KeyReloadInterval, "how often --signed-url-key-file, --auth-lease-key-file and --jwt-key-file are read again, so a key rotates without a restart (also on SIGHUP; 0: only on SIGHUP)")
 	c.Limits.flags(fs)
 	c.exposureFlags(fs)
 	c.testControlFlags(fs)

@@ -146,6 +146,7 @@ func TestLoadPrecedence(t *testing.T) {
 			}
 		}, ""},
 		{"negative auth lease refresh", []string{"--auth-lease-refresh", "-1s"}, nil, nil, "--auth-lease-refresh -1s"},
+		{"negative key reload interval", []string{"--key-reload-interval", "-1s"}, nil, nil, "--key-reload-interval -1s"},
 		{"auth leases need sealing keys", []string{"--auth-lease-ttl", "15m"}, nil, nil, "needs --auth-lease-key-file"},
 		{"auth lease keys without leases", []string{"--auth-lease-key-file", "/keys"}, nil, nil, "off without --auth-lease-ttl"},
 		{"negative auth lease ttl", []string{"--auth-lease-ttl", "-1m", "--auth-lease-key-file", "/keys"}, nil, nil, "--auth-lease-ttl -1m0s"},

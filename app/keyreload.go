@@ -1,0 +1,192 @@
+package app
+
+import (
+	"context"
+	"crypto/sha256"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/domain/lease"
+	"github.com/syncd-dev/syncd/domain/signedurl"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// KeysModule reloads the key files without a restart: every
+// --key-reload-interval and on SIGHUP it reads --signed-url-key-file,
+// --auth-lease-key-file and --jwt-key-file again and, when one changed
+// and every key in it is usable, swaps the keys in use (the newest signs,
+// every key verifies). A file that fails to load keeps the keys in use
+// and is logged at error.
+//
+// The graph's *KeyReloader is that watcher; Check runs a pass at once.
+var KeysModule = fx.Module("syncd.keys",
+	fx.Provide(newKeyReloader),
+	fx.Invoke(func(*KeyReloader) {}),
+)
+
+// KeyFileReloader is an authenticator that re-reads its key file
+// (adapters/auth/jwt.Authenticator with --jwt-key-file).
+type KeyFileReloader interface {
+	ReloadKeyFile() (int, error)
+}
+
+// keyFile is one watched file.
+type keyFile struct {
+	flag, path string
+	// load re-reads path and swaps its keys; it returns how many are in use.
+	load func() (int, error)
+	sum  [32]byte // of the content in use (or last refused)
+}
+
+// KeyReloader watches the key files.
+type KeyReloader struct {
+	log     *zap.Logger
+	files   []*keyFile
+	results *prometheus.CounterVec
+	mu      sync.Mutex
+}
+
+type keyReloaderParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+	Log       *zap.Logger
+	Metrics   *Metrics
+	Signer    *signedurl.Signer   `optional:"true"`
+	LeaseKeys *lease.KeySet       `optional:"true"`
+	Auth      ports.Authenticator `optional:"true"`
+}
+
+func newKeyReloader(p keyReloaderParams) (*KeyReloader, error) {
+	r, err := NewKeyReloader(p.Log.Named("keys"), p.Metrics.Registry)
+	if err != nil {
+		return nil, err
+	}
+	if f := p.Config.Segments.SignedURLKeyFile; f != "" && p.Signer != nil {
+		r.Watch("--signed-url-key-file", f, func() (int, error) {
+			keys, err := ReadKeyFile(f)
+			if err != nil {
+				return 0, err
+			}
+			return len(keys), p.Signer.SetKeys(keys...)
+		})
+	}
+	if f := p.Config.Leases.KeyFile; f != "" && p.LeaseKeys != nil {
+		r.Watch("--auth-lease-key-file", f, func() (int, error) {
+			keys, err := ReadKeyFile(f)
+			if err != nil {
+				return 0, err
+			}
+			return len(keys), p.LeaseKeys.SetKeys(keys...)
+		})
+	}
+	if rl, ok := p.Auth.(KeyFileReloader); ok && p.Config.JWT.KeyFile != "" {
+		r.Watch("--jwt-key-file", p.Config.JWT.KeyFile, rl.ReloadKeyFile)
+	}
+	if len(r.files) == 0 {
+		return r, nil
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			// SIGHUP is caught from here on (its default would end the
+			// process).
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			go r.run(p.Config.KeyReloadInterval, hup, stop, done)
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			close(stop)
+			select {
+			case <-done:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	})
+	return r, nil
+}
+
+// NewKeyReloader returns a reloader that watches nothing yet.
+func NewKeyReloader(log *zap.Logger, reg prometheus.Registerer) (*KeyReloader, error) {
+	r := &KeyReloader{log: log, results: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "syncd_key_reloads_total",
+		Help: "Key file changes seen, by flag and result: loaded (the keys in use were replaced) or refused (the file did not load; the keys in use were kept).",
+	}, []string{"flag", "result"})}
+	if err := reg.Register(r.results); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Watch adds a file whose current content is in use; load re-reads and
+// swaps it.
+func (r *KeyReloader) Watch(flag, path string, load func() (int, error)) {
+	f := &keyFile{flag: flag, path: path, load: load}
+	if b, err := os.ReadFile(path); err == nil {
+		f.sum = sha256.Sum256(b)
+	}
+	for _, res := range []string{"loaded", "refused"} {
+		r.results.WithLabelValues(flag, res)
+	}
+	r.files = append(r.files, f)
+}
+
+// Check reads every watched file and reloads the ones that changed.
+func (r *KeyReloader) Check() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.files {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			r.log.Warn("key file unreadable; the keys in use are kept", zap.String("flag", f.flag), zap.Error(err))
+			continue
+		}
+		sum := sha256.Sum256(b)
+		if sum == f.sum {
+			continue
+		}
+		f.sum = sum
+		n, err := f.load()
+		if err != nil {
+			r.results.WithLabelValues(f.flag, "refused").Inc()
+			r.log.Error("key file changed but does not load; the keys in use are kept", zap.String("flag", f.flag), zap.Error(err))
+			continue
+		}
+		r.results.WithLabelValues(f.flag, "loaded").Inc()
+		r.log.Info("key file reloaded", zap.String("flag", f.flag), zap.Int("keys", n))
+	}
+}
+
+// run checks every interval (0: never on a timer) and on each signal of
+// hup.
+func (r *KeyReloader) run(interval time.Duration, hup chan os.Signal, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	defer signal.Stop(hup)
+	var tick <-chan time.Time
+	if interval > 0 {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick:
+			r.Check()
+		case <-hup:
+			r.Check()
+		}
+	}
+}
