@@ -291,6 +291,42 @@ type CommitSpan struct {
 	ThroughSeq int64
 }
 
+// ScopedChangeQuery asks for the newest commit that changed a table under
+// one of a scope variable's values, through the change-scope index.
+type ScopedChangeQuery struct {
+	Table    string
+	Variable string
+	// Values are the variable's values (at least one, else
+	// sync.storage.scan_requires_scope).
+	Values []string
+	// ThroughSeq bounds the answer (seq ≤ ThroughSeq).
+	ThroughSeq int64
+}
+
+// WindowProbe asks what a commit window holds without reading its rows:
+// how many matching changes (up to a limit) and whether one is a delete.
+type WindowProbe struct {
+	Table string
+	// ScopeFilter is CommitWindow's (mandatory, same matching rule).
+	ScopeFilter map[string][]string
+	// The window is AfterSeq < seq ≤ ThroughSeq.
+	AfterSeq   int64
+	ThroughSeq int64
+	// Limit (≥ 0) is where counting stops: Changes is at most Limit+1.
+	Limit int
+}
+
+// WindowSummary is a probe's answer.
+type WindowSummary struct {
+	// Changes is the number of matching changes, or Limit+1 when there
+	// are more than Limit.
+	Changes int
+	// Deletes reports whether a matching change in the whole window is a
+	// delete (the probe reads past Limit until it finds one or the window
+	// ends).
+	Deletes bool
+}
+
 // LogReader reads the commit log by scope (never scanning the log).
 type LogReader interface {
 	LogBounds(ctx context.Context, partition string) (LogBounds, error)
@@ -298,6 +334,16 @@ type LogReader interface {
 	ReadCommitWindow(ctx context.Context, partition string, w CommitWindow) ([]commit.Commit, error)
 	// ReadCommitRange returns whole commits by seq.
 	ReadCommitRange(ctx context.Context, partition string, r CommitRange) (CommitSpan, error)
+	// LatestScopedChange returns the newest seq ≤ q.ThroughSeq whose
+	// change to q.Table carries one of q.Values for q.Variable in the
+	// change-scope index (0 when none is left: pruned or never written).
+	// It is the scope pin of an image-lane bootstrap (SPEC §4.7), read by
+	// index seeks, one per value.
+	LatestScopedChange(ctx context.Context, partition string, q ScopedChangeQuery) (int64, error)
+	// ProbeCommitWindow summarizes a window from the change-scope index and
+	// the changes' scopes and ops, never their rows (the far-behind test of
+	// SPEC §8.4).
+	ProbeCommitWindow(ctx context.Context, partition string, p WindowProbe) (WindowSummary, error)
 }
 
 // RowReader reads current rows for bootstrap.

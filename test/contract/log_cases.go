@@ -20,6 +20,8 @@ func logGroups() []group {
 			{"RangeReadsWholeCommits", testRangeWhole},
 			{"RangeLimitLeavesCommitsOutWhole", testRangeLimit},
 			{"CommitSeqBefore", testCommitSeqBefore},
+			{"LatestScopedChangeIsTheScopePin", testLatestScopedChange},
+			{"ProbeCountsChangesAndFindsDeletes", testProbeWindow},
 		}},
 		{"Rows", []testCase{
 			{"ScanKeysetInByteOrder", testScanByteOrder},
@@ -127,6 +129,94 @@ func testWindowArgs(t *testing.T, h Harness) {
 	_, err := e.s.ReadCommitWindow(e.ctx, "p1", ports.CommitWindow{Table: "tasks", ThroughSeq: 6, LimitChanges: 10})
 	wantCode(t, err, syncerr.StorageScanRequiresScope)
 	_, err = e.s.ReadCommitWindow(e.ctx, "p1", ports.CommitWindow{Table: "tasks", ScopeFilter: map[string][]string{"project": {"p1"}}, ThroughSeq: 6})
+	wantCode(t, err, syncerr.StorageInvalidLimit)
+}
+
+// The scope pin of §4.7: the newest commit whose change to the table
+// carries one of the variable's values, deletes included, other tables
+// and partitions and pruned commits not.
+func testLatestScopedChange(t *testing.T, h Harness) {
+	e := open(t, h)
+	epoch, err := e.s.TouchPartition(e.ctx, "p1", 1)
+	must(t, err)
+	logFixture(e)
+	tests := []struct {
+		name     string
+		variable string
+		values   []string
+		through  int64
+		want     int64
+	}{
+		{"newest commit of the value", "project", []string{"p1"}, 6, 6},
+		{"a delete counts", "project", []string{"p1"}, 5, 5},
+		{"other tables do not", "project", []string{"p1"}, 3, 1},
+		{"through is inclusive", "project", []string{"p2"}, 4, 4},
+		{"largest over the values", "project", []string{"p2", "p3"}, 6, 6},
+		{"values repeated", "project", []string{"p2", "p2"}, 6, 4},
+		{"other variable", "owner", []string{"o2"}, 6, 4},
+		{"unknown value", "project", []string{"zz"}, 6, 0},
+		{"nothing at or below", "project", []string{"p1"}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := e.s.LatestScopedChange(e.ctx, "p1", ports.ScopedChangeQuery{Table: "tasks", Variable: tt.variable, Values: tt.values, ThroughSeq: tt.through})
+			must(t, err)
+			if got != tt.want {
+				t.Fatalf("LatestScopedChange = %d, want %d", got, tt.want)
+			}
+		})
+	}
+	if got, err := e.s.LatestScopedChange(e.ctx, "p2", ports.ScopedChangeQuery{Table: "tasks", Variable: "project", Values: []string{"p1"}, ThroughSeq: 6}); err != nil || got != 0 {
+		t.Fatalf("other partition = %d %v", got, err)
+	}
+	_, err = e.s.LatestScopedChange(e.ctx, "p1", ports.ScopedChangeQuery{Table: "tasks", Variable: "project", ThroughSeq: 6})
+	wantCode(t, err, syncerr.StorageScanRequiresScope)
+	// Pruned entries are gone: the caller raises the pin to the horizon.
+	_, err = e.s.PruneCommitsThrough(e.ctx, "p1", ports.PruneRequest{LogEpoch: epoch, ThroughSeq: 5})
+	must(t, err)
+	if got, err := e.s.LatestScopedChange(e.ctx, "p1", ports.ScopedChangeQuery{Table: "tasks", Variable: "project", Values: []string{"p2"}, ThroughSeq: 6}); err != nil || got != 0 {
+		t.Fatalf("after prune = %d %v, want 0", got, err)
+	}
+}
+
+// The far-behind probe: matching changes counted up to the limit, and
+// whether any matching change of the whole window is a delete.
+func testProbeWindow(t *testing.T, h Harness) {
+	e := open(t, h)
+	logFixture(e)
+	tests := []struct {
+		name           string
+		filter         map[string][]string
+		after, through int64
+		limit          int
+		want           ports.WindowSummary
+	}{
+		{"counts matching changes", map[string][]string{"project": {"p1"}}, 0, 6, 100, ports.WindowSummary{Changes: 5, Deletes: true}},
+		{"stops counting past the limit", map[string][]string{"project": {"p1"}}, 0, 6, 2, ports.WindowSummary{Changes: 3, Deletes: true}},
+		{"limit zero", map[string][]string{"project": {"p1"}}, 5, 6, 0, ports.WindowSummary{Changes: 1}},
+		{"no delete after it", map[string][]string{"project": {"p1"}}, 5, 6, 100, ports.WindowSummary{Changes: 2}},
+		{"a delete past the limit is found", map[string][]string{"project": {"p1"}}, 3, 6, 0, ports.WindowSummary{Changes: 1, Deletes: true}},
+		{"other values", map[string][]string{"project": {"p2"}}, 0, 6, 100, ports.WindowSummary{Changes: 2}},
+		{"two variables", map[string][]string{"project": {"p1"}, "owner": {"o1"}}, 0, 6, 100, ports.WindowSummary{Changes: 3, Deletes: true}},
+		{"through is inclusive", map[string][]string{"project": {"p1"}}, 0, 4, 100, ports.WindowSummary{Changes: 2}},
+		{"empty window", map[string][]string{"project": {"p1"}}, 6, 6, 100, ports.WindowSummary{}},
+		{"unknown value", map[string][]string{"project": {"zz"}}, 0, 6, 100, ports.WindowSummary{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := e.s.ProbeCommitWindow(e.ctx, "p1", ports.WindowProbe{Table: "tasks", ScopeFilter: tt.filter, AfterSeq: tt.after, ThroughSeq: tt.through, Limit: tt.limit})
+			must(t, err)
+			if got != tt.want {
+				t.Fatalf("ProbeCommitWindow = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if got, err := e.s.ProbeCommitWindow(e.ctx, "p2", ports.WindowProbe{Table: "tasks", ScopeFilter: map[string][]string{"project": {"p1"}}, ThroughSeq: 6, Limit: 10}); err != nil || got != (ports.WindowSummary{}) {
+		t.Fatalf("other partition = %+v %v", got, err)
+	}
+	_, err := e.s.ProbeCommitWindow(e.ctx, "p1", ports.WindowProbe{Table: "tasks", ThroughSeq: 6, Limit: 10})
+	wantCode(t, err, syncerr.StorageScanRequiresScope)
+	_, err = e.s.ProbeCommitWindow(e.ctx, "p1", ports.WindowProbe{Table: "tasks", ScopeFilter: map[string][]string{"project": {"p1"}}, ThroughSeq: 6, Limit: -1})
 	wantCode(t, err, syncerr.StorageInvalidLimit)
 }
 

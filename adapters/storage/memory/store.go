@@ -361,6 +361,59 @@ func (s *Store) ReadCommitRange(ctx context.Context, name string, r ports.Commit
 	return span, nil
 }
 
+// LatestScopedChange returns the newest retained commit ≤ q.ThroughSeq
+// with a change to q.Table under one of q.Values.
+func (s *Store) LatestScopedChange(ctx context.Context, name string, q ports.ScopedChangeQuery) (int64, error) {
+	if len(q.Values) == 0 {
+		return 0, syncerr.Newf(syncerr.StorageScanRequiresScope, "scope pin of %q without values", q.Table)
+	}
+	return peekPartition(ctx, s, name, func(p *partition) (int64, error) {
+		cs := p.d.commits
+		for i := len(cs) - 1; i >= 0; i-- {
+			c := cs[i].c
+			if c.Seq > q.ThroughSeq {
+				continue
+			}
+			for _, ch := range c.Changes {
+				if ch.Table == q.Table && slices.Contains(q.Values, ch.Scopes[q.Variable]) {
+					return c.Seq, nil
+				}
+			}
+		}
+		return 0, nil
+	})
+}
+
+// ProbeCommitWindow counts the window's matching changes and looks for a
+// matching delete.
+func (s *Store) ProbeCommitWindow(ctx context.Context, name string, pr ports.WindowProbe) (ports.WindowSummary, error) {
+	if len(pr.ScopeFilter) == 0 {
+		return ports.WindowSummary{}, syncerr.Newf(syncerr.StorageScanRequiresScope, "window probe on %q without a scope filter", pr.Table)
+	}
+	if pr.Limit < 0 {
+		return ports.WindowSummary{}, syncerr.Newf(syncerr.StorageInvalidLimit, "window probe limit %d", pr.Limit)
+	}
+	return peekPartition(ctx, s, name, func(p *partition) (ports.WindowSummary, error) {
+		var sum ports.WindowSummary
+		for _, rec := range p.d.commits {
+			c := rec.c
+			if c.Seq <= pr.AfterSeq || c.Seq > pr.ThroughSeq {
+				continue
+			}
+			for _, ch := range c.Changes {
+				if ch.Table == pr.Table && matches(ch.Scopes, pr.ScopeFilter) {
+					sum.Changes = min(sum.Changes+1, pr.Limit+1)
+					sum.Deletes = sum.Deletes || ch.Op == commit.OpDelete
+				}
+			}
+			if sum.Changes > pr.Limit && sum.Deletes {
+				break
+			}
+		}
+		return sum, nil
+	})
+}
+
 func readWindow(d *data, w ports.CommitWindow) []commit.Commit {
 	var out []commit.Commit
 	n := 0
