@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+
+	"github.com/syncd-dev/syncd/domain/schema"
 )
 
 // SegmentMediaType is a segment's format (SPEC §5.4 mediaType).
@@ -113,4 +115,35 @@ type SegmentStore interface {
 	SegmentPublisher
 	SegmentSource
 	SegmentSweeper
+}
+
+// ImageRequest describes one SQLite image (SPEC §5.3): the table whose
+// rows it holds and the descriptor duplicated in its metadata row.
+type ImageRequest struct {
+	Table         *schema.Table
+	SchemaVersion int32
+	AsOfCommitSeq int64
+	ScopeDigest   string
+}
+
+// ImageBuilder writes SQLite-image segments. A server without one serves
+// the images a publisher stored under a bootstrap's key and the rows lane
+// otherwise (SPEC §5.3).
+type ImageBuilder interface {
+	// NewImage starts an image. The caller adds every row of the snapshot
+	// in row-id order and then finishes or aborts it.
+	NewImage(ctx context.Context, r ImageRequest) (ImageWriter, error)
+}
+
+// ImageWriter is one image being written.
+type ImageWriter interface {
+	// Add writes one row: its server version and full-row payload. A
+	// value no image cell holds exactly is sqliteimage.ErrUnrepresentable
+	// (the table is then served on the rows lane).
+	Add(ctx context.Context, version int64, payload []byte) error
+	// Finish writes the metadata row and returns the image bytes and the
+	// row count.
+	Finish(ctx context.Context) (b []byte, rows int64, err error)
+	// Abort discards an unfinished image; after Finish it does nothing.
+	Abort()
 }
