@@ -8,8 +8,10 @@ import (
 	"io"
 	"sync"
 
+	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/domain/sqliteimage"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -64,22 +66,44 @@ func encodeToken(pin int64, table, rowCursor string) string {
 }
 
 // bootstrap writes a §4.7 bootstrap section: pinned at maxSeq (or the
-// usable resume token's pin), up to SnapshotPages pages of SnapshotRows
-// rows keyset by row id, nextCursor = pin, and a resume token while rows
-// remain.
+// usable resume token's pin, or for a client taking sqlite images the
+// scope pin), the whole table as one sqlite image when the client takes
+// images and the table qualifies (§5.3), else up to SnapshotPages pages of
+// SnapshotRows rows keyset by row id; nextCursor = pin, and a resume token
+// while rows remain.
 func (s *Service) bootstrap(ctx context.Context, e *emitter, r Request, p *plan, lim Limits, b ports.LogBounds) error {
-	pin, rowCursor := b.MaxSeq, ""
+	pin, rowCursor, resumed := b.MaxSeq, "", false
 	if p.sub.BootstrapState.Present {
 		tp, tc, ok := parseToken(p.sub.BootstrapState.Value, p.sub.Table)
 		switch {
 		case ok && tp >= b.HorizonSeq && tp <= b.MaxSeq:
-			pin, rowCursor = tp, tc
+			pin, rowCursor, resumed = tp, tc, true
 		default:
 			s.o.Metrics.restart()
 		}
 	}
+	// §4.7: a bootstrap eligible for the image lane pins at its scope pin,
+	// so a stored image stays the match for its key until a change
+	// reaches its scope. Lanes are chosen only at a table's start (§5.3).
+	imageLane := lim.Accept&ssp2.AcceptSQLite != 0 && sqliteimage.Eligible(p.table) && rowCursor == ""
+	if imageLane && !resumed {
+		var err error
+		if pin, err = s.scopePin(ctx, r, p, b); err != nil {
+			return err
+		}
+	}
 	if err := e.frame(&ssp2.SubStart{ID: p.sub.ID, Status: ssp2.SubActive, EffectiveScopes: ssp2.ScopeListsFromMap(p.effective), Bootstrap: true}); err != nil {
 		return err
+	}
+	p.nextCursor = pin
+	if imageLane {
+		served, err := s.image(ctx, e, r, p, lim, pin)
+		if err != nil {
+			return err
+		}
+		if served {
+			return e.frame(&ssp2.SubEnd{NextCursor: pin})
+		}
 	}
 	pg := pageSpec{
 		key: ports.SegmentKey{
@@ -96,6 +120,9 @@ func (s *Service) bootstrap(ctx context.Context, e *emitter, r Request, p *plan,
 		header: rowcodec.SegmentHeader{Table: p.table.Name, SchemaVersion: r.Schema.Version, Columns: p.table.Columns},
 		accept: lim.Accept,
 	}
+	if rowCursor == "" {
+		pg.prefetched = p.firstPage
+	}
 	complete := false
 	for page := 0; page < lim.SnapshotPages; page++ {
 		if page > 0 && s.overBudget(e) {
@@ -106,13 +133,13 @@ func (s *Service) bootstrap(ctx context.Context, e *emitter, r Request, p *plan,
 		if err != nil {
 			return err
 		}
+		pg.prefetched = nil
 		if next == "" {
 			complete = true
 			break
 		}
 		rowCursor = next
 	}
-	p.nextCursor = pin
 	end := &ssp2.SubEnd{NextCursor: pin}
 	if !complete {
 		end.BootstrapState = ssp2.Some(encodeToken(pin, p.sub.Table, rowCursor))
@@ -125,6 +152,9 @@ type pageSpec struct {
 	filter map[string][]string
 	header rowcodec.SegmentHeader
 	accept uint8
+	// prefetched, when set, is the page's scan (limit+1 rows after its
+	// row cursor) already read.
+	prefetched []commit.Row
 }
 
 // page delivers one snapshot page and returns the row cursor after it ("" on
@@ -213,7 +243,7 @@ func (s *Service) deliverStored(ctx context.Context, e *emitter, r Request, pg *
 		}
 		return pub.NextRowCursor, nil
 	}
-	if err := s.ref(ctx, e, r, pg, pub); err != nil {
+	if err := s.ref(ctx, e, r, pg.key, pg.accept, pub); err != nil {
 		return "", err
 	}
 	return pub.NextRowCursor, nil
@@ -223,14 +253,17 @@ func (s *Service) deliverStored(ctx context.Context, e *emitter, r Request, pg *
 // page as an SSG2 rows segment and delivers it inline or stored.
 func (s *Service) buildPage(ctx context.Context, e *emitter, r Request, pg *pageSpec, canInline, canRef bool) (string, error) {
 	limit := pg.key.PageSize
-	rows, err := s.o.Store.ScanRows(ctx, r.Partition, ports.RowScan{
-		Table:       pg.key.Table,
-		ScopeFilter: pg.filter,
-		AfterRowID:  pg.key.RowCursor,
-		Limit:       limit + 1,
-	})
-	if err != nil {
-		return "", fmt.Errorf("scan rows: %w", err)
+	rows := pg.prefetched
+	if rows == nil {
+		var err error
+		if rows, err = s.o.Store.ScanRows(ctx, r.Partition, ports.RowScan{
+			Table:       pg.key.Table,
+			ScopeFilter: pg.filter,
+			AfterRowID:  pg.key.RowCursor,
+			Limit:       limit + 1,
+		}); err != nil {
+			return "", fmt.Errorf("scan rows: %w", err)
+		}
 	}
 	next := ""
 	if len(rows) > limit {
@@ -274,29 +307,29 @@ func (s *Service) buildPage(ctx context.Context, e *emitter, r Request, pg *page
 	if err != nil {
 		return "", fmt.Errorf("store segment: %w", err)
 	}
-	return next, s.ref(ctx, e, r, pg, pub)
+	return next, s.ref(ctx, e, r, pg.key, pg.accept, pub)
 }
 
-// ref writes a SEGMENT_REF for pub, with a signed URL when the client set
-// accept bit 3 and a signer is configured (§5.4).
-func (s *Service) ref(ctx context.Context, e *emitter, r Request, pg *pageSpec, pub ports.SegmentPublication) error {
+// ref writes a SEGMENT_REF for pub published under key, with a signed URL
+// when the client set accept bit 3 and a signer is configured (§5.4).
+func (s *Service) ref(ctx context.Context, e *emitter, r Request, key ports.SegmentKey, accept uint8, pub ports.SegmentPublication) error {
 	f := &ssp2.SegmentRef{
 		SegmentID:     pub.SegmentID,
-		MediaType:     ssp2.MediaRows,
-		Table:         pg.key.Table,
+		MediaType:     ssp2.MediaType(key.MediaType),
+		Table:         key.Table,
 		ByteLength:    pub.ByteLength,
 		RowCount:      pub.RowCount,
-		AsOfCommitSeq: pg.key.AsOfCommitSeq,
-		ScopeDigest:   pg.key.ScopeDigest,
+		AsOfCommitSeq: key.AsOfCommitSeq,
+		ScopeDigest:   key.ScopeDigest,
 	}
-	if pg.key.RowCursor != "" {
-		f.RowCursor = ssp2.Some(pg.key.RowCursor)
+	if key.RowCursor != "" {
+		f.RowCursor = ssp2.Some(key.RowCursor)
 	}
 	if pub.NextRowCursor != "" {
 		f.NextRowCursor = ssp2.Some(pub.NextRowCursor)
 	}
-	if pg.accept&ssp2.AcceptSignedURLs != 0 && s.o.Signer != nil {
-		url, exp, err := s.o.Signer.SignSegmentURL(ctx, SignRequest{SegmentID: pub.SegmentID, ScopeDigest: pg.key.ScopeDigest, Partition: r.Partition, NowMs: s.o.Now().UnixMilli()})
+	if accept&ssp2.AcceptSignedURLs != 0 && s.o.Signer != nil {
+		url, exp, err := s.o.Signer.SignSegmentURL(ctx, SignRequest{SegmentID: pub.SegmentID, ScopeDigest: key.ScopeDigest, Partition: r.Partition, NowMs: s.o.Now().UnixMilli()})
 		if err != nil {
 			return fmt.Errorf("sign segment url: %w", err)
 		}

@@ -1,6 +1,8 @@
 package pull
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -15,6 +17,14 @@ type Metrics struct {
 	expired  prometheus.Counter
 	spills   prometheus.Counter
 	skips    prometheus.Counter
+
+	imageBuilds   prometheus.Counter
+	imageReuses   prometheus.Counter
+	imageDeclines *prometheus.CounterVec
+	imageRows     prometheus.Counter
+	imageBytes    prometheus.Counter
+	imageSeconds  prometheus.Histogram
+	catchUps      *prometheus.CounterVec
 }
 
 // NewMetrics registers the pull counters on reg.
@@ -53,7 +63,37 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Pulls that left a fresh, unchanged client record as stored instead of rewriting it for a cursor move.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.builds, m.reuses, m.sections, m.commitsN, m.restarts, m.expired, m.spills, m.skips} {
+	m.imageBuilds = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "syncd_pull_image_builds_total",
+		Help: "SQLite-image segments built and stored (SPEC §5.3).",
+	})
+	m.imageReuses = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "syncd_pull_image_reuses_total",
+		Help: "Image-lane bootstraps served from a stored image found by its key.",
+	})
+	m.imageDeclines = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "syncd_pull_image_declines_total",
+		Help: "Image-lane bootstraps served on the rows lane instead, by reason (one_page: the snapshot fits one rows page; unrepresentable: a value no image cell holds exactly).",
+	}, []string{"reason"})
+	m.imageRows = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "syncd_pull_image_rows_total",
+		Help: "Rows written into built SQLite images.",
+	})
+	m.imageBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "syncd_pull_image_bytes_total",
+		Help: "Bytes of built SQLite images.",
+	})
+	m.imageSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "syncd_pull_image_build_seconds",
+		Help:    "Time to build one SQLite image (scan, write, read back).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+	})
+	m.catchUps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "syncd_pull_catchups_total",
+		Help: "Far-behind incremental pulls answered through segments (SPEC §8.4), by outcome (segments: a bootstrap section in the same response; reset: a forced re-bootstrap, the window holding deletes).",
+	}, []string{"outcome"})
+	for _, c := range []prometheus.Collector{m.builds, m.reuses, m.sections, m.commitsN, m.restarts, m.expired, m.spills, m.skips,
+		m.imageBuilds, m.imageReuses, m.imageDeclines, m.imageRows, m.imageBytes, m.imageSeconds, m.catchUps} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -115,7 +155,7 @@ func (m *Metrics) Value(name string) float64 {
 	if m == nil {
 		return 0
 	}
-	var c prometheus.Counter
+	var c prometheus.Collector
 	switch name {
 	case "syncd_pull_segment_builds_total":
 		c = m.builds
@@ -131,12 +171,55 @@ func (m *Metrics) Value(name string) float64 {
 		c = m.spills
 	case "syncd_pull_client_record_skips_total":
 		c = m.skips
+	case "syncd_pull_image_builds_total":
+		c = m.imageBuilds
+	case "syncd_pull_image_reuses_total":
+		c = m.imageReuses
+	case "syncd_pull_image_declines_total":
+		c = m.imageDeclines
+	case "syncd_pull_image_rows_total":
+		c = m.imageRows
+	case "syncd_pull_catchups_total":
+		c = m.catchUps
 	default:
 		return 0
 	}
-	var out dto.Metric
-	if err := c.Write(&out); err != nil {
-		return 0
+	// A vector's value is the sum over its labels.
+	ch := make(chan prometheus.Metric, 16)
+	go func() { c.Collect(ch); close(ch) }()
+	total := 0.0
+	for mt := range ch {
+		var out dto.Metric
+		if err := mt.Write(&out); err == nil {
+			total += out.GetCounter().GetValue()
+		}
 	}
-	return out.GetCounter().GetValue()
+	return total
+}
+
+func (m *Metrics) imageBuilt(rows int64, bytes int, d time.Duration) {
+	if m != nil {
+		m.imageBuilds.Inc()
+		m.imageRows.Add(float64(rows))
+		m.imageBytes.Add(float64(bytes))
+		m.imageSeconds.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) imageReused() {
+	if m != nil {
+		m.imageReuses.Inc()
+	}
+}
+
+func (m *Metrics) imageDeclined(reason string) {
+	if m != nil {
+		m.imageDeclines.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) catchUp(outcome string) {
+	if m != nil {
+		m.catchUps.WithLabelValues(outcome).Inc()
+	}
 }

@@ -46,6 +46,8 @@ type Store interface {
 	LogBounds(ctx context.Context, partition string) (ports.LogBounds, error)
 	ReadCommitWindow(ctx context.Context, partition string, w ports.CommitWindow) ([]commit.Commit, error)
 	ScanRows(ctx context.Context, partition string, q ports.RowScan) ([]commit.Row, error)
+	LatestScopedChange(ctx context.Context, partition string, q ports.ScopedChangeQuery) (int64, error)
+	ProbeCommitWindow(ctx context.Context, partition string, p ports.WindowProbe) (ports.WindowSummary, error)
 	PutClient(ctx context.Context, r ports.ClientRecord) error
 }
 
@@ -85,6 +87,9 @@ type Options struct {
 	// pages only (a client without accept bit 0 then gets
 	// sync.internal_error for a bootstrap).
 	Segments Segments
+	// Images builds sqlite images (§5.3) for clients that set accept bit
+	// 2; nil builds none (stored images are still served).
+	Images ports.ImageBuilder
 	// Signer issues signed URLs (accept bit 3); nil issues none.
 	Signer URLSigner
 	// InlineMaxBytes is the §5.7 inline threshold (0 → 256 KiB; negative:
@@ -114,16 +119,25 @@ type Options struct {
 	// InlineCacheBytes bounds the in-process cache of built inline pages
 	// (0 → 32 MiB; negative: no cache).
 	InlineCacheBytes int64
-	Metrics          *Metrics
-	Now              func() time.Time
-	Log              *zap.Logger
+	// CatchUpChanges turns far-behind catch-up through segments on (SPEC
+	// §8.4): an incremental pull whose window holds more than this many
+	// matching changes (and more than its limitCommits) is answered with a
+	// bootstrap section at a fresh pin instead of the commits, when no
+	// matching change of the window is a delete; with one, a reset section
+	// makes the client re-bootstrap (a re-bootstrap clears, a catch-up
+	// bootstrap cannot). 0: off.
+	CatchUpChanges int
+	Metrics        *Metrics
+	Now            func() time.Time
+	Log            *zap.Logger
 }
 
 // Service serves the pull part of sync requests.
 type Service struct {
-	o      Options
-	flight flight
-	cache  *pageCache
+	o        Options
+	flight   flight
+	cache    *pageCache
+	declined declinedImages
 }
 
 // New validates opts and builds the Service.
@@ -278,6 +292,12 @@ type plan struct {
 	effective scopes.Map
 	commits   []commit.Commit
 	read      bool
+	// catchUp marks a far-behind incremental pull answered through
+	// segments (§8.4).
+	catchUp bool
+	// firstPage holds the rows of the first bootstrap page when the image
+	// lane scanned them and declined.
+	firstPage []commit.Row
 	// nextCursor is the SUB_END cursor once the section is written.
 	nextCursor int64
 }
@@ -339,7 +359,12 @@ func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
 				return fmt.Errorf("read commit window: %w", err)
 			}
 			p.read = true
-			windows = true
+			if s.o.CatchUpChanges > 0 && changeCount(p.commits) > lim.Commits {
+				if err := s.catchUp(ctx, r, p, bounds); err != nil {
+					return err
+				}
+			}
+			windows = windows || p.read
 		}
 	}
 	// §4.6: recheck the horizon after the window reads, before any
@@ -393,6 +418,43 @@ func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
 	}
 	out.client, err = s.clientRecord(r, plans)
 	return err
+}
+
+func changeCount(cs []commit.Commit) int {
+	n := 0
+	for i := range cs {
+		n += len(cs[i].Changes)
+	}
+	return n
+}
+
+// catchUp applies §8.4 to an incremental section whose window needs more
+// than one response: past CatchUpChanges matching changes it becomes a
+// bootstrap at a fresh pin (§4.7), whose segments the client upserts over
+// its rows. That replaces the window exactly unless the window removes a
+// row the client holds, which only a delete does (scope columns are
+// immutable, a scope move is a delete and an upsert); a window with a
+// matching delete is answered with a reset, a declared discontinuity
+// after which the client bootstraps afresh and clears first.
+func (s *Service) catchUp(ctx context.Context, r Request, p *plan, b ports.LogBounds) error {
+	sum, err := s.o.Store.ProbeCommitWindow(ctx, r.Partition, ports.WindowProbe{
+		Table: p.sub.Table, ScopeFilter: p.effective, AfterSeq: p.sub.Cursor, ThroughSeq: b.MaxSeq, Limit: s.o.CatchUpChanges,
+	})
+	if err != nil {
+		return fmt.Errorf("probe commit window: %w", err)
+	}
+	if sum.Changes <= s.o.CatchUpChanges {
+		return nil
+	}
+	p.commits, p.read, p.catchUp = nil, false, true
+	if sum.Deletes {
+		p.kind = kindReset
+		s.o.Metrics.catchUp("reset")
+	} else {
+		p.kind = kindBootstrap
+		s.o.Metrics.catchUp("segments")
+	}
+	return nil
 }
 
 // recheck reads the log bounds again after the window reads, and the

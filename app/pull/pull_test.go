@@ -41,7 +41,12 @@ type env struct {
 
 func newEnv(t *testing.T, mut func(*pull.Options)) *env {
 	t.Helper()
-	e := &env{t: t, st: memory.New(), segs: memseg.New(), sch: ssptest.Schema(t), now: time.UnixMilli(1_700_000_000_000)}
+	return newEnvSchema(t, ssptest.Schema(t), mut)
+}
+
+func newEnvSchema(t *testing.T, sch *schema.Schema, mut func(*pull.Options)) *env {
+	t.Helper()
+	e := &env{t: t, st: memory.New(), segs: memseg.New(), sch: sch, now: time.UnixMilli(1_700_000_000_000)}
 	ctx := context.Background()
 	if err := e.st.EnsureSchema(ctx, e.sch, nil); err != nil {
 		t.Fatal(err)
@@ -113,7 +118,12 @@ type result struct {
 
 func (e *env) pull(h ssp2.PullHeader, allowed scopes.Allowed, subs ...subSpec) (result, error) {
 	e.t.Helper()
-	r := pull.Request{Partition: part, ActorID: "alice", ClientID: "c1", WireVersion: 3, LogEpoch: e.epoch, Schema: e.sch, Header: &h, Scopes: scopes.Granted(allowed)}
+	return e.pullAs("c1", h, allowed, subs...)
+}
+
+// pullAs pulls as client id (safe for concurrent use).
+func (e *env) pullAs(client string, h ssp2.PullHeader, allowed scopes.Allowed, subs ...subSpec) (result, error) {
+	r := pull.Request{Partition: part, ActorID: "alice", ClientID: client, WireVersion: 3, LogEpoch: e.epoch, Schema: e.sch, Header: &h, Scopes: scopes.Granted(allowed)}
 	for _, s := range subs {
 		f := &ssp2.Subscription{ID: s.id, Table: s.table, Scopes: ssp2.ScopeListsFromMap(s.scopes), Cursor: s.cursor}
 		if s.token != "" {
@@ -124,7 +134,7 @@ func (e *env) pull(h ssp2.PullHeader, allowed scopes.Allowed, subs ...subSpec) (
 	if err := pull.Validate(e.sch, r.Header, r.Subscriptions); err != nil {
 		return result{}, err
 	}
-	prev, err := e.st.GetClient(context.Background(), part, "c1")
+	prev, err := e.st.GetClient(context.Background(), part, client)
 	if err != nil {
 		e.t.Fatal(err)
 	}

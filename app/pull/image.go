@@ -1,0 +1,212 @@
+package pull
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/contentaddr"
+	"github.com/syncd-dev/syncd/domain/sqliteimage"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// imageScanRows is how many rows one scan adds to an image being built.
+const imageScanRows = 5000
+
+// scopePin is the §4.7 pin of an image-lane bootstrap: the newest commit
+// whose change to the table carries a value of the subscription's first
+// effective scope variable (keys sorted), raised to the horizon and capped
+// at maxSeq. No change the subscription would receive lies above it, so
+// the snapshot there is the snapshot at maxSeq, and a stored image keeps
+// its key across commits outside the scope.
+func (s *Service) scopePin(ctx context.Context, r Request, p *plan, b ports.LogBounds) (int64, error) {
+	vars := make([]string, 0, len(p.effective))
+	for v := range p.effective {
+		vars = append(vars, v)
+	}
+	if len(vars) == 0 {
+		return b.MaxSeq, nil
+	}
+	sort.Strings(vars)
+	seq, err := s.o.Store.LatestScopedChange(ctx, r.Partition, ports.ScopedChangeQuery{
+		Table: p.table.Name, Variable: vars[0], Values: p.effective[vars[0]], ThroughSeq: b.MaxSeq,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read scope pin: %w", err)
+	}
+	return min(max(seq, b.HorizonSeq), b.MaxSeq), nil
+}
+
+// image serves the subscription's table as one sqlite image (§5.3) and
+// reports whether it did. A stored image under the bootstrap's key is
+// reused; otherwise one request per key in this process builds it while
+// the others wait for it. It declines, leaving the table to the rows lane,
+// without a segment store or builder, when the snapshot fits one rows page
+// (the eligibility rule: inline rows pages already avoid the second round
+// trip), and when a row holds a value no image cell holds exactly.
+func (s *Service) image(ctx context.Context, e *emitter, r Request, p *plan, lim Limits, pin int64) (bool, error) {
+	if s.o.Segments == nil {
+		return false, nil
+	}
+	key := ports.SegmentKey{
+		Partition:     r.Partition,
+		LogEpoch:      r.LogEpoch,
+		Table:         p.table.Name,
+		SchemaVersion: r.Schema.Version,
+		MediaType:     ports.SegmentSQLite,
+		ScopeDigest:   p.effective.Digest(),
+		AsOfCommitSeq: pin,
+	}
+	for {
+		pub, ok, err := s.o.Segments.Find(ctx, key, s.o.Now().UnixMilli())
+		if err != nil {
+			return false, fmt.Errorf("find image: %w", err)
+		}
+		if ok {
+			s.o.Metrics.imageReused()
+			return true, s.ref(ctx, e, r, key, lim.Accept, pub)
+		}
+		if s.o.Images == nil || s.declined.has(key, lim.SnapshotRows, s.o.Now()) {
+			return false, nil
+		}
+		wait, leader := s.flight.join(key)
+		if !leader {
+			select {
+			case <-wait:
+				continue // stored, or declined: look again
+			case <-ctx.Done():
+				return false, ctx.Err()
+			}
+		}
+		pub, ok, err = s.leadImage(ctx, r, p, lim, key)
+		s.flight.leave(key)
+		if err != nil || !ok {
+			return false, err
+		}
+		return true, s.ref(ctx, e, r, key, lim.Accept, pub)
+	}
+}
+
+// leadImage builds and stores the image of key unless another leader
+// stored it since the lookup or the table is declined. The build runs
+// detached from the request's cancellation: other requests wait for it.
+func (s *Service) leadImage(ctx context.Context, r Request, p *plan, lim Limits, key ports.SegmentKey) (ports.SegmentPublication, bool, error) {
+	if pub, ok, err := s.o.Segments.Find(ctx, key, s.o.Now().UnixMilli()); err != nil || ok {
+		return pub, ok, err
+	}
+	bctx := context.WithoutCancel(ctx)
+	rows, err := s.o.Store.ScanRows(bctx, r.Partition, ports.RowScan{Table: key.Table, ScopeFilter: p.effective, Limit: lim.SnapshotRows + 1})
+	if err != nil {
+		return ports.SegmentPublication{}, false, fmt.Errorf("scan rows: %w", err)
+	}
+	if len(rows) <= lim.SnapshotRows {
+		s.declined.add(key, lim.SnapshotRows, s.o.Now().Add(s.o.SegmentTTL))
+		p.firstPage = rows // the rows lane's first page needs no second scan
+		s.o.Metrics.imageDeclined("one_page")
+		return ports.SegmentPublication{}, false, nil
+	}
+	start := time.Now()
+	img, n, err := s.buildImage(bctx, r, p, key, rows)
+	if errors.Is(err, sqliteimage.ErrUnrepresentable) {
+		s.declined.add(key, declinedAlways, s.o.Now().Add(s.o.SegmentTTL))
+		s.o.Metrics.imageDeclined("unrepresentable")
+		s.o.Log.Info("table served on the rows lane: a row has a value no sqlite image cell holds exactly",
+			zap.String("table", key.Table), zap.Error(err))
+		return ports.SegmentPublication{}, false, nil
+	}
+	if err != nil {
+		return ports.SegmentPublication{}, false, err
+	}
+	now := s.o.Now()
+	pub, err := s.o.Segments.Put(bctx, img, ports.SegmentPublication{
+		SegmentKey:  key,
+		SegmentID:   contentaddr.Of(img),
+		RowCount:    n,
+		ByteLength:  int64(len(img)),
+		CreatedAtMs: now.UnixMilli(),
+		ExpiresAtMs: now.Add(s.o.SegmentTTL).UnixMilli(),
+	})
+	if err != nil {
+		return ports.SegmentPublication{}, false, fmt.Errorf("store image: %w", err)
+	}
+	s.o.Metrics.imageBuilt(n, len(img), time.Since(start))
+	return pub, true, nil
+}
+
+// buildImage writes the whole snapshot, starting with the rows already
+// scanned, in row-id order.
+func (s *Service) buildImage(ctx context.Context, r Request, p *plan, key ports.SegmentKey, rows []commit.Row) ([]byte, int64, error) {
+	w, err := s.o.Images.NewImage(ctx, ports.ImageRequest{Table: p.table, SchemaVersion: key.SchemaVersion, AsOfCommitSeq: key.AsOfCommitSeq, ScopeDigest: key.ScopeDigest})
+	if err != nil {
+		return nil, 0, fmt.Errorf("start image: %w", err)
+	}
+	defer w.Abort()
+	for {
+		for i := range rows {
+			if err := w.Add(ctx, rows[i].Version, rows[i].Payload); err != nil {
+				return nil, 0, fmt.Errorf("image row %s/%s: %w", key.Table, rows[i].RowID, err)
+			}
+		}
+		if len(rows) == 0 {
+			break
+		}
+		after := rows[len(rows)-1].RowID
+		if rows, err = s.o.Store.ScanRows(ctx, r.Partition, ports.RowScan{Table: key.Table, ScopeFilter: p.effective, AfterRowID: after, Limit: imageScanRows}); err != nil {
+			return nil, 0, fmt.Errorf("scan rows: %w", err)
+		}
+	}
+	img, n, err := w.Finish(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("finish image: %w", err)
+	}
+	return img, n, nil
+}
+
+// declinedAlways marks a key declined whatever the page size.
+const declinedAlways = -1
+
+// declinedImages remembers image keys served on the rows lane: a snapshot
+// within one page of a given size, or one an image cannot hold. A key
+// names a pin, so the answer holds until the entry expires.
+type declinedImages struct {
+	mu sync.Mutex
+	m  map[declinedKey]time.Time
+}
+
+type declinedKey struct {
+	key      ports.SegmentKey
+	pageSize int
+}
+
+// declinedMax bounds the entries; past it the map starts over.
+const declinedMax = 4096
+
+func (d *declinedImages) add(k ports.SegmentKey, pageSize int, until time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil || len(d.m) >= declinedMax {
+		d.m = map[declinedKey]time.Time{}
+	}
+	d.m[declinedKey{k, pageSize}] = until
+}
+
+func (d *declinedImages) has(k ports.SegmentKey, pageSize int, now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, ps := range []int{pageSize, declinedAlways} {
+		dk := declinedKey{k, ps}
+		if until, ok := d.m[dk]; ok {
+			if now.Before(until) {
+				return true
+			}
+			delete(d.m, dk)
+		}
+	}
+	return false
+}
