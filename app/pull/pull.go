@@ -292,9 +292,6 @@ type plan struct {
 	effective scopes.Map
 	commits   []commit.Commit
 	read      bool
-	// catchUp marks a far-behind incremental pull answered through
-	// segments (§8.4).
-	catchUp bool
 	// firstPage holds the rows of the first bootstrap page when the image
 	// lane scanned them and declined.
 	firstPage []commit.Row
@@ -446,7 +443,7 @@ func (s *Service) catchUp(ctx context.Context, r Request, p *plan, b ports.LogBo
 	if sum.Changes <= s.o.CatchUpChanges {
 		return nil
 	}
-	p.commits, p.read, p.catchUp = nil, false, true
+	p.commits, p.read = nil, false
 	if sum.Deletes {
 		p.kind = kindReset
 		s.o.Metrics.catchUp("reset")
