@@ -7,6 +7,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/adapters/segments/imagebuilder"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/app/retention"
@@ -49,6 +50,7 @@ func NewPullService(p PullServiceParams) (*pull.Service, error) {
 		SpoolMemoryBytes:    p.Config.Sync.PullSpoolMemoryBytes,
 		ResponseBudgetBytes: p.Config.Sync.PullResponseBudgetBytes,
 		ClientRefresh:       p.Config.Sync.ClientRecordRefresh,
+		CatchUpChanges:      p.Config.Sync.PullCatchUpChanges,
 		Metrics:             p.Metrics,
 		Log:                 p.Log.Named("pull"),
 		Now:                 p.Clock.Now,
@@ -58,6 +60,9 @@ func NewPullService(p PullServiceParams) (*pull.Service, error) {
 	}
 	if p.Segments != nil {
 		o.Segments = p.Segments
+	}
+	if p.Config.Segments.Images {
+		o.Images = imagebuilder.New(imagebuilder.Options{Dir: p.Config.Segments.ImageDir})
 	}
 	return pull.New(o)
 }

@@ -150,6 +150,12 @@ func TestLoadPrecedence(t *testing.T) {
 		{"auth leases need sealing keys", []string{"--auth-lease-ttl", "15m"}, nil, nil, "needs --auth-lease-key-file"},
 		{"auth lease keys without leases", []string{"--auth-lease-key-file", "/keys"}, nil, nil, "off without --auth-lease-ttl"},
 		{"negative auth lease ttl", []string{"--auth-lease-ttl", "-1m", "--auth-lease-key-file", "/keys"}, nil, nil, "--auth-lease-ttl -1m0s"},
+		{"catch-up threshold", []string{"--pull-catchup-changes", "0"}, []string{"SYNCD_PULL_CATCHUP_CHANGES=5"}, func(t *testing.T, c config.Config) {
+			if c.Sync.PullCatchUpChanges != 0 || config.DefaultSync().PullCatchUpChanges != 10_000 {
+				t.Fatalf("got %d", c.Sync.PullCatchUpChanges)
+			}
+		}, ""},
+		{"negative catch-up threshold", []string{"--pull-catchup-changes", "-1"}, nil, nil, "--pull-catchup-changes"},
 		{"bad listen", []string{"--listen", "8787"}, nil, nil, "want host:port"},
 		{"same listeners", []string{"--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"}, nil, nil, "must differ"},
 		{"bad mount", []string{"--mount", "api/"}, nil, nil, "--mount"},

@@ -34,11 +34,17 @@ type Segments struct {
 	// mount included, that signed URLs start with (e.g.
 	// https://sync.example.com/api). Required with a signed-URL key.
 	PublicURL string
+	// Images builds SQLite-image segments (SPEC §5.3) for clients that
+	// accept them; off, stored images are still served.
+	Images bool
+	// ImageDir holds the scratch files of images being built (""
+	// the system temporary directory).
+	ImageDir string
 }
 
 // DefaultSegments returns the reference defaults.
 func DefaultSegments() Segments {
-	return Segments{Store: SegmentStoreDB, TTL: 24 * time.Hour, SweepInterval: 10 * time.Minute, SignedURLTTL: 5 * time.Minute}
+	return Segments{Store: SegmentStoreDB, TTL: 24 * time.Hour, SweepInterval: 10 * time.Minute, SignedURLTTL: 5 * time.Minute, Images: true}
 }
 
 func (s *Segments) flags(fs *flag.FlagSet) {
@@ -49,6 +55,8 @@ func (s *Segments) flags(fs *flag.FlagSet) {
 	fs.StringVar(&s.SignedURLKeyFile, "signed-url-key-file", s.SignedURLKeyFile, "file holding the HMAC key (32+ bytes) of segment signed URLs; empty disables signed URLs")
 	fs.DurationVar(&s.SignedURLTTL, "signed-url-ttl", s.SignedURLTTL, "lifetime of a segment signed URL (at most 15m)")
 	fs.StringVar(&s.PublicURL, "public-url", s.PublicURL, "external base URL of the sync API including the mount, used in signed URLs")
+	fs.BoolVar(&s.Images, "image-segments", s.Images, "build sqlite-image bootstrap segments for clients that accept them (false: serve stored images and the rows lane)")
+	fs.StringVar(&s.ImageDir, "image-dir", s.ImageDir, "directory for the scratch files of sqlite images being built (default: the system temporary directory)")
 }
 
 func (s Segments) validate() []error {
@@ -85,6 +93,9 @@ func (s Segments) validate() []error {
 		if s.SignedURLTTL != DefaultSegments().SignedURLTTL {
 			errs = append(errs, fmt.Errorf("--signed-url-ttl is only used by signed URLs, which are off without --signed-url-key-file"))
 		}
+	}
+	if s.ImageDir != "" && !s.Images {
+		errs = append(errs, fmt.Errorf("--image-dir only applies with --image-segments"))
 	}
 	if s.PublicURL != "" {
 		u, err := url.Parse(s.PublicURL)

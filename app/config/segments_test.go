@@ -17,7 +17,7 @@ func TestSegmentSettings(t *testing.T) {
 		check   func(t *testing.T, s config.Segments)
 	}{
 		{name: "defaults", check: func(t *testing.T, s config.Segments) {
-			if s != config.DefaultSegments() || s.Store != "db" || s.TTL != 24*time.Hour || s.SignedURLTTL != 5*time.Minute {
+			if s != config.DefaultSegments() || s.Store != "db" || s.TTL != 24*time.Hour || s.SignedURLTTL != 5*time.Minute || !s.Images {
 				t.Fatalf("got %+v", s)
 			}
 		}},
@@ -31,6 +31,17 @@ func TestSegmentSettings(t *testing.T) {
 				t.Fatalf("got %+v", s)
 			}
 		}},
+		{name: "image scratch dir", args: []string{"--image-dir", "/var/tmp/img"}, check: func(t *testing.T, s config.Segments) {
+			if !s.Images || s.ImageDir != "/var/tmp/img" {
+				t.Fatalf("got %+v", s)
+			}
+		}},
+		{name: "images off", args: []string{"--image-segments=false"}, check: func(t *testing.T, s config.Segments) {
+			if s.Images {
+				t.Fatalf("got %+v", s)
+			}
+		}},
+		{name: "image dir without images", args: []string{"--image-segments=false", "--image-dir", "/x"}, wantErr: "--image-dir"},
 		{name: "fs without dir", args: []string{"--segment-store", "fs"}, wantErr: "--segment-dir"},
 		{name: "unknown store", args: []string{"--segment-store", "s3"}, wantErr: "want db or fs"},
 		{name: "ttl too long", args: []string{"--signed-url-ttl", "16m"}, wantErr: "at most 15m"},

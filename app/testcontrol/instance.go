@@ -21,6 +21,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/clock"
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/adapters/leases/sqllease"
+	"github.com/syncd-dev/syncd/adapters/segments/imagebuilder"
 	"github.com/syncd-dev/syncd/adapters/segments/memseg"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/app/blobs"
@@ -175,6 +176,8 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 	}
 	pl, err := pull.New(pull.Options{
 		Store: st, Segments: in.segs, Signer: signer,
+		// Images are built in the instance's directory, removed with it.
+		Images:         imagebuilder.New(imagebuilder.Options{Dir: in.dir}),
 		InlineMaxBytes: in.spec.inlineMaxBytes, SegmentTTL: in.spec.segmentTTL,
 		ClientRefresh: -1, // every pull stamps last-seen, as the reference does
 		Now:           in.clock.Now, Log: in.log.Named("pull"),
