@@ -15,6 +15,7 @@ import (
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
 )
 
 // section is the state of one subscription section being applied.
@@ -58,7 +59,7 @@ func (c *Client) apply(ctx context.Context, msg *ssp2.Message, sent map[string]r
 			cur = &section{
 				sub:      s,
 				sec:      Section{Status: f.Status, Reason: f.ReasonCode, Bootstrap: f.Bootstrap, NextCursor: rq.cursor},
-				fresh:    f.Bootstrap && !rq.resumed,
+				fresh:    f.Bootstrap && rq.cursor < 0 && !rq.resumed, // §5.6: only a fresh bootstrap clears
 				staged:   map[string]map[string]*Row{},
 				effectiv: f.EffectiveScopes.Map(),
 			}
@@ -93,7 +94,11 @@ func (c *Client) apply(ctx context.Context, msg *ssp2.Message, sent map[string]r
 			if cur.failed == nil {
 				var b []byte
 				if b, cur.failed = c.download(ctx, cur.sub, f); cur.failed == nil {
-					cur.failed = c.stageSegment(cur, b)
+					if f.MediaType == ssp2.MediaSQLite {
+						cur.failed = c.stageImage(ctx, cur, f, b)
+					} else {
+						cur.failed = c.stageSegment(cur, b)
+					}
 				}
 			}
 		case *ssp2.SubEnd:
@@ -315,8 +320,15 @@ func (e *SegmentError) Unwrap() error { return e.Err }
 // download fetches a referenced segment (§5.4, §5.5) and verifies its
 // content address and length.
 func (c *Client) download(ctx context.Context, s *Subscription, f *ssp2.SegmentRef) ([]byte, error) {
-	if f.MediaType != ssp2.MediaRows {
-		return nil, &SegmentError{SegmentID: f.SegmentID, Err: fmt.Errorf("media type %d is not rows", f.MediaType)}
+	switch {
+	case f.MediaType == ssp2.MediaSQLite && c.o.Accept&ssp2.AcceptSQLite == 0:
+		// §4.2: a media type the client did not advertise is a broken server.
+		return nil, &SegmentError{SegmentID: f.SegmentID, Err: syncerr.Newf(syncerr.InvalidRequest, "sqlite segment but accept bit 2 was not sent")}
+	case f.MediaType == ssp2.MediaSQLite && (f.RowCursor.Present || f.NextRowCursor.Present):
+		// §5.3: an image is the whole table, never a page.
+		return nil, &SegmentError{SegmentID: f.SegmentID, Err: syncerr.Newf(syncerr.InvalidRequest, "sqlite segment with a row cursor")}
+	case f.MediaType != ssp2.MediaRows && f.MediaType != ssp2.MediaSQLite:
+		return nil, &SegmentError{SegmentID: f.SegmentID, Err: fmt.Errorf("media type %d", f.MediaType)}
 	}
 	signed := f.URL.Present
 	if signed && c.o.Accept&ssp2.AcceptSignedURLs == 0 {

@@ -3,9 +3,10 @@
 // replay under their idempotency keys, pull with subscriptions, bootstrap
 // that follows bootstrapState pages, SEGMENT_INLINE decoding and
 // SEGMENT_REF download (direct with X-Syncular-Scopes, or a signed URL)
-// with content-address verification, blob uploads (direct, streamed, or
-// through an upload grant) and downloads (direct or through a presigned
-// URL, verified), gzip and zstd both ways, the realtime
+// with content-address verification, sqlite-image segments opened with
+// the SQLite engine and imported (§5.3), blob uploads (direct, streamed,
+// or through an upload grant) and downloads (direct or through a
+// presigned URL, verified), gzip and zstd both ways, the realtime
 // channel (Connect: sync rounds over the socket, deltas applied and
 // acknowledged, wake-ups served by a round), and a small in-memory replica
 // of the rows it was sent.
@@ -13,8 +14,9 @@
 // It is a regular package rather than a test helper so the load tool
 // (cmd/syncload) and other programs can drive a server with it; it is
 // built only on the domain codec (domain/ssp2, domain/rowcodec,
-// domain/realtime), the standard HTTP client and a WebSocket library,
-// never on the server's own packages.
+// domain/sqliteimage, domain/realtime), the standard HTTP client, a
+// WebSocket library and the pure-Go SQLite driver, never on the server's
+// own packages.
 //
 // A Client is one replica: it is not safe for concurrent use.
 package client
@@ -60,16 +62,26 @@ type Options struct {
 	AcceptEncoding string
 	// RequestEncoding compresses request bodies: "", "gzip" or "zstd".
 	RequestEncoding string
-	// Accept is the PULL_HEADER accept mask (default inline and external
-	// rows segments).
+	// Accept is the PULL_HEADER accept mask (default: inline and external
+	// rows segments and sqlite images, the client importing images with
+	// the SQLite engine).
 	Accept uint8
-	// Pull limits sent in PULL_HEADER (0 lets the server pick its default).
+	// Pull limits sent in PULL_HEADER (0 lets the server pick its
+	// default), except LimitSnapshotRows when Accept lacks sqlite images:
+	// then 0 asks for RowsLanePageRows-row pages, so a large table arrives
+	// in a few whole segments by reference instead of many small pages.
+	// (With images, the server's one-page default keeps every table larger
+	// than a page on the image lane.)
 	LimitCommits      int32
 	LimitSnapshotRows int32
 	MaxSnapshotPages  int32
 	// MaxResponseBytes caps a response body after decoding (default 1 GiB).
 	MaxResponseBytes int64
 }
+
+// RowsLanePageRows is the page size a client without the image lane asks
+// for by default: the largest the server grants (§4.2 clamps at 50,000).
+const RowsLanePageRows = 50_000
 
 // Client is one SSP2 replica.
 type Client struct {
@@ -151,10 +163,12 @@ type Row struct {
 
 // Stats count what the client received.
 type Stats struct {
-	Requests          int
-	Commits           int
-	InlineSegments    int
-	SegmentRefs       int
+	Requests       int
+	Commits        int
+	InlineSegments int
+	SegmentRefs    int
+	// Images counts the sqlite images imported.
+	Images            int
 	SegmentDownloads  int
 	SignedDownloads   int
 	SegmentBytes      int64
@@ -189,7 +203,10 @@ func New(o Options) (*Client, error) {
 		o.AcceptEncoding = "zstd, gzip"
 	}
 	if o.Accept == 0 {
-		o.Accept = ssp2.AcceptInlineRows | ssp2.AcceptExternalRows
+		o.Accept = ssp2.AcceptInlineRows | ssp2.AcceptExternalRows | ssp2.AcceptSQLite
+	}
+	if o.LimitSnapshotRows == 0 && o.Accept&ssp2.AcceptSQLite == 0 {
+		o.LimitSnapshotRows = RowsLanePageRows
 	}
 	if o.MaxResponseBytes <= 0 {
 		o.MaxResponseBytes = 1 << 30

@@ -8,6 +8,7 @@ import (
 
 	"github.com/syncd-dev/syncd/client"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/domain/ssp2"
 )
 
 // Two replicas of the project's Go client bootstrap (referenced and
@@ -22,7 +23,7 @@ func TestPullProjectClientsConverge(t *testing.T) {
 			h.Set("X-Syncd-Partition", "proj")
 			h.Set("X-Syncd-Scopes", `{"owner":["alice"],"project_id":["*"]}`)
 			c, err := client.New(client.Options{BaseURL: strings.TrimSuffix(s.url, "/sync"), Schema: s.sch, ClientID: id, Header: h,
-				LimitSnapshotRows: 400, MaxSnapshotPages: 2, RequestEncoding: "gzip"})
+				Accept: ssp2.AcceptInlineRows | ssp2.AcceptExternalRows, LimitSnapshotRows: 400, MaxSnapshotPages: 2, RequestEncoding: "gzip"})
 			if err != nil {
 				t.Fatal(err)
 			}
