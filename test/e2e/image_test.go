@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"bytes"
+	"database/sql"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/client"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/domain/sqliteimage"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/test/testenv"
+)
+
+var rowsLane = ssp2.AcceptInlineRows | ssp2.AcceptExternalRows
+
+// laneClient is a Go client of partition proj for alice, with every
+// project and note id granted.
+func laneClient(t *testing.T, s *server, id string, o client.Options) *client.Client {
+	t.Helper()
+	h := http.Header{}
+	h.Set("X-Syncd-Actor", "alice")
+	h.Set("X-Syncd-Partition", "proj")
+	h.Set("X-Syncd-Scopes", `{"owner":["alice"],"project_id":["*"],"id":["*"]}`)
+	o.BaseURL, o.Schema, o.ClientID, o.Header = strings.TrimSuffix(s.url, "/sync"), s.sch, id, h
+	c, err := client.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var noteIDs = []string{"n1", "n2", "n3", "n4"}
+
+// pushNotes writes notes rows holding every column type through the
+// server, then edits one of them (server version 2).
+func pushNotes(t *testing.T, c *client.Client) {
+	t.Helper()
+	ctx := t.Context()
+	rows := []map[string]rowcodec.Value{
+		{"id": rowcodec.String("n1"), "title": rowcodec.String("naïve 🚀"), "body": rowcodec.String(""), "count": rowcodec.Int(-7),
+			"score": rowcodec.Float(2.5), "done": rowcodec.Bool(true), "meta": rowcodec.JSON(`{ "a": [1, 2] }`),
+			"blob": rowcodec.Bytes([]byte{0, 1, 255}), "doc": rowcodec.Null()},
+		{"id": rowcodec.String("n2"), "title": rowcodec.Null(), "body": rowcodec.String("b"), "count": rowcodec.Null(),
+			"score": rowcodec.Float(math.Inf(-1)), "done": rowcodec.Bool(false), "meta": rowcodec.Null(), "blob": rowcodec.Bytes([]byte{}), "doc": rowcodec.Null()},
+		{"id": rowcodec.String("n3"), "title": rowcodec.String("t"), "body": rowcodec.String("x"), "count": rowcodec.Int(1<<53 - 1),
+			"score": rowcodec.Float(-1e-300), "done": rowcodec.Bool(false), "meta": rowcodec.JSON("null"), "blob": rowcodec.Null(), "doc": rowcodec.Null()},
+		{"id": rowcodec.String("n4"), "title": rowcodec.String("four"), "body": rowcodec.String("y"), "count": rowcodec.Int(0),
+			"score": rowcodec.Float(1e308), "done": rowcodec.Bool(true), "meta": rowcodec.JSON(`"s"`), "blob": rowcodec.Null(), "doc": rowcodec.Null()},
+	}
+	for _, r := range rows {
+		op, err := c.Upsert("notes", r["id"].Text(), r, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Queue(op)
+	}
+	edit, err := c.Upsert("notes", "n3", map[string]rowcodec.Value{"id": rowcodec.String("n3"), "title": rowcodec.String("edited")}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Queue(edit)
+	res, err := c.Push(ctx)
+	if err != nil || len(res.Pushes) != 1 || res.Pushes[0].Status != ssp2.PushApplied {
+		t.Fatalf("edit: %+v %v", res, err)
+	}
+}
+
+func subscribeAll(c *client.Client) {
+	c.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+	c.Subscribe("notes", "notes", map[string][]string{"id": noteIDs})
+}
+
+// The image lane end to end on both engines: the Go client imports whole
+// tables as sqlite images, in one bootstrap round, and holds exactly the
+// rows and versions the rows lane gives another client; the served image
+// is a SQLite file holding the §5.3 metadata.
+func TestImageLaneMatchesRowsLane(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := start(t, e, serverOpts{})
+		n := testenv.Scale(3000, 10)
+		seedRows(t, s.store, s.sch, "proj", "alice", "s", n, 500)
+		seedRows(t, s.store, s.sch, "proj", "bob", "b", 200, 200)
+		pushNotes(t, laneClient(t, s, "writer", client.Options{}))
+
+		img := laneClient(t, s, "img", client.Options{LimitSnapshotRows: 3})
+		rows := laneClient(t, s, "rows", client.Options{Accept: rowsLane})
+		for _, c := range []*client.Client{img, rows} {
+			subscribeAll(c)
+		}
+		ctx := t.Context()
+		first, err := img.Pull(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"projects", "notes"} {
+			sec := first.Sections[id]
+			if sec.Err != nil || len(sec.SegmentRefs) != 1 || sec.SegmentRefs[0].MediaType != ssp2.MediaSQLite || sec.BootstrapState != "" {
+				t.Fatalf("%s: %+v", id, sec)
+			}
+		}
+		checkServedImage(t, img, first.Sections["projects"].SegmentRefs[0], s.sch.Version, int64(n))
+		if _, err := img.PullUntilIdle(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rows.PullUntilIdle(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		if st := img.Stats(); st.Images != 2 || st.Requests != 3 {
+			t.Fatalf("image client: %d images in %d requests, want 2 in 3 (epoch, bootstrap, idle)", st.Images, st.Requests)
+		}
+		if st := rows.Stats(); st.Images != 0 || st.Requests != 3 {
+			t.Fatalf("rows client: %d images in %d requests", st.Images, st.Requests)
+		}
+		for _, table := range []string{"projects", "notes"} {
+			a, b := img.Rows(table), rows.Rows(table)
+			if len(a) != len(b) || len(a) == 0 {
+				t.Fatalf("%s: %d rows by image, %d by rows", table, len(a), len(b))
+			}
+			for id, want := range b {
+				got, ok := a[id]
+				if !ok || got.Version != want.Version || !bytes.Equal(got.Payload, want.Payload) {
+					t.Fatalf("%s/%s: image %+v, rows %+v", table, id, got, want)
+				}
+			}
+		}
+		if _, v, _ := img.Get("notes", "n3"); v != 2 {
+			t.Fatalf("edited note at version %d by image", v)
+		}
+		writeAndConverge(t, img, rows, 3, n+2) // three new rows, one deleted
+	})
+}
+
+// checkServedImage downloads a descriptor's image through the direct
+// endpoint and opens it with SQLite: one metadata row equal to the
+// descriptor, the data table's row count.
+func checkServedImage(t *testing.T, c *client.Client, ref *ssp2.SegmentRef, version int32, rows int64) {
+	t.Helper()
+	b, err := c.DownloadSegment(t.Context(), "projects", ref.SegmentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "served.sqlite")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var m sqliteimage.Metadata
+	if err := db.QueryRow(sqliteimage.SelectMetadata).Scan(&m.Format, &m.Table, &m.SchemaVersion, &m.AsOfCommitSeq, &m.ScopeDigest, &m.RowCount); err != nil {
+		t.Fatal(err)
+	}
+	want := sqliteimage.Metadata{Format: 1, Table: "projects", SchemaVersion: int64(version),
+		AsOfCommitSeq: ref.AsOfCommitSeq, ScopeDigest: ref.ScopeDigest, RowCount: rows}
+	if m != want || ref.RowCount != rows {
+		t.Fatalf("served metadata %+v, descriptor %+v", m, ref)
+	}
+	var count int64
+	if err := db.QueryRow(`SELECT count(*) FROM projects`).Scan(&count); err != nil || count != rows {
+		t.Fatalf("data table holds %d rows (%v), want %d", count, err, rows)
+	}
+}
+
+// §8.4 end to end: a client far behind catches up through a bootstrap
+// section instead of the commits, and after a delete in its gap through a
+// reset and a fresh bootstrap; it converges either way.
+func TestCatchUpThroughSegmentsE2E(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := start(t, e, serverOpts{config: func(c *config.Config) { c.Sync.PullCatchUpChanges = 20 }})
+		seedRows(t, s.store, s.sch, "proj", "alice", "a", 10, 10)
+		far := laneClient(t, s, "far", client.Options{Accept: rowsLane, LimitCommits: 10})
+		far.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+		ctx := t.Context()
+		if _, err := far.PullUntilIdle(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		behind := func(prefix string) {
+			for i := range 30 {
+				seedRows(t, s.store, s.sch, "proj", "alice", fmt.Sprint(prefix, i), 1, 1)
+			}
+		}
+		behind("g")
+		res, err := far.Pull(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sec := res.Sections["projects"]; !sec.Bootstrap || sec.Commits != 0 || sec.Status != ssp2.SubActive {
+			t.Fatalf("far-behind pull: %+v", sec)
+		}
+		if got := len(far.RowIDs("projects")); got != 40 {
+			t.Fatalf("after catch-up %d rows, want 40", got)
+		}
+
+		// A delete in the gap: the server answers with a reset, the
+		// client re-bootstraps (and clears), the deleted row is gone.
+		w := laneClient(t, s, "w", client.Options{})
+		w.Queue(w.Delete("projects", "a-000003", -1))
+		if _, err := w.Push(ctx); err != nil {
+			t.Fatal(err)
+		}
+		behind("h")
+		res, err = far.Pull(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sec := res.Sections["projects"]; sec.Status != ssp2.SubReset {
+			t.Fatalf("far-behind pull over a delete: %+v", sec)
+		}
+		if _, err := far.PullUntilIdle(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(far.RowIDs("projects")); got != 69 {
+			t.Fatalf("after the re-bootstrap %d rows, want 69", got)
+		}
+		if _, _, ok := far.Get("projects", "a-000003"); ok {
+			t.Fatal("the deleted row survived")
+		}
+	})
+}
