@@ -69,9 +69,9 @@ type Options struct {
 	// Pull limits sent in PULL_HEADER (0 lets the server pick its
 	// default), except LimitSnapshotRows when Accept lacks sqlite images:
 	// then 0 asks for RowsLanePageRows-row pages, so a large table arrives
-	// in a few whole segments by reference instead of many small pages.
-	// (With images, the server's one-page default keeps every table larger
-	// than a page on the image lane.)
+	// in a few whole segments by reference instead of many small pages,
+	// and a negative value sends 0. (With images, the server's one-page
+	// default keeps every table larger than a page on the image lane.)
 	LimitCommits      int32
 	LimitSnapshotRows int32
 	MaxSnapshotPages  int32
@@ -205,7 +205,10 @@ func New(o Options) (*Client, error) {
 	if o.Accept == 0 {
 		o.Accept = ssp2.AcceptInlineRows | ssp2.AcceptExternalRows | ssp2.AcceptSQLite
 	}
-	if o.LimitSnapshotRows == 0 && o.Accept&ssp2.AcceptSQLite == 0 {
+	switch {
+	case o.LimitSnapshotRows < 0:
+		o.LimitSnapshotRows = 0
+	case o.LimitSnapshotRows == 0 && o.Accept&ssp2.AcceptSQLite == 0:
 		o.LimitSnapshotRows = RowsLanePageRows
 	}
 	if o.MaxResponseBytes <= 0 {

@@ -109,6 +109,13 @@ func TestScenarios(t *testing.T) {
 		{"bootstrap-storm", []string{"--vus", "3", "--requests", "30", "--dataset", "3000", "--limit-rows", "1000", "--max-pages", "2"}, false, nil},
 		{"bootstrap-storm", []string{"--vus", "2", "--requests", "10", "--dataset", "3000", "--limit-rows", "5000", "--external-rows=false"}, false, nil},
 		{"bootstrap-storm", []string{"--vus", "2", "--requests", "6", "--dataset", "3000", "--limit-rows", "4000", "--inline-rows=false"}, true, nil},
+		{"bootstrap-storm", []string{"--vus", "2", "--requests", "6", "--dataset", "3000", "--sqlite-images"}, true, func(r Result) string {
+			// Every bootstrap is one imported image (3000 rows, more than a page).
+			if r.Notes["imagesImported"] == nil || r.Notes["imagesImported"].(float64) != float64(op(r, "bootstrap").Count) {
+				return "not one image per bootstrap"
+			}
+			return ""
+		}},
 		{"catch-up", []string{"--vus", "2", "--requests", "12", "--dataset", "300", "--limit-commits", "100"}, false, nil},
 		// On a log whose first commit is the writer's (cursor 0 before it).
 		{"catch-up", []string{"--vus", "1", "--requests", "3", "--dataset", "250", "--url", fresh}, false, nil},

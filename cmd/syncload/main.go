@@ -60,6 +60,7 @@ type options struct {
 	limitRows      int
 	maxPages       int
 	accept         uint8
+	images         bool
 	signedURLs     bool
 	external       bool
 	inline         bool
@@ -119,11 +120,12 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.IntVar(&o.maxOps, "max-ops", 100, "catch-up: commits per seeding request")
 	fs.IntVar(&o.rowsPerClient, "rows-per-client", 100, "distinct rows a client cycles its upserts over")
 	fs.IntVar(&o.limitCommits, "limit-commits", 0, "PULL_HEADER limitCommits (0: server default)")
-	fs.IntVar(&o.limitRows, "limit-rows", 0, "PULL_HEADER limitSnapshotRows (0: server default)")
+	fs.IntVar(&o.limitRows, "limit-rows", 0, "PULL_HEADER limitSnapshotRows (0: the Go client's default, the server's with --sqlite-images and 50000 without; -1: the server default)")
 	fs.IntVar(&o.maxPages, "max-pages", 0, "PULL_HEADER maxSnapshotPages (0: server default)")
 	fs.BoolVar(&o.external, "external-rows", true, "accept segment references (accept bit 1) besides inline rows")
 	fs.BoolVar(&o.inline, "inline-rows", true, "accept inline rows segments (accept bit 0); false makes every bootstrap page a segment download")
 	fs.BoolVar(&o.signedURLs, "signed-urls", false, "accept signed segment URLs (accept bit 3)")
+	fs.BoolVar(&o.images, "sqlite-images", false, "accept sqlite-image segments (accept bit 2): tables larger than one page bootstrap as one image the client imports")
 	fs.StringVar(&o.acceptEncoding, "accept-encoding", "identity", "Accept-Encoding of requests (identity, gzip, zstd)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request timeout")
 	fs.DurationVar(&o.prepareTimeout, "prepare-timeout", 5*time.Minute, "bound on a scenario's preparation (catch-up's writes)")
@@ -197,6 +199,9 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	}
 	if o.signedURLs {
 		o.accept |= ssp2.AcceptSignedURLs
+	}
+	if o.images {
+		o.accept |= ssp2.AcceptSQLite
 	}
 	if o.runID == "" {
 		var b [4]byte

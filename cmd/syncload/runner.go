@@ -29,6 +29,7 @@ type env struct {
 	runID string
 
 	segments, segmentBytes atomic.Int64 // segment downloads
+	images                 atomic.Int64 // sqlite images imported
 
 	ops    map[string]*opStats // fixed before the virtual clients start
 	kinds  []string
@@ -142,6 +143,7 @@ func (v *vu) delta() client.Stats {
 		InlineSegments: now.InlineSegments - v.last.InlineSegments, SegmentRefs: now.SegmentRefs - v.last.SegmentRefs,
 		SegmentDownloads: now.SegmentDownloads - v.last.SegmentDownloads, SegmentBytes: now.SegmentBytes - v.last.SegmentBytes,
 		BootstrapRows: now.BootstrapRows - v.last.BootstrapRows, ResponseBodyBytes: now.ResponseBodyBytes - v.last.ResponseBodyBytes,
+		Images: now.Images - v.last.Images,
 	}
 	v.last = now
 	return d
@@ -318,6 +320,9 @@ func (e *env) result(sc *scenario, elapsed time.Duration, mem *memWatch) *Result
 	if n := e.segments.Load(); n > 0 {
 		e.note("segmentDownloads", n)
 		e.note("segmentMB", math.Round(float64(e.segmentBytes.Load())/(1<<20)*10)/10)
+	}
+	if n := e.images.Load(); n > 0 {
+		e.note("imagesImported", n)
 	}
 	e.mu.Lock()
 	if len(e.errors) > 0 {

@@ -38,6 +38,7 @@ func (e *env) pullRound(ctx context.Context, v *vu, allowReset bool) (*client.Re
 		d = v.delta()
 		e.segments.Add(int64(d.SegmentDownloads))
 		e.segmentBytes.Add(d.SegmentBytes)
+		e.images.Add(int64(d.Images))
 		if err == nil {
 			resets, err = checkSections(res, allowReset)
 		}
