@@ -10,12 +10,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/client"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/sqliteimage"
 	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/testenv"
 )
 
@@ -228,5 +231,82 @@ func TestCatchUpThroughSegmentsE2E(t *testing.T) {
 		if _, _, ok := far.Get("projects", "a-000003"); ok {
 			t.Fatal("the deleted row survived")
 		}
+	})
+}
+
+// Images travel like rows segments (§5.5, §5.8): stored in the engine's
+// own database, downloaded re-authorized with ETag, 304 and compression,
+// refused to other scopes and partitions, forgotten by the sweep, and
+// expired by a newer backfill checkpoint (0.24).
+func TestImageSegmentDelivery(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := startSegments(t, e, nil)
+		ctx := t.Context()
+		seedRows(t, s.store, s.sch, "img", "alice", "p", 600, 600)
+		images := func(o *client.Options) { o.Accept |= ssp2.AcceptSQLite }
+		c := s.newClient(t, "alice", "img", "", images)
+		c.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+		refs := bootstrap(t, c)
+		if len(refs) != 1 || refs[0].MediaType != ssp2.MediaSQLite || len(c.Rows("projects")) != 600 || c.Stats().Images != 1 {
+			t.Fatalf("%d refs, %d rows, %d images", len(refs), len(c.Rows("projects")), c.Stats().Images)
+		}
+		id := refs[0].SegmentID
+		pubs, err := s.segs.Publications(ctx, id)
+		if err != nil || len(pubs) != 1 || pubs[0].MediaType != ports.SegmentSQLite || pubs[0].RowCount != 600 || pubs[0].PageSize != 0 {
+			t.Fatalf("publications %+v %v", pubs, err)
+		}
+		for _, enc := range []string{"identity", "gzip", "zstd"} {
+			cc := s.newClient(t, "alice", "img", "", func(o *client.Options) { o.AcceptEncoding = enc })
+			cc.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+			if _, err := cc.DownloadSegment(ctx, "projects", id); err != nil {
+				t.Fatalf("%s download: %v", enc, err)
+			}
+		}
+		get := func(hdr map[string]string) *http.Response {
+			req, _ := http.NewRequest(http.MethodGet, s.base+"/segments/"+id, nil)
+			req.Header.Set("X-Syncd-Actor", "alice")
+			req.Header.Set("X-Syncd-Partition", "img")
+			req.Header.Set("X-Syncular-Scopes", `{"owner":["alice"]}`)
+			for k, v := range hdr {
+				req.Header.Set(k, v)
+			}
+			resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = resp.Body.Close() })
+			return resp
+		}
+		if resp := get(map[string]string{"Accept-Encoding": "zstd"}); resp.StatusCode != 200 || resp.Header.Get("ETag") != `"`+id+`"` ||
+			resp.Header.Get("Content-Encoding") != "zstd" || resp.Header.Get("Content-Type") != "application/octet-stream" {
+			t.Fatalf("download: %d %v", resp.StatusCode, resp.Header)
+		}
+		if resp := get(map[string]string{"If-None-Match": `"` + id + `"`}); resp.StatusCode != http.StatusNotModified {
+			t.Fatalf("If-None-Match: %d", resp.StatusCode)
+		}
+		refused := func(name string, cc *client.Client, status int, code string) {
+			t.Helper()
+			cc.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+			_, err := cc.DownloadSegment(ctx, "projects", id)
+			he, ok := err.(*client.HTTPError)
+			if !ok || he.Status != status || he.Code != code {
+				t.Fatalf("%s: %v, want %d %s", name, err, status, code)
+			}
+		}
+		refused("scope loss", s.newClient(t, "alice", "img", `{"owner":["bob"],"project_id":["*"]}`, nil), 403, "sync.forbidden")
+		refused("other partition", s.newClient(t, "alice", "elsewhere", "", nil), 404, "sync.not_found")
+
+		// A newer backfill checkpoint expires the image; a fresh pull at
+		// that version would mint another.
+		if _, err := s.store.DeclareCheckpoint(ctx, checkpoint.Declaration{Partition: "img", Name: "next", SchemaVersion: s.sch.Version + 1}, time.Now().UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+		refused("newer checkpoint", s.newClient(t, "alice", "img", "", nil), 404, "sync.segment_expired")
+		// The sweep forgets it once expired.
+		swept, err := s.segs.Sweep(ctx, time.Now().Add(48*time.Hour).UnixMilli())
+		if err != nil || swept.Segments != 1 {
+			t.Fatalf("sweep %+v %v", swept, err)
+		}
+		refused("swept", s.newClient(t, "alice", "img", "", nil), 404, "sync.not_found")
 	})
 }
