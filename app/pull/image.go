@@ -16,8 +16,10 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// imageScanRows is how many rows one scan adds to an image being built.
-const imageScanRows = 5000
+// DefaultImageScanRows is how many rows one scan adds to an image being
+// built (as large as the largest rows-lane page: keyset scans of a few
+// thousand rows cost PostgreSQL far more per row).
+const DefaultImageScanRows = 50_000
 
 // scopePin is the §4.7 pin of an image-lane bootstrap: the newest commit
 // whose change to the table carries a value of the subscription's first
@@ -140,32 +142,63 @@ func (s *Service) leadImage(ctx context.Context, r Request, p *plan, lim Limits,
 }
 
 // buildImage writes the whole snapshot, starting with the rows already
-// scanned, in row-id order.
+// scanned, in row-id order. The next batch is scanned while the image
+// writes the current one.
 func (s *Service) buildImage(ctx context.Context, r Request, p *plan, key ports.SegmentKey, rows []commit.Row) ([]byte, int64, error) {
 	w, err := s.o.Images.NewImage(ctx, ports.ImageRequest{Table: p.table, SchemaVersion: key.SchemaVersion, AsOfCommitSeq: key.AsOfCommitSeq, ScopeDigest: key.ScopeDigest})
 	if err != nil {
 		return nil, 0, fmt.Errorf("start image: %w", err)
 	}
 	defer w.Abort()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan scanBatch, 1)
+	go s.scanAfter(ctx, r.Partition, key.Table, p.effective, rows[len(rows)-1].RowID, batches)
 	for {
 		for i := range rows {
 			if err := w.Add(ctx, rows[i].Version, rows[i].Payload); err != nil {
 				return nil, 0, fmt.Errorf("image row %s/%s: %w", key.Table, rows[i].RowID, err)
 			}
 		}
-		if len(rows) == 0 {
+		b, more := <-batches
+		if !more {
 			break
 		}
-		after := rows[len(rows)-1].RowID
-		if rows, err = s.o.Store.ScanRows(ctx, r.Partition, ports.RowScan{Table: key.Table, ScopeFilter: p.effective, AfterRowID: after, Limit: imageScanRows}); err != nil {
-			return nil, 0, fmt.Errorf("scan rows: %w", err)
+		if b.err != nil {
+			return nil, 0, fmt.Errorf("scan rows: %w", b.err)
 		}
+		rows = b.rows
 	}
 	img, n, err := w.Finish(ctx)
 	if err != nil {
 		return nil, 0, fmt.Errorf("finish image: %w", err)
 	}
 	return img, n, nil
+}
+
+type scanBatch struct {
+	rows []commit.Row
+	err  error
+}
+
+// scanAfter sends the rows after the given row id in keyset batches until
+// a short batch, an error or the context's end, then closes out.
+func (s *Service) scanAfter(ctx context.Context, partition, table string, filter map[string][]string, after string, out chan<- scanBatch) {
+	defer close(out)
+	for {
+		rows, err := s.o.Store.ScanRows(ctx, partition, ports.RowScan{Table: table, ScopeFilter: filter, AfterRowID: after, Limit: s.o.ImageScanRows})
+		if len(rows) > 0 || err != nil {
+			select {
+			case out <- scanBatch{rows, err}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if err != nil || len(rows) < s.o.ImageScanRows {
+			return
+		}
+		after = rows[len(rows)-1].RowID
+	}
 }
 
 // declinedAlways marks a key declined whatever the page size.

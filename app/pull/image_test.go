@@ -183,6 +183,31 @@ func TestImageLaneWholeTable(t *testing.T) {
 	}
 }
 
+// An image built from several keyset batches (scanned while the previous
+// one is written) holds every row once, in order.
+func TestImageLaneBatches(t *testing.T) {
+	e := newEnv(t, func(o *pull.Options) {
+		withBuilder(t)(o)
+		o.ImageScanRows = 3
+	})
+	e.seed("alice", "a", 10)
+	e.seed("alice", "b", 6)
+	r := e.ok(withImage, aliceGrant, sub("s", -1))
+	if len(r.refs[0]) != 1 || r.refs[0][0].RowCount != 16 {
+		t.Fatalf("refs %+v", r.refs[0])
+	}
+	_, img := e.image(r.refs[0][0], e.sch.Table("projects"))
+	rows := e.rowsLane(rowsOnly, aliceGrant, sub("s", -1))
+	if len(img) != 16 || len(rows) != 16 {
+		t.Fatalf("image %d rows, rows lane %d", len(img), len(rows))
+	}
+	for id, want := range rows {
+		if got := img[id]; !bytes.Equal(got.payload, want.payload) || got.version != want.version {
+			t.Fatalf("row %s differs", id)
+		}
+	}
+}
+
 // The image holds every column type exactly as the rows lane does.
 func TestImageLaneEveryType(t *testing.T) {
 	e := newEnv(t, withBuilder(t))

@@ -90,6 +90,9 @@ type Options struct {
 	// Images builds sqlite images (§5.3) for clients that set accept bit
 	// 2; nil builds none (stored images are still served).
 	Images ports.ImageBuilder
+	// ImageScanRows is the keyset batch an image is built from (0 →
+	// DefaultImageScanRows).
+	ImageScanRows int
 	// Signer issues signed URLs (accept bit 3); nil issues none.
 	Signer URLSigner
 	// InlineMaxBytes is the §5.7 inline threshold (0 → 256 KiB; negative:
@@ -162,6 +165,9 @@ func New(o Options) (*Service, error) {
 	}
 	if o.ClientRefresh == 0 {
 		o.ClientRefresh = DefaultClientRefresh
+	}
+	if o.ImageScanRows <= 0 {
+		o.ImageScanRows = DefaultImageScanRows
 	}
 	if o.InlineCacheBytes == 0 {
 		o.InlineCacheBytes = DefaultInlineCacheBytes
