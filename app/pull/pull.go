@@ -1,10 +1,12 @@
-// Package pull is the pull half of POST /sync (SPEC §4, §5.1–§5.2, §5.4,
-// §5.7, §A.3): subscription validation, effective scopes, revoked and reset
-// sections, the scope-filtered incremental commit window with its cursor
-// rules and horizon re-check, paged and resumable bootstrap through SSG2
-// rows segments (inline or stored and referenced, built once per
-// publication key and reused), and the client record prepared after all
-// sections and written once the response passed the read-verify.
+// Package pull is the pull half of POST /sync (SPEC §4, §5.1–§5.4,
+// §5.7, §8.4, §A.3): subscription validation, effective scopes, revoked
+// and reset sections, the scope-filtered incremental commit window with
+// its cursor rules and horizon re-check, bootstrap through whole-table
+// SQLite images at the scope pin for clients that take them and otherwise
+// through paged, resumable SSG2 rows segments (inline or stored and
+// referenced; both built once per publication key and reused), far-behind
+// catch-up through those segments, and the client record prepared after
+// all sections and written once the response passed the read-verify.
 //
 // A pull writes its encoded sections into a Spool; the caller sends the
 // spool only after the serve gate was read again (SPEC §C.7).
