@@ -3,7 +3,8 @@
 # bench/RESULTS.md for one storage engine (sqlite or postgres): one Go
 # client (syncload, 1 virtual client) bootstrapping 100,000 and 30,000 rows
 # on the rows lane and on the sqlite image lane against `syncd serve`,
-# first a single cold bootstrap (the server builds the segments) and then
+# first a single cold bootstrap (the server builds the segments; two
+# requests: the epoch acquisition and the bootstrap pull) and then
 # warm ones for SYNCD_BENCH_DURATION (default 10s; the segments are
 # reused). Around each run it reads the server's CPU (/proc/<pid>/stat)
 # and the bytes it sent (syncd_http_response_bytes_total, after
@@ -63,7 +64,7 @@ for set in "100k storm 100000" "30k storm30k 30000"; do
 	for lane in rows image; do
 		flags=()
 		[ "$lane" = image ] && flags=(--sqlite-images)
-		run "$lane$tag-cold" --vus 1 --requests 1 --storm-project "$value" --dataset "$rows" "${flags[@]}" bootstrap-storm
+		run "$lane$tag-cold" --vus 1 --requests 2 --storm-project "$value" --dataset "$rows" "${flags[@]}" bootstrap-storm
 		run "$lane$tag-warm" --vus 1 --duration "$dur" --storm-project "$value" --dataset "$rows" "${flags[@]}" bootstrap-storm
 	done
 done

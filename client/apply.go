@@ -144,6 +144,9 @@ func (c *Client) finish(cur *section, f *ssp2.SubEnd) {
 		return
 	}
 	for table, rows := range cur.staged {
+		if len(c.rows[table]) == 0 {
+			c.rows[table] = make(map[string]Row, len(rows)) // a bootstrap: sized once
+		}
 		t := c.table(table)
 		for id, r := range rows {
 			if r == nil {

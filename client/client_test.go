@@ -20,7 +20,7 @@ import (
 
 // fakeServer answers /sync with scripted responses and serves segments.
 type fakeServer struct {
-	t        *testing.T
+	t        testing.TB
 	sch      *schema.Schema
 	mu       sync.Mutex
 	requests []*ssp2.Message

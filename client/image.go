@@ -64,6 +64,9 @@ func (c *Client) stageImage(ctx context.Context, cur *section, f *ssp2.SegmentRe
 			}
 		}
 	}
+	if cur.staged[t.Name] == nil {
+		cur.staged[t.Name] = make(map[string]*Row, f.RowCount)
+	}
 	n, err := c.stageImageRows(ctx, conn, cur, t)
 	if err != nil {
 		return err

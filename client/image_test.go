@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,7 +32,7 @@ type imageSpec struct {
 
 // buildImage writes an image with the SQLite engine straight from the
 // §5.3 statements, so a test can also write broken ones.
-func buildImage(t *testing.T, tbl *schema.Table, s imageSpec) []byte {
+func buildImage(t testing.TB, tbl *schema.Table, s imageSpec) []byte {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "img.sqlite")
 	db, err := sql.Open("sqlite", "file:"+path)
@@ -69,7 +70,7 @@ func buildImage(t *testing.T, tbl *schema.Table, s imageSpec) []byte {
 // imagePull has a scripted server answer one bootstrap pull with a
 // SEGMENT_REF to img (edited by ref when set) and returns the client and
 // the pull's section.
-func imagePull(t *testing.T, accept uint8, img []byte, ref func(*ssp2.SegmentRef), seed func(*client.Client)) (*client.Client, client.Section) {
+func imagePull(t testing.TB, accept uint8, img []byte, ref func(*ssp2.SegmentRef), seed func(*client.Client)) (*client.Client, client.Section) {
 	t.Helper()
 	sch := ssptest.Schema(t)
 	f := &fakeServer{t: t, sch: sch, segments: map[string][]byte{contentaddr.Of(img): img}}
@@ -186,5 +187,54 @@ func TestImageRejections(t *testing.T) {
 				t.Fatalf("applied: rows %v cursor %d", c.RowIDs("projects"), c.Subscription("s").Cursor)
 			}
 		})
+	}
+}
+
+// BenchmarkImageImport imports a 100,000-row projects image through a
+// scripted server (download from memory, open, check, read and stage every
+// row, apply at SUB_END): the client side of an image bootstrap.
+func BenchmarkImageImport(b *testing.B) {
+	sch := ssptest.Schema(b)
+	tbl := sch.Table("projects")
+	const n = 100_000
+	path := filepath.Join(b.TempDir(), "img.sqlite")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tx, _ := db.Begin()
+	for _, q := range []string{sqliteimage.CreateDataTable(tbl), sqliteimage.CreateMetadataTable} {
+		if _, err := tx.Exec(q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	meta := goodMeta
+	meta.RowCount = n
+	if _, err := tx.Exec(sqliteimage.InsertMetadata, meta.Args()...); err != nil {
+		b.Fatal(err)
+	}
+	ins, _ := tx.Prepare(sqliteimage.InsertRow(tbl))
+	for i := range n {
+		id := fmt.Sprintf("p-%07d", i)
+		if _, err := ins.Exec(id, "alice", "project "+id+" lorem ipsum dolor sit amet", int64(i%2), int64(1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	_ = db.Close()
+	img, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ref := func(r *ssp2.SegmentRef) { r.RowCount = n }
+	b.ReportAllocs()
+	b.SetBytes(int64(len(img)))
+	for b.Loop() {
+		c, sec := imagePull(b, withImages, img, ref, nil)
+		if sec.Err != nil || len(c.Rows("projects")) != n {
+			b.Fatalf("%v, %d rows", sec.Err, len(c.Rows("projects")))
+		}
 	}
 }
