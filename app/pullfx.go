@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
@@ -62,7 +63,11 @@ func NewPullService(p PullServiceParams) (*pull.Service, error) {
 		o.Segments = p.Segments
 	}
 	if p.Config.Segments.Images {
-		o.Images = imagebuilder.New(imagebuilder.Options{Dir: p.Config.Segments.ImageDir})
+		b, err := imagebuilder.New(imagebuilder.Options{Dir: p.Config.Segments.ImageDir})
+		if err != nil {
+			return nil, fmt.Errorf("--image-dir: %w", err)
+		}
+		o.Images = b
 	}
 	return pull.New(o)
 }

@@ -100,7 +100,10 @@ func benchLane(b *testing.B, engine string, n int, image, reuse bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	images := imagebuilder.New(imagebuilder.Options{Dir: b.TempDir()})
+	images, err := imagebuilder.New(imagebuilder.Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
 	var segs *memseg.Store
 	newSvc := func() *pull.Service {
 		segs = memseg.New()

@@ -32,7 +32,11 @@ var (
 )
 
 func withBuilder(t *testing.T) func(*pull.Options) {
-	return func(o *pull.Options) { o.Images = imagebuilder.New(imagebuilder.Options{Dir: t.TempDir()}) }
+	b, err := imagebuilder.New(imagebuilder.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(o *pull.Options) { o.Images = b }
 }
 
 type snapRow struct {

@@ -174,10 +174,15 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 	if in.signer != nil {
 		signer = urlSigner{in}
 	}
+	// Images are built in the instance's directory, removed with it.
+	images, err := imagebuilder.New(imagebuilder.Options{Dir: in.dir})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	pl, err := pull.New(pull.Options{
 		Store: st, Segments: in.segs, Signer: signer,
-		// Images are built in the instance's directory, removed with it.
-		Images:         imagebuilder.New(imagebuilder.Options{Dir: in.dir}),
+		Images:         images,
 		InlineMaxBytes: in.spec.inlineMaxBytes, SegmentTTL: in.spec.segmentTTL,
 		ClientRefresh: -1, // every pull stamps last-seen, as the reference does
 		Now:           in.clock.Now, Log: in.log.Named("pull"),

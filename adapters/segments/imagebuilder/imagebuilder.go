@@ -44,12 +44,25 @@ type Builder struct {
 
 var _ ports.ImageBuilder = (*Builder)(nil)
 
-// New returns a Builder.
-func New(o Options) *Builder {
+// New returns a Builder. A configured Dir is created when missing and
+// must take a file: a server that could not write images refuses to start
+// rather than fail its first image-lane bootstrap.
+func New(o Options) (*Builder, error) {
 	if o.BatchRows <= 0 {
 		o.BatchRows = 128
 	}
-	return &Builder{o: o}
+	if o.Dir != "" {
+		if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("imagebuilder: %w", err)
+		}
+		f, err := os.CreateTemp(o.Dir, "syncd-image-probe-*")
+		if err != nil {
+			return nil, fmt.Errorf("imagebuilder: image directory: %w", err)
+		}
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+	}
+	return &Builder{o: o}, nil
 }
 
 // maxVariables bounds one statement's bound parameters (SQLite's default

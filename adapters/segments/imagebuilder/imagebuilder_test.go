@@ -91,7 +91,7 @@ type column struct {
 func TestImageFile(t *testing.T) {
 	tbl := ssptest.Schema(t).Table("notes")
 	rows := notesRows()
-	db := open(t, build(t, imagebuilder.New(imagebuilder.Options{Dir: t.TempDir(), BatchRows: 2}), tbl, rows))
+	db := open(t, build(t, mustBuilder(t, imagebuilder.Options{Dir: t.TempDir(), BatchRows: 2}), tbl, rows))
 
 	var tables []string
 	q, err := db.Query(`SELECT name FROM sqlite_schema WHERE type='table' ORDER BY name`)
@@ -212,7 +212,7 @@ func TestImageOpensWithSQLiteShell(t *testing.T) {
 	}
 	tbl := ssptest.Schema(t).Table("notes")
 	path := filepath.Join(t.TempDir(), "image.sqlite")
-	if err := os.WriteFile(path, build(t, imagebuilder.New(imagebuilder.Options{}), tbl, notesRows()), 0o600); err != nil {
+	if err := os.WriteFile(path, build(t, mustBuilder(t, imagebuilder.Options{}), tbl, notesRows()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(shell, "-readonly", path,
@@ -230,7 +230,7 @@ func TestImageOpensWithSQLiteShell(t *testing.T) {
 // An empty snapshot is still a whole image: both tables, rowCount 0.
 func TestEmptyImage(t *testing.T) {
 	tbl := ssptest.Schema(t).Table("tasks")
-	db := open(t, build(t, imagebuilder.New(imagebuilder.Options{}), tbl, nil))
+	db := open(t, build(t, mustBuilder(t, imagebuilder.Options{}), tbl, nil))
 	var n, rc int64
 	if err := db.QueryRow(`SELECT count(*) FROM tasks`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("rows %d %v", n, err)
@@ -245,8 +245,8 @@ func TestEmptyImage(t *testing.T) {
 // one content address).
 func TestImageBytesRepeat(t *testing.T) {
 	tbl := ssptest.Schema(t).Table("notes")
-	a := build(t, imagebuilder.New(imagebuilder.Options{BatchRows: 1}), tbl, notesRows())
-	b := build(t, imagebuilder.New(imagebuilder.Options{BatchRows: 500}), tbl, notesRows())
+	a := build(t, mustBuilder(t, imagebuilder.Options{BatchRows: 1}), tbl, notesRows())
+	b := build(t, mustBuilder(t, imagebuilder.Options{BatchRows: 500}), tbl, notesRows())
 	if !bytes.Equal(a, b) {
 		t.Fatal("two builds of one snapshot differ")
 	}
@@ -258,7 +258,7 @@ func TestUnrepresentableAborts(t *testing.T) {
 	tbl := ssptest.Schema(t).Table("notes")
 	dir := t.TempDir()
 	ctx := context.Background()
-	w, err := imagebuilder.New(imagebuilder.Options{Dir: dir}).NewImage(ctx, ports.ImageRequest{Table: tbl, SchemaVersion: 1})
+	w, err := mustBuilder(t, imagebuilder.Options{Dir: dir}).NewImage(ctx, ports.ImageRequest{Table: tbl, SchemaVersion: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestUnrepresentableAborts(t *testing.T) {
 // Tables with an encrypted column are never imaged.
 func TestEncryptedTableRefused(t *testing.T) {
 	tbl := &schema.Table{Name: "secret", Columns: []schema.Column{{Name: "id", Type: schema.TypeString}, {Name: "c", Type: schema.TypeBytes, Encrypted: true}}, PrimaryKey: "id"}
-	if _, err := imagebuilder.New(imagebuilder.Options{}).NewImage(context.Background(), ports.ImageRequest{Table: tbl}); err == nil {
+	if _, err := mustBuilder(t, imagebuilder.Options{}).NewImage(context.Background(), ports.ImageRequest{Table: tbl}); err == nil {
 		t.Fatal("an encrypted table was imaged")
 	}
 }
@@ -292,7 +292,7 @@ func BenchmarkImage(b *testing.B) {
 		payloads[i] = ssptest.Full(b, tbl, ssptest.Cols{"id": rowcodec.String(fmt.Sprintf("t-%06d", i)), "project_id": rowcodec.String("p1"),
 			"title": rowcodec.String(fmt.Sprintf("task number %d", i)), "done": rowcodec.Bool(i%2 == 0), "estimate": rowcodec.Int(int64(i)), "attachment": rowcodec.Null()})
 	}
-	bld := imagebuilder.New(imagebuilder.Options{Dir: b.TempDir()})
+	bld := mustBuilder(b, imagebuilder.Options{Dir: b.TempDir()})
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
@@ -310,5 +310,25 @@ func BenchmarkImage(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.SetBytes(int64(len(img)))
+	}
+}
+
+func mustBuilder(t testing.TB, o imagebuilder.Options) *imagebuilder.Builder {
+	t.Helper()
+	b, err := imagebuilder.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A directory that cannot take a file refuses the builder up front.
+func TestUnwritableDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := imagebuilder.New(imagebuilder.Options{Dir: filepath.Join(file, "sub")}); err == nil {
+		t.Fatal("a directory under a file was accepted")
 	}
 }
