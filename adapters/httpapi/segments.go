@@ -42,7 +42,8 @@ type SegmentService interface {
 //     authentication runs and the bytes go out uncompressed (§5.4, §5.8);
 //   - otherwise the request is authenticated and re-authorized against
 //     its X-Syncular-Scopes header, and the bytes are compressed per
-//     Accept-Encoding (zstd, gzip, identity).
+//     Accept-Encoding (zstd, gzip, identity); a compressed body is kept
+//     for the segment's next download (SegmentCacheBytes).
 //
 // Both answer ETag "<segmentId>", 304 on a matching If-None-Match, and
 // refusals as §10.1 JSON with their catalog status.
@@ -81,6 +82,13 @@ func (t *Transport) SegmentEndpoint(auth ports.Authenticator, svc SegmentService
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
+		enc := NegotiateEncoding(strings.Join(r.Header.Values("Accept-Encoding"), ","))
+		if !signed && enc != EncodingIdentity {
+			if body, ok := t.segBodies.get(pub.SegmentID, enc); ok {
+				writeEncodedSegment(w, enc, body)
+				return
+			}
+		}
 		rc, size, err := svc.Open(r.Context(), pub)
 		if err != nil {
 			logSegmentRefusal(log, err)
@@ -90,12 +98,25 @@ func (t *Transport) SegmentEndpoint(auth ports.Authenticator, svc SegmentService
 			return
 		}
 		defer rc.Close()
-		if signed || size < int64(t.minBytes) ||
-			NegotiateEncoding(strings.Join(r.Header.Values("Accept-Encoding"), ",")) == EncodingIdentity {
+		if signed || size < int64(t.minBytes) || enc == EncodingIdentity {
 			// Identity: straight to the client with the stored length,
 			// nothing buffered (a signed URL is never compressed, and a
 			// body below CompressMinBytes goes out as identity).
 			streamIdentity(w, pub.SegmentID, rc, size, log)
+			return
+		}
+		if t.segBodies.fits(size) {
+			// Compressed whole, kept for the next download of the segment.
+			body, err := t.encodeAll(enc, rc)
+			if err != nil {
+				h.Del("ETag")
+				h.Del("Cache-Control")
+				log.Error("segment read failed", zap.String("segment", pub.SegmentID), zap.Error(err))
+				WriteError(w, syncerr.Wrap(syncerr.InternalError, err))
+				return
+			}
+			t.segBodies.put(pub.SegmentID, enc, body)
+			writeEncodedSegment(w, enc, body)
 			return
 		}
 		// Compressed: streamed through the encoder; only a first write
@@ -116,6 +137,17 @@ func (t *Transport) SegmentEndpoint(auth ports.Authenticator, svc SegmentService
 			log.Debug("segment download interrupted", zap.String("segment", pub.SegmentID), zap.Error(err))
 		}
 	})
+}
+
+// writeEncodedSegment writes a compressed segment body with its length.
+func writeEncodedSegment(w http.ResponseWriter, enc Encoding, body []byte) {
+	h := w.Header()
+	h.Set("Vary", segmentVary)
+	h.Set("Content-Type", ContentTypeSegment)
+	h.Set("Content-Encoding", string(enc))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
 }
 
 // streamIdentity writes a segment's bytes unencoded with Content-Length

@@ -246,3 +246,102 @@ func TestSegmentEndpointStreams(t *testing.T) {
 		t.Fatalf("a read failing mid-body: status %d, %d bytes, %v; want a cut body", resp.StatusCode, len(got), err)
 	}
 }
+
+// decodeBody undoes a response's Content-Encoding.
+func decodeBody(t *testing.T, resp *http.Response) []byte {
+	t.Helper()
+	var r io.Reader = resp.Body
+	switch resp.Header.Get("Content-Encoding") {
+	case "gzip":
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = zr
+	case "zstd":
+		zr, err := zstd.NewReader(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A compressed segment body is kept by content address and encoding: the
+// next authorized download of the segment is answered from it without
+// opening the store, with the same bytes; identity and signed-URL
+// downloads, and segments past a quarter of the bound, are never kept.
+func TestSegmentBodiesCached(t *testing.T) {
+	f := &fakeSegments{bytes: bytes.Repeat([]byte("image bytes "), 2000)}
+	tr, err := NewTransport(TransportOptions{SegmentCacheBytes: 4 * int64(len(f.bytes))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := New(Options{Handlers: map[Route]http.Handler{RouteSegment: tr.SegmentEndpoint(headerAuth{}, f, nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(router)
+	defer srv.Close()
+	url := srv.URL + "/segments/" + contentaddr.Of(f.bytes)
+	download := func(enc string, signed bool) (*http.Response, bool) {
+		f.openCalled = false
+		u := url
+		hdr := map[string]string{"Authorization": "x", "Accept-Encoding": enc}
+		if signed {
+			u += "?st=tok"
+		}
+		resp := get(t, u, hdr)
+		if resp.StatusCode != 200 || !bytes.Equal(decodeBody(t, resp), f.bytes) {
+			t.Fatalf("%s signed=%v: status %d or other bytes", enc, signed, resp.StatusCode)
+		}
+		return resp, f.openCalled
+	}
+	for _, enc := range []string{"zstd", "gzip"} {
+		first, opened := download(enc, false)
+		if !opened || first.Header.Get("Content-Encoding") != enc {
+			t.Fatalf("%s: first download opened %v, encoding %q", enc, opened, first.Header.Get("Content-Encoding"))
+		}
+		again, opened := download(enc, false)
+		if opened || again.Header.Get("Content-Encoding") != enc || again.Header.Get("ETag") != first.Header.Get("ETag") ||
+			again.Header.Get("Vary") != segmentVary || again.ContentLength <= 0 {
+			t.Fatalf("%s: second download opened %v, headers %v", enc, opened, again.Header)
+		}
+	}
+	for _, signed := range []bool{false, true} {
+		enc := "identity"
+		if signed {
+			enc = "zstd"
+		}
+		for range 2 {
+			resp, opened := download(enc, signed)
+			if !opened || resp.Header.Get("Content-Encoding") != "" {
+				t.Fatalf("%s signed=%v: opened %v, encoding %q", enc, signed, opened, resp.Header.Get("Content-Encoding"))
+			}
+		}
+	}
+	// Authorization still runs first: a refused request never reads it.
+	f.directErr = syncerr.New(syncerr.Forbidden)
+	if resp := get(t, url, map[string]string{"Authorization": "x", "Accept-Encoding": "zstd"}); resp.StatusCode != 403 {
+		t.Fatalf("refused download: %d", resp.StatusCode)
+	}
+	f.directErr = nil
+	// Past a quarter of the bound: streamed, opened every time.
+	big := &fakeSegments{bytes: bytes.Repeat([]byte("x"), 2*len(f.bytes))}
+	router2, _ := New(Options{Handlers: map[Route]http.Handler{RouteSegment: tr.SegmentEndpoint(headerAuth{}, big, nil)}})
+	srv2 := httptest.NewServer(router2)
+	defer srv2.Close()
+	for range 2 {
+		big.openCalled = false
+		resp := get(t, srv2.URL+"/segments/"+contentaddr.Of(big.bytes), map[string]string{"Authorization": "x", "Accept-Encoding": "zstd"})
+		if resp.StatusCode != 200 || !big.openCalled || !bytes.Equal(decodeBody(t, resp), big.bytes) {
+			t.Fatalf("large segment: status %d opened %v", resp.StatusCode, big.openCalled)
+		}
+	}
+}

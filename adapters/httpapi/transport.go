@@ -67,6 +67,9 @@ type TransportOptions struct {
 	Limiter *Limiter
 	// Now is the clock of the body deadline (default time.Now).
 	Now func() time.Time
+	// SegmentCacheBytes bounds the compressed segment bodies kept for
+	// later downloads (0 → DefaultSegmentCacheBytes; negative: none).
+	SegmentCacheBytes int64
 }
 
 // Transport reads sync request bodies and writes encoded responses with
@@ -85,6 +88,7 @@ type Transport struct {
 	bodyTimeout time.Duration
 	limiter     *Limiter
 	now         func() time.Time
+	segBodies   *segmentBodies
 }
 
 // NewTransport validates opts and builds a Transport.
@@ -109,6 +113,12 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 	}
 	if t.now == nil {
 		t.now = time.Now
+	}
+	switch {
+	case opts.SegmentCacheBytes == 0:
+		t.segBodies = newSegmentBodies(DefaultSegmentCacheBytes)
+	case opts.SegmentCacheBytes > 0:
+		t.segBodies = newSegmentBodies(opts.SegmentCacheBytes)
 	}
 	if t.maxBody == 0 {
 		t.maxBody = DefaultMaxBodyBytes
