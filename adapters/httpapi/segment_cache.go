@@ -16,8 +16,9 @@ const DefaultSegmentCacheBytes = 32 << 20
 // storm compresses each one once per encoding instead of once per
 // download; every download is still authorized before the cache is read,
 // and the stored object stays uncompressed (SPEC §5.8). Least recently
-// used bodies go first; a segment larger than a quarter of the bound is
-// never kept (it streams through the encoder as it is read).
+// used bodies go first; a compressed body larger than a quarter of the
+// bound is not kept, and a segment past maxWholeSegment is not compressed
+// whole (it streams through the encoder as it is read).
 type segmentBodies struct {
 	mu    sync.Mutex
 	max   int64
@@ -43,8 +44,13 @@ func newSegmentBodies(max int64) *segmentBodies {
 	return &segmentBodies{max: max, ll: list.New(), items: map[bodyKey]*list.Element{}}
 }
 
-// fits reports whether a segment of size uncompressed bytes is cached.
-func (c *segmentBodies) fits(size int64) bool { return c != nil && size <= c.max/4 }
+// maxWholeSegment is the largest segment compressed whole in memory (and
+// so possibly kept); past it the first bytes should not wait for the last.
+const maxWholeSegment = 64 << 20
+
+// fits reports whether a segment of size uncompressed bytes is compressed
+// whole, to be kept if its body is small enough.
+func (c *segmentBodies) fits(size int64) bool { return c != nil && size <= maxWholeSegment }
 
 func (c *segmentBodies) get(id string, enc Encoding) ([]byte, bool) {
 	if c == nil {

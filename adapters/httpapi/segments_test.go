@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
@@ -276,7 +277,7 @@ func decodeBody(t *testing.T, resp *http.Response) []byte {
 // A compressed segment body is kept by content address and encoding: the
 // next authorized download of the segment is answered from it without
 // opening the store, with the same bytes; identity and signed-URL
-// downloads, and segments past a quarter of the bound, are never kept.
+// downloads, and bodies past a quarter of the bound, are never kept.
 func TestSegmentBodiesCached(t *testing.T) {
 	f := &fakeSegments{bytes: bytes.Repeat([]byte("image bytes "), 2000)}
 	tr, err := NewTransport(TransportOptions{SegmentCacheBytes: 4 * int64(len(f.bytes))})
@@ -332,8 +333,8 @@ func TestSegmentBodiesCached(t *testing.T) {
 		t.Fatalf("refused download: %d", resp.StatusCode)
 	}
 	f.directErr = nil
-	// Past a quarter of the bound: streamed, opened every time.
-	big := &fakeSegments{bytes: bytes.Repeat([]byte("x"), 2*len(f.bytes))}
+	// A body past a quarter of the bound is not kept: opened every time.
+	big := &fakeSegments{bytes: randomBytes(t, 2*len(f.bytes))}
 	router2, _ := New(Options{Handlers: map[Route]http.Handler{RouteSegment: tr.SegmentEndpoint(headerAuth{}, big, nil)}})
 	srv2 := httptest.NewServer(router2)
 	defer srv2.Close()
@@ -344,4 +345,13 @@ func TestSegmentBodiesCached(t *testing.T) {
 			t.Fatalf("large segment: status %d opened %v", resp.StatusCode, big.openCalled)
 		}
 	}
+}
+
+func randomBytes(t *testing.T, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
