@@ -91,8 +91,8 @@ func subscribeAll(c *client.Client) {
 func TestImageLaneMatchesRowsLane(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
 		s := start(t, e, serverOpts{})
-		n := testenv.Scale(3000, 10)
-		seedRows(t, s.store, s.sch, "proj", "alice", "s", n, 500)
+		n := testenv.Scale(30_000, 30) // the 30,000-row bootstrap: three rounds on either lane
+		seedRows(t, s.store, s.sch, "proj", "alice", "s", n, 5000)
 		seedRows(t, s.store, s.sch, "proj", "bob", "b", 200, 200)
 		pushNotes(t, laneClient(t, s, "writer", client.Options{}))
 
