@@ -122,6 +122,15 @@ func (s *Service) leadImage(ctx context.Context, r Request, p *plan, lim Limits,
 			zap.String("table", key.Table), zap.Error(err))
 		return ports.SegmentPublication{}, false, nil
 	}
+	var be *imageBuildError
+	if errors.As(err, &be) {
+		// The builder failed (scratch space, the engine): the rows lane
+		// serves this bootstrap; the next one tries again.
+		s.o.Metrics.imageDeclined("build_failed")
+		s.o.Log.Warn("sqlite image build failed; table served on the rows lane",
+			zap.String("table", key.Table), zap.Error(err))
+		return ports.SegmentPublication{}, false, nil
+	}
 	if err != nil {
 		return ports.SegmentPublication{}, false, err
 	}
@@ -147,7 +156,7 @@ func (s *Service) leadImage(ctx context.Context, r Request, p *plan, lim Limits,
 func (s *Service) buildImage(ctx context.Context, r Request, p *plan, key ports.SegmentKey, rows []commit.Row) ([]byte, int64, error) {
 	w, err := s.o.Images.NewImage(ctx, ports.ImageRequest{Table: p.table, SchemaVersion: key.SchemaVersion, AsOfCommitSeq: key.AsOfCommitSeq, ScopeDigest: key.ScopeDigest})
 	if err != nil {
-		return nil, 0, fmt.Errorf("start image: %w", err)
+		return nil, 0, &imageBuildError{fmt.Errorf("start image: %w", err)}
 	}
 	defer w.Abort()
 	ctx, cancel := context.WithCancel(ctx)
@@ -157,7 +166,11 @@ func (s *Service) buildImage(ctx context.Context, r Request, p *plan, key ports.
 	for {
 		for i := range rows {
 			if err := w.Add(ctx, rows[i].Version, rows[i].Payload); err != nil {
-				return nil, 0, fmt.Errorf("image row %s/%s: %w", key.Table, rows[i].RowID, err)
+				err = fmt.Errorf("image row %s/%s: %w", key.Table, rows[i].RowID, err)
+				if errors.Is(err, sqliteimage.ErrUnrepresentable) {
+					return nil, 0, err
+				}
+				return nil, 0, &imageBuildError{err}
 			}
 		}
 		b, more := <-batches
@@ -171,10 +184,17 @@ func (s *Service) buildImage(ctx context.Context, r Request, p *plan, key ports.
 	}
 	img, n, err := w.Finish(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("finish image: %w", err)
+		return nil, 0, &imageBuildError{fmt.Errorf("finish image: %w", err)}
 	}
 	return img, n, nil
 }
+
+// imageBuildError is a failure of the image builder itself, as opposed to
+// reading the rows: the bootstrap falls back to the rows lane.
+type imageBuildError struct{ err error }
+
+func (e *imageBuildError) Error() string { return e.err.Error() }
+func (e *imageBuildError) Unwrap() error { return e.err }
 
 type scanBatch struct {
 	rows []commit.Row

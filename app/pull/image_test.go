@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -416,6 +417,42 @@ func TestImageLaneEncryptedTable(t *testing.T) {
 	}
 	if r.ends[0].NextCursor != 1 || !r.ends[0].BootstrapState.Present {
 		t.Fatalf("rows lane: %+v", r.ends[0])
+	}
+}
+
+// failingBuilder starts images whose every write fails.
+type failingBuilder struct{}
+
+func (failingBuilder) NewImage(context.Context, ports.ImageRequest) (ports.ImageWriter, error) {
+	return failingWriter{}, nil
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Add(context.Context, int64, []byte) error { return errors.New("disk full") }
+func (failingWriter) Finish(context.Context) ([]byte, int64, error) {
+	return nil, 0, errors.New("disk full")
+}
+func (failingWriter) Abort() {}
+
+// A builder that fails serves the bootstrap on the rows lane, and the
+// next bootstrap tries the image again.
+func TestImageBuildFailureFallsBack(t *testing.T) {
+	e := newEnv(t, func(o *pull.Options) { o.Images = failingBuilder{} })
+	e.seed("alice", "a", 5)
+	for range 2 {
+		r := e.ok(withImage, aliceGrant, sub("s", -1))
+		for _, f := range r.refs[0] {
+			if f.MediaType == ssp2.MediaSQLite {
+				t.Fatal("an image from a failing builder")
+			}
+		}
+		if len(r.inline[0]) == 0 {
+			t.Fatal("no rows pages")
+		}
+	}
+	if n := e.m.Value("syncd_pull_image_declines_total"); n != 2 {
+		t.Fatalf("%v declines, want 2 (a failure is not remembered)", n)
 	}
 }
 

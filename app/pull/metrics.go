@@ -73,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	})
 	m.imageDeclines = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "syncd_pull_image_declines_total",
-		Help: "Image-lane bootstraps served on the rows lane instead, by reason (one_page: the snapshot fits one rows page; unrepresentable: a value no image cell holds exactly).",
+		Help: "Image-lane bootstraps served on the rows lane instead, by reason (one_page: the snapshot fits one rows page; unrepresentable: a value no image cell holds exactly; build_failed: the image builder failed).",
 	}, []string{"reason"})
 	m.imageRows = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "syncd_pull_image_rows_total",
