@@ -6,6 +6,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/adapters/crdt/yjsdoc"
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/leases"
@@ -51,7 +52,9 @@ func ProvideRowValidator(ctor any) fx.Option {
 	return fx.Provide(fx.Annotate(ctor, fx.As(new(ports.RowValidator)), fx.ResultTags(`group:"`+GroupRowValidators+`"`)))
 }
 
-// ProvideCRDTMerger registers a CRDT merger constructor (SPEC §5.10).
+// ProvideCRDTMerger registers a CRDT merger constructor (SPEC §5.10). A
+// merger for a crdtType the server has built in ("yjs-doc") replaces the
+// built-in one.
 func ProvideCRDTMerger(ctor any) fx.Option {
 	return fx.Provide(fx.Annotate(ctor, fx.As(new(ports.CRDTMerger)), fx.ResultTags(`group:"`+GroupCRDTMergers+`"`)))
 }
@@ -69,6 +72,27 @@ func ProvideCommitValidator(ctor any) fx.Option {
 // ProvideReactionPlanner registers the durable reaction planner (SPEC §6.9).
 func ProvideReactionPlanner(ctor any) fx.Option {
 	return fx.Provide(fx.Annotate(ctor, fx.As(new(ports.ReactionPlanner))))
+}
+
+// BuiltinMergers are the CRDT mergers the server ships: yjs-doc, the one
+// crdtType SPEC §5.10.1 defines.
+func BuiltinMergers() []ports.CRDTMerger {
+	return []ports.CRDTMerger{yjsdoc.New(yjsdoc.Options{})}
+}
+
+// withBuiltinMergers adds the built-in mergers a host did not replace.
+func withBuiltinMergers(host []ports.CRDTMerger) []ports.CRDTMerger {
+	out := append([]ports.CRDTMerger(nil), host...)
+	for _, b := range BuiltinMergers() {
+		replaced := false
+		for _, h := range host {
+			replaced = replaced || (h != nil && h.Type() == b.Type())
+		}
+		if !replaced {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // NewSyncTransport builds the body and compression handling of /sync,
@@ -141,7 +165,7 @@ func NewSyncService(p SyncServiceParams) (*syncsvc.Service, error) {
 		RowValidators:   p.RowValidators,
 		CommitValidator: p.CommitValidator,
 		ReactionPlanner: p.ReactionPlanner,
-		Mergers:         p.Mergers,
+		Mergers:         withBuiltinMergers(p.Mergers),
 		Blobs:           p.Blobs,
 		Listeners:       p.Listeners,
 		Pull:            p.Pull,

@@ -19,6 +19,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/auth/granttable"
 	"github.com/syncd-dev/syncd/adapters/blobs/memblob"
 	"github.com/syncd-dev/syncd/adapters/clock"
+	"github.com/syncd-dev/syncd/adapters/crdt/yjsdoc"
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/adapters/leases/sqllease"
 	"github.com/syncd-dev/syncd/adapters/segments/imagebuilder"
@@ -220,6 +221,7 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 		Schema: schemaFn, Store: faultStore{Store: st, in: in}, Resolver: in.grants,
 		Blobs:         bl,
 		RowValidators: validators, CommitValidator: commitValidator{rules: &in.rules},
+		Mergers:   []ports.CRDTMerger{yjsdoc.New(yjsdoc.Options{})}, // the crdt capability
 		Listeners: []ports.CommitListener{in.relay}, Leases: in.leases,
 		Pull: pl, MinWireVersion: syncsvc.LowestMinWireVersion, MaxOperations: in.spec.maxOperations,
 		Now: in.clock.Now, Log: in.log.Named("sync"),

@@ -71,7 +71,7 @@ func New(o Options) *Manager {
 // the methods it implements, and the admitted wire versions.
 func (m *Manager) Capabilities() testcontrolhttp.Capabilities {
 	return testcontrolhttp.Capabilities{
-		Capabilities: []string{"backup-restore", "idempotency-fault", "signed-urls", "blobs", "blob-presign", "leases", "validators", "commit-validators"},
+		Capabilities: []string{"backup-restore", "idempotency-fault", "signed-urls", "blobs", "blob-presign", "leases", "validators", "commit-validators", "crdt"},
 		Methods:      methodNames(),
 		WireVersions: []int{2, 3},
 	}
