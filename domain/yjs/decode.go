@@ -2,7 +2,6 @@ package yjs
 
 import (
 	"errors"
-	"unicode/utf16"
 
 	"github.com/syncd-dev/syncd/domain/canonjson"
 )
@@ -54,8 +53,13 @@ func (r *reader) structBlocks() ([]clientBlock, error) {
 		if err != nil {
 			return nil, err
 		}
-		if count > uint64(r.d.remaining()) {
+		// Every struct takes at least two bytes; the budget is checked
+		// before the run's structs are allocated.
+		if count > uint64(r.d.remaining()/2) {
 			return nil, errEOF
+		}
+		if err := r.lim.addStructs(int(count)); err != nil {
+			return nil, err
 		}
 		client, err := r.d.varUint()
 		if err != nil {
@@ -69,9 +73,10 @@ func (r *reader) structBlocks() ([]clientBlock, error) {
 			return nil, err
 		}
 		b := clientBlock{client: client, clock: clock, structs: make([]*block, 0, count)}
-		for range count {
-			s, err := r.structAt(ID{client, clock})
-			if err != nil {
+		slab := make([]block, count) // one allocation for the run's structs
+		for i := range count {
+			s := &slab[i]
+			if err := r.structAt(s, ID{client, clock}); err != nil {
 				return nil, err
 			}
 			if s.length == 0 {
@@ -81,9 +86,6 @@ func (r *reader) structBlocks() ([]clientBlock, error) {
 			if err := r.lim.clock(clock); err != nil {
 				return nil, err
 			}
-			if err := r.lim.addStruct(); err != nil {
-				return nil, err
-			}
 			b.structs = append(b.structs, s)
 		}
 		blocks = append(blocks, b)
@@ -91,10 +93,10 @@ func (r *reader) structBlocks() ([]clientBlock, error) {
 	return blocks, nil
 }
 
-func (r *reader) structAt(id ID) (*block, error) {
+func (r *reader) structAt(it *block, id ID) error {
 	info, err := r.d.byte()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	isSkip := info == refSkip
 	if r.mode == readIntoDoc {
@@ -104,38 +106,40 @@ func (r *reader) structAt(id ID) (*block, error) {
 	case info&infoRefMask == refGC:
 		n, err := r.d.varUint()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return &block{kind: kindGC, id: id, length: n}, nil
+		*it = block{kind: kindGC, id: id, length: n}
+		return nil
 	case isSkip:
 		n, err := r.d.varUint()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return &block{kind: kindSkip, id: id, length: n}, nil
+		*it = block{kind: kindSkip, id: id, length: n}
+		return nil
 	}
-	it := &block{kind: kindItem, id: id}
+	*it = block{kind: kindItem, id: id}
 	if info&infoOrigin != 0 {
 		if it.origin, err = r.id(); err != nil {
-			return nil, err
+			return err
 		}
 		it.hasOrigin = true
 	}
 	if info&infoRightOrigin != 0 {
 		if it.rightOrigin, err = r.id(); err != nil {
-			return nil, err
+			return err
 		}
 		it.hasRightOrigin = true
 	}
 	if !it.hasOrigin && !it.hasRightOrigin {
 		isKey, err := r.d.varUint()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if isKey == 1 {
 			name, err := r.d.varString()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if r.mode == readIntoDoc {
 				it.parent = parentRef{kind: parentType, t: r.doc.get(name)}
@@ -145,25 +149,25 @@ func (r *reader) structAt(id ID) (*block, error) {
 		} else {
 			pid, err := r.id()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			it.parent = parentRef{kind: parentID, id: pid}
 		}
 		if info&infoParentSub != 0 {
 			if it.parentSub, err = r.d.varString(); err != nil {
-				return nil, err
+				return err
 			}
 			it.hasParentSub = true
 		}
 	}
 	c, err := r.content(info & infoRefMask)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	it.content = c
 	it.length = c.length()
 	it.countable = c.countable()
-	return it, nil
+	return nil
 }
 
 func (r *reader) id() (ID, error) {
@@ -219,11 +223,11 @@ func (r *reader) content(ref byte) (content, error) {
 		}
 		return &contentBinary{append([]byte(nil), b...)}, nil
 	case refString:
-		s, err := d.varString()
+		s, err := d.varUTF16()
 		if err != nil {
 			return nil, err
 		}
-		return &contentString{utf16.Encode([]rune(s))}, nil
+		return &contentString{s}, nil
 	case refEmbed:
 		s, err := d.varString()
 		if err != nil {

@@ -81,14 +81,24 @@ type clientClock struct{ client, clock uint64 }
 
 func isDeleted(b *block) bool { return b.kind != kindItem || b.deleted }
 
-// findIndex finds the struct holding clock in a contiguous list.
+// findIndex finds the struct holding clock in a contiguous list. Like the
+// reference it first tries the last struct and then the position the
+// clock's share of the list's range suggests (clocks are dense), before
+// bisecting.
 func findIndex(l *structList, clock uint64) (int, error) {
-	if l == nil {
+	if l == nil || len(l.s) == 0 {
 		return 0, errMissingStruct
 	}
 	lo, hi := 0, len(l.s)-1
+	last := l.s[hi]
+	if last.id.Clock <= clock {
+		if clock < last.end() {
+			return hi, nil
+		}
+		return 0, errMissingStruct
+	}
+	mid := int(float64(clock) / float64(last.end()-1) * float64(hi))
 	for lo <= hi {
-		mid := (lo + hi) / 2
 		s := l.s[mid]
 		if s.id.Clock <= clock {
 			if clock < s.end() {
@@ -98,6 +108,7 @@ func findIndex(l *structList, clock uint64) (int, error) {
 		} else {
 			hi = mid - 1
 		}
+		mid = (lo + hi) / 2
 	}
 	return 0, errMissingStruct
 }

@@ -123,8 +123,8 @@ func (e *encoder) writeBlocks(blocks []clientBlock) error {
 // encodeState is the reference's encodeStateAsUpdate in the v1 encoding:
 // every struct of the store, highest client first, the store's delete
 // set, and (merged in) whatever is pending.
-func (d *doc) encodeState() ([]byte, error) {
-	var e encoder
+func (d *doc) encodeState(sizeHint int) ([]byte, error) {
+	e := encoder{buf: make([]byte, 0, sizeHint)}
 	clients := sortedClientsDesc(d.order)
 	blocks := make([]clientBlock, 0, len(clients))
 	for _, c := range clients {
@@ -158,7 +158,7 @@ func (d *doc) encodeState() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out encoder
+	out := encoder{buf: make([]byte, 0, len(e.buf)+64)}
 	if err := out.writeBlocks(merged); err != nil {
 		return nil, err
 	}

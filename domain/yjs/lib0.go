@@ -130,6 +130,39 @@ func (d *decoder) varString() (string, error) {
 	return string(b), nil
 }
 
+// varUTF16 reads a string as UTF-16 (text content is indexed in UTF-16
+// code units, as in JavaScript).
+func (d *decoder) varUTF16() ([]uint16, error) {
+	b, err := d.varBytes()
+	if err != nil {
+		return nil, err
+	}
+	if !utf8.Valid(b) {
+		return nil, errUTF8
+	}
+	n := 0
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		i += size
+		n++
+		if r >= 0x10000 {
+			n++
+		}
+	}
+	out := make([]uint16, 0, n)
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		i += size
+		if r >= 0x10000 {
+			r -= 0x10000
+			out = append(out, uint16(0xD800+(r>>10)), uint16(0xDC00+(r&0x3FF)))
+		} else {
+			out = append(out, uint16(r))
+		}
+	}
+	return out, nil
+}
+
 func (d *decoder) float32() (float64, error) {
 	b, err := d.bytes(4)
 	if err != nil {

@@ -8,7 +8,8 @@ type Limits struct {
 	// MaxUpdateBytes bounds each input update.
 	MaxUpdateBytes int
 	// MaxStructs bounds the structs decoded over the whole merge (both
-	// inputs and every re-read of pending structs).
+	// inputs and every re-read of pending structs); each costs about 200
+	// bytes of memory.
 	MaxStructs int
 	// MaxClock bounds every clock and length an update names.
 	MaxClock uint64
@@ -20,10 +21,12 @@ type Limits struct {
 	MaxTypeDepth int
 }
 
-// DefaultLimits admit documents of tens of megabytes.
+// DefaultLimits admit documents of tens of megabytes (a 1 MB text
+// document of typical edits holds about 100,000 structs) while keeping a
+// hostile merge below about half a gigabyte.
 var DefaultLimits = Limits{
 	MaxUpdateBytes: 64 << 20,
-	MaxStructs:     4 << 20,
+	MaxStructs:     2 << 20,
 	MaxClock:       1 << 40,
 	MaxWork:        200_000_000,
 	MaxTypeDepth:   512,
@@ -72,11 +75,13 @@ func (b *budget) clock(c uint64) error {
 	return nil
 }
 
-func (b *budget) addStruct() error {
-	b.structs++
-	if b.structs > b.lim.MaxStructs {
+func (b *budget) addStruct() error { return b.addStructs(1) }
+
+func (b *budget) addStructs(n int) error {
+	if n > b.lim.MaxStructs-b.structs {
 		return errTooManyStructs
 	}
+	b.structs += n
 	return nil
 }
 

@@ -47,5 +47,5 @@ func merge(stored, incoming []byte, l Limits) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return d.encodeState()
+	return d.encodeState(len(stored) + len(incoming) + 64)
 }
