@@ -94,8 +94,9 @@ func sameValue(a, b rowcodec.Value) bool {
 // parses an encrypted column (SPEC §5.11): whatever bytes a client writes
 // are what validators see, what storage holds, what a conflict's serverRow
 // carries, and what other replicas receive through commits, inline
-// segments and downloaded (external) segments. (The sqlite image lane,
-// from which such tables must be excluded, is not built.)
+// segments and downloaded (external) segments. A replica that accepts
+// sqlite images gets one for an ordinary table but the rows lane for the
+// encrypted one, which the image lane must exclude.
 func TestEncryptedColumnsPassThroughByteExact(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
 		seen := &secretsSeen{seen: map[string]any{}}
@@ -125,6 +126,15 @@ func TestEncryptedColumnsPassThroughByteExact(t *testing.T) {
 			}
 			ops = append(ops, op)
 		}
+		for i := range 20 {
+			id := fmt.Sprintf("p-%02d", i)
+			op, err := w.Upsert("projects", id, map[string]rowcodec.Value{"id": rowcodec.String(id),
+				"owner": rowcodec.String("alice"), "name": rowcodec.String("project " + id), "locked": rowcodec.Bool(false)}, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops = append(ops, op)
+		}
 		w.Queue(ops...)
 		if _, err := w.Push(ctx); err != nil || len(w.Pending()) != 0 {
 			t.Fatalf("push: %v, pending %v", err, w.Pending())
@@ -149,6 +159,9 @@ func TestEncryptedColumnsPassThroughByteExact(t *testing.T) {
 		// downloaded ones, then follow commits.
 		inline := newClient(ssp2.AcceptInlineRows|ssp2.AcceptExternalRows, 60)
 		external := newClient(ssp2.AcceptExternalRows, 60)
+		// Pages of 10 rows, so the 20 projects do not fit one page and are
+		// eligible for an image.
+		images := newClient(ssp2.AcceptInlineRows|ssp2.AcceptExternalRows|ssp2.AcceptSQLite, 10)
 		check := func(c *client.Client, what string) {
 			t.Helper()
 			for id, v := range want {
@@ -158,9 +171,9 @@ func TestEncryptedColumnsPassThroughByteExact(t *testing.T) {
 				}
 			}
 		}
-		for _, c := range []*client.Client{inline, external} {
+		for _, c := range []*client.Client{inline, external, images} {
 			c.Subscribe("v", "vault", map[string][]string{"owner": {"alice"}})
-			if _, err := c.PullUntilIdle(ctx, 50); err != nil {
+			if _, err := c.PullUntilIdle(ctx, 200); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -170,8 +183,19 @@ func TestEncryptedColumnsPassThroughByteExact(t *testing.T) {
 		if st := external.Stats(); st.SegmentRefs == 0 || st.InlineSegments != 0 {
 			t.Fatalf("no downloaded segment: %+v", st)
 		}
+		if st := images.Stats(); st.Images != 0 {
+			t.Fatalf("the encrypted table went the image lane: %+v", st)
+		}
+		images.Subscribe("p", "projects", map[string][]string{"owner": {"alice"}})
+		if _, err := images.PullUntilIdle(ctx, 200); err != nil {
+			t.Fatal(err)
+		}
+		if st := images.Stats(); st.Images == 0 {
+			t.Fatalf("the ordinary table did not go the image lane: %+v", st)
+		}
 		check(inline, "inline segments")
 		check(external, "downloaded segments")
+		check(images, "the rows lane beside images")
 
 		ops = ops[:0]
 		for i := range 6 {
@@ -187,13 +211,14 @@ func TestEncryptedColumnsPassThroughByteExact(t *testing.T) {
 		if _, err := w.Push(ctx); err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range []*client.Client{inline, external} {
-			if _, err := c.PullUntilIdle(ctx, 50); err != nil {
+		for _, c := range []*client.Client{inline, external, images} {
+			if _, err := c.PullUntilIdle(ctx, 200); err != nil {
 				t.Fatal(err)
 			}
 		}
 		check(inline, "commits")
 		check(external, "commits")
+		check(images, "commits")
 
 		// A stale write conflicts; its serverRow carries the stored bytes.
 		op, err := w.Upsert("vault", "v-001", map[string]rowcodec.Value{"id": rowcodec.String("v-001"),
