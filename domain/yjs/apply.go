@@ -2,6 +2,8 @@ package yjs
 
 import (
 	"slices"
+
+	"github.com/syncd-dev/syncd/domain/canonjson"
 )
 
 // update is a decoded update: client runs of structs and a delete set.
@@ -311,17 +313,37 @@ func pendingContent(c content) (content, error) {
 	case *contentFormat:
 		return &contentFormat{x.key, throughAny(x.v)}, nil
 	case *contentAny:
-		var e encoder
+		// The v2 write fails where the v1 one would (see poisonedObject).
 		for _, v := range x.arr {
-			if err := e.writeAny(v); err != nil {
-				return nil, err
+			if poisoned(v) {
+				return nil, errPoisoned
 			}
 		}
 	case *contentDoc:
-		var e encoder
-		if err := e.writeAny(x.opts); err != nil {
-			return nil, err
+		if poisoned(x.opts) {
+			return nil, errPoisoned
 		}
 	}
 	return c.clone(), nil
+}
+
+// poisoned reports whether v holds a value writeAny refuses.
+func poisoned(v any) bool {
+	switch x := v.(type) {
+	case *poisonedObject:
+		return true
+	case []any:
+		for _, el := range x {
+			if poisoned(el) {
+				return true
+			}
+		}
+	case *canonjson.Object:
+		for _, k := range x.Keys() {
+			if el, _ := x.Get(k); poisoned(el) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -257,7 +257,7 @@ func (r *reader) content(ref byte) (content, error) {
 		if err != nil {
 			return nil, err
 		}
-		t := &ytype{ref: int(min(tr, 1<<20))}
+		t := &ytype{}
 		switch tr {
 		case typeArray, typeMap, typeText, typeXMLFragment, typeXMLText:
 		case typeXMLElement, typeXMLHook:
@@ -267,6 +267,7 @@ func (r *reader) content(ref byte) (content, error) {
 		default:
 			return nil, errUnknownType
 		}
+		t.ref = int(tr)
 		return &contentType{t}, nil
 	case refAny:
 		n, err := d.varUint()

@@ -24,6 +24,8 @@ var errInternal = errors.New("yjs: internal error")
 // returns the merged state. An update the reference could not apply, or
 // one beyond the limits, is an error.
 func Merge(stored, incoming []byte, l Limits) (out []byte, err error) {
+	// A panic would be a bug here (the fuzz targets call merge, which does
+	// not recover); a caller still gets an error, not a crashed push.
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = nil, errInternal

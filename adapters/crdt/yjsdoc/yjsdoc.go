@@ -2,7 +2,11 @@
 // "yjs-doc" (SPEC §5.10.1): domain/yjs's merge behind ports.CRDTMerger.
 // The merged bytes are the reference merger's (apply the stored update,
 // then the incoming one, into a fresh Yjs document and encode its state as
-// a v1 update), so every client converges on the same bytes.
+// a v1 update), so every client converges on the same bytes. That includes
+// the reference's corners: in rare cases (a pending struct re-ordered, a
+// formatting cleanup) merging a merged state again changes it, although
+// ports.CRDTMerger asks mergers to be idempotent; the same bytes as the
+// reference matter more, since clients converge with it.
 package yjsdoc
 
 import (
