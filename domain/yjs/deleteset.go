@@ -197,6 +197,10 @@ func (d *doc) applyDeleteSet(t *transaction, list []dsClient) ([]dsClient, error
 				i++
 			}
 			for i < len(l.s) {
+				// Overlapping ranges walk the same structs again: bounded.
+				if err := d.lim.step(1); err != nil {
+					return nil, err
+				}
 				s := l.s[i]
 				i++
 				if s.id.Clock >= end {

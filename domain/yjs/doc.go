@@ -226,6 +226,9 @@ func (d *doc) iterateStructs(t *transaction, l *structList, start, n uint64, f f
 		return err
 	}
 	for {
+		if err := d.lim.step(1); err != nil {
+			return err
+		}
 		s := l.s[i]
 		i++
 		if end < s.end() {
@@ -569,6 +572,9 @@ func (d *doc) tryGCDeleteSet(ds *deleteSet) error {
 				return err
 			}
 			for ; si < len(l.s) && l.s[si].id.Clock < end; si++ {
+				if err := d.lim.step(1); err != nil {
+					return err
+				}
 				if s := l.s[si]; s.kind == kindItem && s.deleted {
 					if err := d.gcItem(s, false); err != nil {
 						return err

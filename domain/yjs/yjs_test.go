@@ -162,6 +162,25 @@ func TestMergeBounds(t *testing.T) {
 	if _, err := Merge(nil, mustHex("0101010000"+"ffffffffffff3f"+"00"), Limits{}); !errors.Is(err, errClockRange) {
 		t.Errorf("clock bound: %v", err)
 	}
+	// Many delete ranges over the same structs: each walks them again.
+	many := []byte{0x01}
+	many = binaryAppendUvarint(many, 2000)
+	many = append(many, 0x07, 0x00) // client 7 from clock 0
+	for range 2000 {
+		many = append(many, refGC, 0x01)
+	}
+	many = append(many, 0x01, 0x07)
+	many = binaryAppendUvarint(many, 2000)
+	for range 2000 {
+		many = append(many, 0x00)
+		many = binaryAppendUvarint(many, 2000)
+	}
+	if _, err := Merge(nil, many, Limits{}); err != nil {
+		t.Fatalf("overlapping delete ranges within the default bound: %v", err)
+	}
+	if _, err := Merge(nil, many, Limits{MaxWork: 1_000_000}); !errors.Is(err, errTooMuchWork) {
+		t.Errorf("work bound: %v", err)
+	}
 	// A deep Any value.
 	deep := []byte{0x01, 0x01, 0x01, 0x00, 0x08, 0x01, 0x01, 0x61, 0x01}
 	for range maxValueDepth + 2 {
@@ -292,6 +311,12 @@ func TestV8SortReproducesAnInconsistentComparator(t *testing.T) {
 	if want := []int{2, 4, 3, 1, 5}; !equalInts(c, want) {
 		t.Fatalf("got %v want %v", c, want)
 	}
+}
+
+func binaryAppendUvarint(b []byte, v uint64) []byte {
+	var e encoder
+	e.varUint(v)
+	return append(b, e.buf...)
 }
 
 func equalInts(a, b []int) bool {
