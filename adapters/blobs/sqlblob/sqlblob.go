@@ -127,38 +127,7 @@ var blobObjects = []string{"sync_blobs", "sync_blob_uploads", "sync_blob_uploads
 // storage engine's migration holds (as the segment store does); a
 // database that has every object already takes no lock.
 func (s *Store) createTables(ctx context.Context) error {
-	if ok, err := s.haveTables(ctx); err != nil || ok {
-		return err
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if s.pg {
-		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock("+sqlstore.SchemaLockArgs+")", sqlstore.SchemaLockKey); err != nil {
-			return err
-		}
-	}
-	for _, q := range s.ddl() {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-func (s *Store) haveTables(ctx context.Context) (bool, error) {
-	var n int
-	var err error
-	if s.pg {
-		err = s.db.QueryRowContext(ctx, `SELECT count(*) FROM unnest($1::text[]) AS o(name) WHERE to_regclass(o.name) IS NOT NULL`,
-			blobObjects).Scan(&n)
-	} else {
-		err = s.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name IN (?, ?, ?, ?)`,
-			blobObjects[0], blobObjects[1], blobObjects[2], blobObjects[3]).Scan(&n)
-	}
-	return n == len(blobObjects), err
+	return sqlstore.CreateSideTables(ctx, s.db, s.pg, blobObjects, s.ddl())
 }
 
 func (s *Store) ddl() []string {

@@ -98,38 +98,7 @@ var leaseObjects = []string{"sync_leases", "sync_leases_by_id", "sync_lease_revo
 // storage engine's migration holds, as the other side stores do; a
 // database that has every object already takes no lock.
 func (s *Store) createTables(ctx context.Context) error {
-	if ok, err := s.haveTables(ctx); err != nil || ok {
-		return err
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if s.pg {
-		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock("+sqlstore.SchemaLockArgs+")", sqlstore.SchemaLockKey); err != nil {
-			return err
-		}
-	}
-	for _, q := range s.ddl() {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-func (s *Store) haveTables(ctx context.Context) (bool, error) {
-	var n int
-	var err error
-	if s.pg {
-		err = s.db.QueryRowContext(ctx, `SELECT count(*) FROM unnest($1::text[]) AS o(name) WHERE to_regclass(o.name) IS NOT NULL`,
-			leaseObjects).Scan(&n)
-	} else {
-		err = s.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name IN (?, ?, ?)`,
-			leaseObjects[0], leaseObjects[1], leaseObjects[2]).Scan(&n)
-	}
-	return n == len(leaseObjects), err
+	return sqlstore.CreateSideTables(ctx, s.db, s.pg, leaseObjects, s.ddl())
 }
 
 func (s *Store) ddl() []string {

@@ -79,39 +79,7 @@ var segmentObjects = []string{"sync_segments", "sync_segment_publications",
 // IMMEDIATE). A database that has every object already, as on any
 // restart, takes no lock: a node never waits behind another's migration.
 func (s *Store) createTables(ctx context.Context) error {
-	if ok, err := s.haveTables(ctx); err != nil || ok {
-		return err
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if s.pg {
-		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock("+sqlstore.SchemaLockArgs+")", sqlstore.SchemaLockKey); err != nil {
-			return err
-		}
-	}
-	for _, q := range s.ddl() {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-// haveTables reports whether every segment table and index exists.
-func (s *Store) haveTables(ctx context.Context) (bool, error) {
-	var n int
-	var err error
-	if s.pg {
-		err = s.db.QueryRowContext(ctx, `SELECT count(*) FROM unnest($1::text[]) AS o(name) WHERE to_regclass(o.name) IS NOT NULL`,
-			segmentObjects).Scan(&n)
-	} else {
-		err = s.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name IN (?, ?, ?, ?)`,
-			segmentObjects[0], segmentObjects[1], segmentObjects[2], segmentObjects[3]).Scan(&n)
-	}
-	return n == len(segmentObjects), err
+	return sqlstore.CreateSideTables(ctx, s.db, s.pg, segmentObjects, s.ddl())
 }
 
 func (s *Store) ddl() []string {
