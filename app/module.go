@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/dig"
@@ -359,6 +360,12 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		fx.Supply(cfg, info, log),
 		fx.WithLogger(FxLogger),
 		fx.StopTimeout(cfg.ShutdownDelay+cfg.ShutdownTimeout),
+		// Start hooks connect to the database and create the side stores'
+		// tables; on a busy PostgreSQL that can outlast fx's 15 s default,
+		// and a slow start beats a refused one (signals are relayed
+		// meanwhile; the schema migration itself runs in the readiness
+		// phases, not here).
+		fx.StartTimeout(startTimeout),
 		checksFirst,
 		CoreModule,
 		TracingModule,
@@ -376,6 +383,9 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		fx.Invoke(registerDrain),
 	)
 }
+
+// startTimeout bounds the start hooks (see Options).
+const startTimeout = 2 * time.Minute
 
 // Run starts the graph, waits for SIGINT or SIGTERM (or an internal
 // shutdown), stops gracefully and returns the process exit code.
