@@ -77,7 +77,7 @@ type RetentionParams struct {
 	fx.In
 	Config  config.Config
 	Log     *zap.Logger
-	Clock   ports.Clock
+	Clock   Clock
 	Metrics *Metrics
 	Store   ports.Storage `optional:"true"`
 }
@@ -124,7 +124,7 @@ func NewRetentionScheduler(p RetentionParams) (*retention.Scheduler, error) {
 			lag.Set(float64(most))
 		}
 	}
-	return retention.NewScheduler(pr, p.Config.Sync.PruneInterval, p.Log.Named("retention"), onPass), nil
+	return retention.NewScheduler(pr, p.Config.Sync.PruneInterval, p.Clock.Sleep, p.Log.Named("retention"), onPass), nil
 }
 
 // RetentionPolicy is the configured §4.6 policy.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/app/internal/periodic"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -177,83 +177,37 @@ func (s *Sweeper) SweepAll(ctx context.Context) ([]SweepResult, error) {
 
 // SleepFunc waits d or until ctx ends (returning its error): the app
 // clock's Sleep, so a test clock drives the scheduler.
-type SleepFunc func(ctx context.Context, d time.Duration) error
+type SleepFunc = periodic.SleepFunc
 
-// Scheduler runs SweepAll every interval in a goroutine.
+// Scheduler runs SweepAll every interval in a goroutine, on the app
+// clock.
 type Scheduler struct {
-	svc      *Sweeper
-	interval time.Duration
-	sleep    SleepFunc
-	log      *zap.Logger
-	onPass   func([]SweepResult, error)
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	*periodic.Loop
 }
 
 // NewScheduler returns a stopped scheduler sleeping on sleep; onPass
-// (optional) observes every pass.
+// (optional) observes every pass. Start and Stop are the loop's.
 func NewScheduler(svc *Sweeper, interval time.Duration, sleep SleepFunc, log *zap.Logger, onPass func([]SweepResult, error)) *Scheduler {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Scheduler{svc: svc, interval: interval, sleep: sleep, log: log, onPass: onPass}
-}
-
-// Start launches the loop (first pass after one interval) and returns at
-// once. Starting twice, or with no interval, is a no-op.
-func (s *Scheduler) Start() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil || s.interval <= 0 {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.done = cancel, make(chan struct{})
-	go s.loop(ctx, s.done)
-}
-
-// Stop ends the loop and waits for a running pass to return (or ctx).
-func (s *Scheduler) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.cancel, s.done = nil, nil
-	s.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (s *Scheduler) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	for {
-		if err := s.sleep(ctx, s.interval); err != nil {
-			return
-		}
-		res, err := s.svc.SweepAll(ctx)
+	return &Scheduler{periodic.New(interval, sleep, func(ctx context.Context) {
+		res, err := svc.SweepAll(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			s.log.Warn("blob sweep failed", zap.Error(err))
+			log.Warn("blob sweep failed", zap.Error(err))
 		}
 		deleted := 0
 		for _, r := range res {
 			deleted += r.Deleted
 		}
 		if deleted > 0 {
-			s.log.Info("swept orphan blobs", zap.Int("partitions", len(res)), zap.Int("deleted", deleted))
+			log.Info("swept orphan blobs", zap.Int("partitions", len(res)), zap.Int("deleted", deleted))
 		}
-		if s.onPass != nil {
-			s.onPass(res, err)
+		if onPass != nil {
+			onPass(res, err)
 		}
-	}
+	})}
 }

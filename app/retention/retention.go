@@ -11,11 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/app/internal/periodic"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -205,81 +205,32 @@ func (p *Pruner) PruneAll(ctx context.Context) ([]PartitionResult, error) {
 	return out, errors.Join(errs...)
 }
 
-// Scheduler runs PruneAll every interval in a goroutine.
+// Scheduler runs PruneAll every interval in a goroutine, on the app
+// clock.
 type Scheduler struct {
-	p        *Pruner
-	interval time.Duration
-	log      *zap.Logger
-	onPass   func([]PartitionResult, error)
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	*periodic.Loop
 }
 
-// NewScheduler returns a stopped scheduler; onPass (optional) observes
-// every pass.
-func NewScheduler(p *Pruner, interval time.Duration, log *zap.Logger, onPass func([]PartitionResult, error)) *Scheduler {
+// NewScheduler returns a stopped scheduler sleeping on sleep; onPass
+// (optional) observes every pass. Start and Stop are the loop's.
+func NewScheduler(p *Pruner, interval time.Duration, sleep periodic.SleepFunc, log *zap.Logger, onPass func([]PartitionResult, error)) *Scheduler {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Scheduler{p: p, interval: interval, log: log, onPass: onPass}
-}
-
-// Start launches the loop (first pass after one interval) and returns at
-// once. Starting twice is a no-op.
-func (s *Scheduler) Start() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil || s.interval <= 0 {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.done = cancel, make(chan struct{})
-	go s.loop(ctx, s.done)
-}
-
-// Stop ends the loop and waits for a running pass to return (or ctx).
-func (s *Scheduler) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.cancel, s.done = nil, nil
-	s.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (s *Scheduler) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		res, err := s.p.PruneAll(ctx)
+	return &Scheduler{periodic.New(interval, sleep, func(ctx context.Context) {
+		res, err := p.PruneAll(ctx)
 		if err != nil && ctx.Err() == nil {
-			s.log.Warn("prune pass failed", zap.Error(err))
+			log.Warn("prune pass failed", zap.Error(err))
 		}
 		var removed int64
 		for _, r := range res {
 			removed += r.RemovedCommits
 		}
 		if removed > 0 {
-			s.log.Info("pruned commit log", zap.Int("partitions", len(res)), zap.Int64("removed_commits", removed))
+			log.Info("pruned commit log", zap.Int("partitions", len(res)), zap.Int64("removed_commits", removed))
 		}
-		if s.onPass != nil {
-			s.onPass(res, err)
+		if onPass != nil {
+			onPass(res, err)
 		}
-	}
+	})}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/syncd-dev/syncd/adapters/clock"
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
 	"github.com/syncd-dev/syncd/app/retention"
 	"github.com/syncd-dev/syncd/domain/commit"
@@ -137,7 +138,7 @@ func TestSchedulerStartStop(t *testing.T) {
 	e := newEnv(t)
 	e.commits(t, 1500, e.now)
 	passes := make(chan []retention.PartitionResult, 10)
-	s := retention.NewScheduler(e.pruner(t), 5*time.Millisecond, nil, func(r []retention.PartitionResult, err error) {
+	s := retention.NewScheduler(e.pruner(t), 5*time.Millisecond, clock.Wall{}.Sleep, nil, func(r []retention.PartitionResult, err error) {
 		if err != nil {
 			t.Error(err)
 		}
