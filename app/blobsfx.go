@@ -155,6 +155,7 @@ type BlobServiceParams struct {
 	Store     ports.Storage     `optional:"true"`
 	Blobs     ports.BlobStore   `optional:"true"`
 	Signer    *signedurl.Signer `optional:"true"`
+	Events    ports.EventSink   `optional:"true"`
 }
 
 // NewBlobService builds the blob use case; nil without a blob store.
@@ -176,6 +177,7 @@ func NewBlobService(p BlobServiceParams) (*blobs.Service, error) {
 		URLTTL:      cfg.URLTTL,
 		OrphanGrace: cfg.OrphanGrace,
 		Metrics:     m,
+		Events:      p.Events,
 		Now:         p.Clock.Now,
 		Log:         p.Log.Named("blobs"),
 	}

@@ -368,6 +368,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		fx.StartTimeout(startTimeout),
 		checksFirst,
 		CoreModule,
+		EventsModule,
 		TracingModule,
 		AuthModule,
 		AdminModule,

@@ -79,7 +79,8 @@ type RetentionParams struct {
 	Log     *zap.Logger
 	Clock   Clock
 	Metrics *Metrics
-	Store   ports.Storage `optional:"true"`
+	Store   ports.Storage   `optional:"true"`
+	Events  ports.EventSink `optional:"true"`
 }
 
 // NewRetentionScheduler builds the prune scheduler; nil without storage or
@@ -88,7 +89,7 @@ func NewRetentionScheduler(p RetentionParams) (*retention.Scheduler, error) {
 	if p.Store == nil || p.Config.Sync.PruneInterval <= 0 {
 		return nil, nil
 	}
-	pr, err := retention.New(retention.Options{Store: p.Store, Policy: RetentionPolicy(p.Config), Log: p.Log.Named("retention"), Now: p.Clock.Now})
+	pr, err := retention.New(retention.Options{Store: p.Store, Policy: RetentionPolicy(p.Config), Events: p.Events, Log: p.Log.Named("retention"), Now: p.Clock.Now})
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,7 @@ type reactionRunnerParams struct {
 	Clock     ports.Clock
 	Store     ports.Storage           `optional:"true"`
 	Handlers  []ports.ReactionHandler `group:"syncd.reaction_handlers"`
+	Events    ports.EventSink         `optional:"true"`
 }
 
 // registerReactionRunner delivers reactions in the background when the
@@ -51,7 +52,7 @@ func registerReactionRunner(p reactionRunnerParams) error {
 		return errors.New("reaction handlers are registered but the storage cannot deliver reactions")
 	}
 	log := p.Log.Named("reactions")
-	r, err := reactions.New(reactions.Options{Queue: q, Handlers: p.Handlers, Log: log, Now: p.Clock.Now})
+	r, err := reactions.New(reactions.Options{Queue: q, Handlers: p.Handlers, Events: p.Events, Log: log, Now: p.Clock.Now})
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,7 @@ type RealtimeHubParams struct {
 	Metrics   *realtimeMetrics
 	Fanout    ports.Fanout         `optional:"true"`
 	Tracer    trace.TracerProvider `optional:"true"`
+	Events    ports.EventSink      `optional:"true"`
 }
 
 // NewRealtimeHub builds the hub; nil without storage or sync use case.
@@ -83,7 +84,7 @@ func NewRealtimeHub(p RealtimeHubParams) (*realtime.Hub, error) {
 		Heartbeat: rc.Heartbeat, IdleTimeout: rc.IdleTimeout, WriteTimeout: rc.WriteTimeout,
 		SendQueueBytes: rc.SendQueueBytes, MaxSockets: rc.MaxSockets, MaxSocketsPerActor: rc.MaxSocketsPerActor,
 		MaxPresenceBytes: rc.MaxPresenceBytes, PresenceLease: rc.PresenceLease, Fanout: p.Fanout,
-		Now: p.Clock.Now, Sleep: p.Clock.Sleep, Metrics: m, Log: p.Log.Named("realtime"), Tracer: tracingOn(p.Tracer),
+		Now: p.Clock.Now, Sleep: p.Clock.Sleep, Metrics: m, Events: p.Events, Log: p.Log.Named("realtime"), Tracer: tracingOn(p.Tracer),
 	})
 }
 

@@ -200,6 +200,7 @@ type SegmentServiceParams struct {
 	Store     ports.Storage      `optional:"true"`
 	Segments  ports.SegmentStore `optional:"true"`
 	Signer    *signedurl.Signer  `optional:"true"`
+	Events    ports.EventSink    `optional:"true"`
 }
 
 // NewSegmentService builds the download use case; nil without storage.
@@ -213,6 +214,7 @@ func NewSegmentService(p SegmentServiceParams) (*segments.Service, error) {
 		Resolver: p.Resolver,
 		Schema:   p.Readiness.Schema,
 		Signer:   p.Signer,
+		Events:   p.Events,
 		Log:      p.Log.Named("segments"),
 		Now:      p.Clock.Now,
 	})

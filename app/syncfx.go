@@ -138,6 +138,7 @@ type SyncServiceParams struct {
 	Metrics         *Metrics                 `optional:"true"`
 	Pull            *pull.Service            `optional:"true"`
 	Leases          *leases.Service          `optional:"true"`
+	Events          ports.EventSink          `optional:"true"`
 }
 
 // NewSyncService builds the sync use case; nil without storage.
@@ -170,6 +171,7 @@ func NewSyncService(p SyncServiceParams) (*syncsvc.Service, error) {
 		Listeners:       p.Listeners,
 		Pull:            p.Pull,
 		Leases:          p.Leases,
+		Events:          p.Events,
 		MinWireVersion:  uint16(p.Config.Sync.MinWireVersion),
 		MaxOperations:   p.Config.Sync.MaxOperations,
 		Limits:          p.Config.Limits.Domain(),

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -36,6 +37,28 @@ type SegmentService interface {
 	Open(ctx context.Context, p ports.SegmentPublication) (io.ReadCloser, int64, error)
 }
 
+// SegmentDownload is one authorized download as the endpoint answered it.
+type SegmentDownload struct {
+	Publication ports.SegmentPublication
+	// Identity is the authenticated caller (zero for a signed URL).
+	Identity    ports.Identity
+	Signed      bool
+	NotModified bool
+	// Status is the answer's HTTP status (a read failure before the first
+	// byte is a 500); Encoding the body's content coding; Bytes the body's
+	// length as written (compressed when encoded).
+	Status   int
+	Encoding Encoding
+	Bytes    int64
+	Elapsed  time.Duration
+}
+
+// SegmentDownloadObserver is implemented by a SegmentService that wants
+// to hear of every authorized download once it was answered.
+type SegmentDownloadObserver interface {
+	SegmentDownloaded(ctx context.Context, d SegmentDownload)
+}
+
 // SegmentEndpoint serves GET <mount>/segments/{segmentId} (SPEC §5.5):
 //
 //   - with a signed-URL token (?st=), the token is the whole grant: no host
@@ -51,18 +74,20 @@ func (t *Transport) SegmentEndpoint(auth ports.Authenticator, svc SegmentService
 	if log == nil {
 		log = zap.NewNop()
 	}
+	obs, _ := svc.(SegmentDownloadObserver)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue(PathSegmentID)
 		var (
 			pub    ports.SegmentPublication
 			err    error
 			signed bool
+			ident  ports.Identity
 		)
+		began := t.now()
 		if q := r.URL.Query(); q.Has(ParamSignedToken) {
 			signed = true
 			pub, err = svc.AuthorizeSigned(r.Context(), id, q.Get(ParamSignedToken))
 		} else {
-			var ident ports.Identity
 			r, ident, err = Authenticate(r, auth, t.limits)
 			if err == nil {
 				pub, err = svc.AuthorizeDirect(r.Context(), ident, id, []byte(strings.Join(r.Header.Values(HeaderScopes), ",")))
@@ -72,6 +97,15 @@ func (t *Transport) SegmentEndpoint(auth ports.Authenticator, svc SegmentService
 			logSegmentRefusal(log, err)
 			WriteError(w, err)
 			return
+		}
+		if obs != nil {
+			dl := &SegmentDownload{Publication: pub, Identity: ident, Signed: signed}
+			w = &countingWriter{ResponseWriter: w, dl: dl}
+			defer func() {
+				dl.NotModified = dl.Status == http.StatusNotModified
+				dl.Elapsed = t.now().Sub(began)
+				obs.SegmentDownloaded(r.Context(), *dl)
+			}()
 		}
 		h := w.Header()
 		etag := `"` + pub.SegmentID + `"`
@@ -217,6 +251,36 @@ func etagMatches(values []string, id string) bool {
 
 // varyWriter sends the segment Vary list as one header line: the encoded
 // response adds Accept-Encoding itself when it commits.
+// countingWriter records a download's status, content coding and body
+// length for its observer.
+type countingWriter struct {
+	http.ResponseWriter
+	dl *SegmentDownload
+}
+
+func (c *countingWriter) WriteHeader(status int) {
+	if c.dl.Status == 0 {
+		c.dl.Status = status
+		c.dl.Encoding = Encoding(c.Header().Get("Content-Encoding"))
+		if c.dl.Encoding == "" {
+			c.dl.Encoding = EncodingIdentity
+		}
+	}
+	c.ResponseWriter.WriteHeader(status)
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.dl.Status == 0 {
+		c.WriteHeader(http.StatusOK)
+	}
+	n, err := c.ResponseWriter.Write(p)
+	c.dl.Bytes += int64(n)
+	return n, err
+}
+
+// Unwrap exposes the underlying writer to http.ResponseController.
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
 type varyWriter struct {
 	http.ResponseWriter
 }

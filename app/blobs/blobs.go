@@ -96,6 +96,8 @@ type Options struct {
 	OrphanGrace time.Duration
 	SweepPage   int
 	Metrics     Metrics
+	// Events, when set, hears the orphan sweep (domain/event).
+	Events ports.EventSink
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	Log *zap.Logger
@@ -134,7 +136,7 @@ func New(o Options) (*Service, error) {
 	if o.Metrics == nil {
 		o.Metrics = noMetrics{}
 	}
-	sw, err := NewSweeper(SweepOptions{Blobs: o.Blobs, Storage: o.Storage, OrphanGrace: o.OrphanGrace, Page: o.SweepPage, Metrics: o.Metrics, Now: o.Now})
+	sw, err := NewSweeper(SweepOptions{Blobs: o.Blobs, Storage: o.Storage, OrphanGrace: o.OrphanGrace, Page: o.SweepPage, Metrics: o.Metrics, Events: o.Events, Now: o.Now})
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/app/internal/periodic"
+	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -29,6 +30,9 @@ type SweepOptions struct {
 	// Page is the candidates one claim takes (default DefaultSweepPage).
 	Page    int
 	Metrics Metrics
+	// Events, when set, hears every partition's sweep that claimed a
+	// blob or failed (domain/event).
+	Events ports.EventSink
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -83,9 +87,18 @@ type SweepResult struct {
 // An upload of a blob between its claim and its deletion is answered as
 // stored but the blob then goes: the push referencing it gets
 // blob.not_found and the client uploads it again (SPEC §5.9.6 recovery).
-func (s *Sweeper) SweepPartition(ctx context.Context, partition string) (SweepResult, error) {
-	res := SweepResult{Partition: partition}
+func (s *Sweeper) SweepPartition(ctx context.Context, partition string) (res SweepResult, err error) {
+	res = SweepResult{Partition: partition}
 	defer func() { s.o.Metrics.Swept(res) }()
+	if s.o.Events != nil {
+		began := s.o.Now()
+		defer func() {
+			if res.Claimed > 0 || err != nil {
+				s.o.Events.Emit(event.BlobSwept{Partition: partition, Claimed: int64(res.Claimed), Deleted: int64(res.Deleted),
+					Code: event.CodeOf(err), Duration: s.o.Now().Sub(began)})
+			}
+		}()
+	}
 	left, err := s.o.Storage.ListBlobClaims(ctx, partition)
 	if err != nil {
 		return res, fmt.Errorf("read blob claims: %w", err)

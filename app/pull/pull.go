@@ -293,6 +293,19 @@ func (k sectionKind) String() string {
 	return "incremental"
 }
 
+func (v *Served) count(k sectionKind) {
+	switch k {
+	case kindRevoked:
+		v.Revoked++
+	case kindReset:
+		v.Reset++
+	case kindBootstrap:
+		v.Bootstrap++
+	default:
+		v.Incremental++
+	}
+}
+
 type plan struct {
 	sub       *ssp2.Subscription
 	table     *schema.Table
@@ -417,6 +430,7 @@ func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
 			return err
 		}
 		s.o.Metrics.section(p.kind)
+		out.served.count(p.kind)
 	}
 	if out.Spilled() {
 		s.o.Metrics.spilled()
@@ -534,6 +548,7 @@ func (s *Service) incremental(e *emitter, p *plan, lim Limits, b ports.LogBounds
 		}
 	}
 	s.o.Metrics.commits(n)
+	e.out.served.Commits += n
 	if total <= lim.Commits && n == len(p.commits) {
 		p.nextCursor = max(p.sub.Cursor, b.MaxSeq)
 	} else {

@@ -34,6 +34,23 @@ type Spool struct {
 	client *ports.ClientRecord
 	// gate is a serve gate read after the pull's last read (nil: none).
 	gate *checkpoint.ServeGate
+	// served counts what the pull wrote, for its event.
+	served Served
+}
+
+// Served summarizes the sections a pull wrote into the spool.
+type Served struct {
+	Incremental, Bootstrap, Reset, Revoked int
+	// Commits counts the COMMIT frames of incremental sections.
+	Commits int
+}
+
+// Served returns what the pull wrote (zero for a nil spool).
+func (s *Spool) Served() Served {
+	if s == nil {
+		return Served{}
+	}
+	return s.served
 }
 
 // VerifiedGate returns the serve gate the pull read after all its other

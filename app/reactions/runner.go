@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -43,7 +44,10 @@ type Options struct {
 	Now            func() time.Time
 	// NewOwner mints lease-owner tokens (default: 128 random bits).
 	NewOwner func() string
-	Log      *zap.Logger
+	// Events, when set, hears every reaction's transition after a
+	// delivery attempt (domain/event).
+	Events ports.EventSink
+	Log    *zap.Logger
 }
 
 // Runner runs reaction passes.
@@ -147,6 +151,7 @@ func (r *Runner) deliver(ctx context.Context, partition, owner string, rec ports
 	log := r.o.Log.With(zap.String("partition", partition), zap.String("reaction_type", rec.Type),
 		zap.String("idempotency_key", rec.IdempotencyKey), zap.Int("attempt", rec.Attempts))
 	h := r.handlers[rec.Type]
+	began := r.o.Now()
 	var herr error
 	if h == nil {
 		herr = &ports.ReactionError{Code: CodeNoHandler, Permanent: true}
@@ -168,8 +173,10 @@ func (r *Runner) deliver(ctx context.Context, partition, owner string, rec ports
 		}
 		if ok {
 			log.Debug("reaction completed")
+			r.transition(partition, rec, event.ReactionCompleted, "", 0, now.Sub(began))
 		} else {
 			log.Warn("reaction completed after its lease was lost; another worker may run it again")
+			r.transition(partition, rec, event.ReactionLeaseLost, "", 0, now.Sub(began))
 		}
 		return nil
 	}
@@ -205,8 +212,19 @@ func (r *Runner) deliver(ctx context.Context, partition, owner string, rec ports
 	}
 	if retry {
 		log.Info("reaction failed; retrying", zap.String("code", code), zap.Int64("retry_at_ms", f.RetryAtMs))
+		r.transition(partition, rec, event.ReactionRetrying, code, f.RetryAtMs, now.Sub(began))
 	} else {
 		log.Warn("reaction dead-lettered", zap.String("code", code))
+		r.transition(partition, rec, event.ReactionDeadLettered, code, 0, now.Sub(began))
 	}
 	return nil
+}
+
+// transition emits a delivered reaction's move.
+func (r *Runner) transition(partition string, rec ports.StoredReaction, to event.ReactionState, code string, retryAtMs int64, took time.Duration) {
+	if r.o.Events == nil {
+		return
+	}
+	r.o.Events.Emit(event.ReactionTransitioned{Partition: partition, ReactionType: rec.Type, IdempotencyKey: rec.IdempotencyKey,
+		Attempt: int64(rec.Attempts), MaxAttempts: int64(rec.MaxAttempts), To: to, Code: code, RetryAtMs: retryAtMs, Duration: took})
 }

@@ -129,7 +129,10 @@ type Options struct {
 	PresenceLease time.Duration
 	// Metrics, when set, hears the channel's events.
 	Metrics Metrics
-	Log     *zap.Logger
+	// Events, when set, hears every socket connect and disconnect
+	// (domain/event).
+	Events ports.EventSink
+	Log    *zap.Logger
 	// Tracer, when set, puts every socket round in a span (tracing.go).
 	Tracer trace.TracerProvider
 }

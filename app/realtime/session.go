@@ -10,6 +10,7 @@ import (
 
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/domain/realtime"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -52,6 +53,8 @@ type Session struct {
 	roundActive bool
 	conn        ports.RealtimeConn
 	closing     bool
+	// closeCode is the code the socket was closed with (first shutdown).
+	closeCode int
 
 	// Presence state, guarded by hub.pres.mu: the scope keys held (the
 	// grant), set once hello is queued (pactive) and dropped at the end.
@@ -113,6 +116,18 @@ func (s *Session) Run(ctx context.Context, c ports.RealtimeConn) {
 		return
 	}
 	s.out.control(text, "")
+	if ev := s.hub.o.Events; ev != nil {
+		who := event.Who{Partition: s.id.Partition, ActorID: s.id.ActorID, ClientID: s.clientID}
+		ev.Emit(event.RealtimeConnected{Who: who, SessionID: s.sessionID})
+		began := s.hub.o.Now()
+		defer func() {
+			s.mu.Lock()
+			code := s.closeCode
+			s.mu.Unlock()
+			ev.Emit(event.RealtimeDisconnected{Who: who, SessionID: s.sessionID, CloseCode: int64(code),
+				Duration: s.hub.o.Now().Sub(began)})
+		}()
+	}
 	s.hub.presenceStart(s)
 	defer s.hub.presenceEnd(s)
 	var wg sync.WaitGroup
@@ -138,6 +153,7 @@ func (s *Session) shutdown(code int, reason string) {
 		return
 	}
 	s.closing = true
+	s.closeCode = code
 	c := s.conn
 	s.mu.Unlock()
 	if c != nil {
@@ -332,7 +348,7 @@ func (s *Session) round(ctx context.Context, msg []byte) {
 	}
 	var resp *syncsvc.Response
 	if err == nil {
-		resp, err = s.hub.o.Rounds.Handle(ctx, s.id, msg)
+		resp, err = s.hub.o.Rounds.Handle(syncsvc.WithTransport(ctx, event.TransportRealtime), s.id, msg)
 	}
 	failed := err != nil
 	if err != nil {

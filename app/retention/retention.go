@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/app/internal/periodic"
+	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -89,6 +90,7 @@ type Pruner struct {
 	policy Policy
 	now    func() time.Time
 	log    *zap.Logger
+	events ports.EventSink
 }
 
 // Options configure a Pruner.
@@ -99,8 +101,11 @@ type Options struct {
 	// (zero included). Only conformance hosts set it: a production
 	// server must keep the §4.6 minimums.
 	Unfloored bool
-	Now       func() time.Time
-	Log       *zap.Logger
+	// Events, when set, hears every partition's completed pass
+	// (domain/event).
+	Events ports.EventSink
+	Now    func() time.Time
+	Log    *zap.Logger
 }
 
 // New builds a Pruner (the policy is normalized).
@@ -118,7 +123,7 @@ func New(o Options) (*Pruner, error) {
 	if !o.Unfloored {
 		policy = policy.Normalize()
 	}
-	return &Pruner{store: o.Store, policy: policy, now: o.Now, log: o.Log}, nil
+	return &Pruner{store: o.Store, policy: policy, now: o.Now, log: o.Log, events: o.Events}, nil
 }
 
 // PartitionResult is one partition's pass.
@@ -175,6 +180,10 @@ func (p *Pruner) PrunePartition(ctx context.Context, partition string) (Partitio
 		return res, fmt.Errorf("prune %q through %d: %w", partition, through, err)
 	}
 	res.PruneResult = pr
+	if p.events != nil {
+		p.events.Emit(event.PruneCompleted{Partition: partition, PreviousHorizonSeq: pr.PreviousHorizonSeq,
+			HorizonSeq: pr.HorizonSeq, RemovedCommits: pr.RemovedCommits, Lag: res.Lag, Duration: p.now().Sub(now)})
+	}
 	return res, nil
 }
 

@@ -14,13 +14,16 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/domain/canonjson"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
+	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/signedurl"
@@ -44,6 +47,9 @@ type Options struct {
 	Schema func() *schema.Schema
 	// Signer verifies signed URLs; nil refuses every signed-URL request.
 	Signer *signedurl.Signer
+	// Events, when set, hears every download answered and every failed
+	// scope resolution (domain/event).
+	Events ports.EventSink
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	Log *zap.Logger
@@ -112,6 +118,10 @@ func (s *Service) AuthorizeDirect(ctx context.Context, id ports.Identity, segmen
 	}
 	allowed, err := s.o.Resolver.ResolveScopes(ctx, ports.ScopeRequest{Partition: id.Partition, ActorID: id.ActorID})
 	if err != nil {
+		if s.o.Events != nil {
+			s.o.Events.Emit(event.ScopeResolutionFailed{Who: event.Who{Partition: id.Partition, ActorID: id.ActorID},
+				Operation: event.OperationSegment, Outage: ports.IsResolverOutage(err), Code: event.CodeOf(forbiddenOr(err))})
+		}
 		var se *syncerr.Error
 		if errors.As(err, &se) {
 			return ports.SegmentPublication{}, err
@@ -128,6 +138,15 @@ func (s *Service) AuthorizeDirect(ctx context.Context, id ports.Identity, segmen
 		return ports.SegmentPublication{}, forbidden("requested scopes are revoked")
 	}
 	return s.choose(ctx, id.Partition, mine, out.Effective.Digest())
+}
+
+// forbiddenOr is the error a failed resolution answers the download with.
+func forbiddenOr(err error) error {
+	var se *syncerr.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	return forbidden("")
 }
 
 // validateRequestedLoose applies the table-independent requested-scope
@@ -249,4 +268,20 @@ func (s *Service) choose(ctx context.Context, partition string, live []ports.Seg
 // Authorize method returned).
 func (s *Service) Open(ctx context.Context, p ports.SegmentPublication) (io.ReadCloser, int64, error) {
 	return s.o.Segments.Open(ctx, p.SegmentID)
+}
+
+// SegmentDownloaded implements httpapi.SegmentDownloadObserver: the
+// download's event.
+func (s *Service) SegmentDownloaded(_ context.Context, d httpapi.SegmentDownload) {
+	if s.o.Events == nil {
+		return
+	}
+	e := event.SegmentDownloaded{
+		Partition: d.Publication.Partition, ActorID: d.Identity.ActorID, SegmentID: d.Publication.SegmentID,
+		Signed: d.Signed, NotModified: d.NotModified, Encoding: string(d.Encoding), Bytes: d.Bytes, Duration: d.Elapsed,
+	}
+	if d.Status >= http.StatusInternalServerError {
+		e.Code = string(syncerr.InternalError)
+	}
+	s.o.Events.Emit(e)
 }

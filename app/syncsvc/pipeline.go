@@ -11,6 +11,7 @@ import (
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -56,7 +57,33 @@ func (s *Service) pushCommit(ctx context.Context, rq *request, pc *ssp2.PushComm
 	if err == nil && s.o.Observe != nil {
 		s.o.Observe(observation(o, len(pc.Operations)))
 	}
+	if err == nil && s.o.Events != nil {
+		s.o.Events.Emit(commitEvent(rq, pc, o))
+	}
 	return o, err
+}
+
+// commitEvent is the event of one commit's answer: applied (or cached),
+// conflicted, or rejected with its terminating record's code.
+func commitEvent(rq *request, pc *ssp2.PushCommit, o outcome) event.Event {
+	who := event.Who{Partition: rq.id.Partition, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID}
+	ops := int64(len(pc.Operations))
+	r := o.result
+	switch r.Status {
+	case ssp2.PushApplied, ssp2.PushCached:
+		return event.PushApplied{Who: who, ClientCommitID: pc.ClientCommitID, CommitSeq: r.CommitSeq,
+			Operations: ops, Changes: int64(o.changes), Replay: o.replayed}
+	}
+	var term ssp2.OpResult
+	if len(r.Results) > 0 {
+		term = r.Results[0]
+	}
+	if term.Status == ssp2.OpConflict {
+		return event.PushConflicted{Who: who, ClientCommitID: pc.ClientCommitID, Operations: ops,
+			OpIndex: int64(term.OpIndex), Code: term.Code, ServerVersion: term.ServerVersion, Replay: o.replayed}
+	}
+	return event.PushRejected{Who: who, ClientCommitID: pc.ClientCommitID, Operations: ops,
+		OpIndex: int64(term.OpIndex), Code: term.Code, Retryable: term.Retryable, Replay: o.replayed}
 }
 
 // CommitObservation summarizes one commit's answer for metrics.
@@ -145,6 +172,9 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 	})
 	if err != nil {
 		return outcome{}, err
+	}
+	if applied != nil {
+		out.changes = len(applied.Changes)
 	}
 	if applied != nil && len(applied.Changes) > 0 {
 		for _, l := range s.o.Listeners {

@@ -22,6 +22,10 @@ const storedEpoch = "stored-result"
 type outcome struct {
 	result  *ssp2.PushResult
 	details *ssp2.PushResultDetails
+	// replayed: answered from an idempotency record (or its cache miss);
+	// changes: the changes this delivery appended. Neither is stored.
+	replayed bool
+	changes  int
 }
 
 func encodeStored(o outcome) ([]byte, error) {
@@ -79,11 +83,11 @@ func decodeStored(b []byte, clientCommitID string) (outcome, error) {
 func replay(b []byte, clientCommitID string) outcome {
 	o, err := decodeStored(b, clientCommitID)
 	if err != nil {
-		return cacheMiss(clientCommitID)
-	}
-	if o.result.Status == ssp2.PushApplied {
+		o = cacheMiss(clientCommitID)
+	} else if o.result.Status == ssp2.PushApplied {
 		o.result.Status = ssp2.PushCached
 	}
+	o.replayed = true
 	return o
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/syncd-dev/syncd/app/leases"
 	pullsvc "github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/domain/limits"
 	"github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
@@ -81,6 +82,10 @@ type Options struct {
 	// Pull serves PULL_HEADER and its subscriptions; nil refuses pulls
 	// with sync.internal_error (a server assembled without it is broken).
 	Pull *pullsvc.Service
+	// Events hears every request handled, commit answered, pull served
+	// and scope resolution failed (domain/event); nil: nothing listens,
+	// and no event is built.
+	Events ports.EventSink
 
 	// MinWireVersion is the oldest admitted wire version (2 or 3; 0 → 3).
 	MinWireVersion uint16
@@ -217,9 +222,47 @@ func (r *Response) Release() {
 // completely before it is returned, after the serve gate was read again
 // (0.24's buffered read-verify), so no byte escapes past a gate refusal.
 func (s *Service) Handle(ctx context.Context, id ports.Identity, body []byte) (*Response, error) {
+	if s.o.Events == nil {
+		resp, _, err := s.handle(ctx, id, body)
+		return resp, err
+	}
+	began := s.o.Now()
+	resp, rq, err := s.handle(ctx, id, body)
+	e := event.RequestHandled{Who: event.Who{Partition: id.Partition, ActorID: id.ActorID},
+		Transport: transportOf(ctx), Code: event.CodeOf(err)}
+	if rq != nil {
+		e.WireVersion, e.Commits, e.Subscriptions = int64(rq.wire), int64(len(rq.commits)), int64(len(rq.subs))
+		if rq.hdr != nil {
+			e.ClientID = rq.hdr.ClientID
+		}
+	}
+	e.Duration = s.o.Now().Sub(began)
+	s.o.Events.Emit(e)
+	return resp, err
+}
+
+// transportKey marks a context whose request arrived on a binding other
+// than POST /sync.
+type transportKey struct{}
+
+// WithTransport marks ctx as carrying a request of transport t (a socket
+// round), for the request's event.
+func WithTransport(ctx context.Context, t event.Transport) context.Context {
+	return context.WithValue(ctx, transportKey{}, t)
+}
+
+func transportOf(ctx context.Context) event.Transport {
+	if t, ok := ctx.Value(transportKey{}).(event.Transport); ok {
+		return t
+	}
+	return event.TransportHTTP
+}
+
+// handle is Handle; rq is the decoded request once there is one.
+func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) (*Response, *request, error) {
 	sch := s.o.Schema()
 	if sch == nil {
-		return nil, syncerr.Newf(syncerr.SchemaNotReady, "schema not compiled yet")
+		return nil, nil, syncerr.Newf(syncerr.SchemaNotReady, "schema not compiled yet")
 	}
 	msg, err := ssp2.DecodeWith(body, ssp2.DecodeOptions{
 		Versions:        s.versions,
@@ -227,10 +270,10 @@ func (s *Service) Handle(ctx context.Context, id ports.Identity, body []byte) (*
 		MaxMessageBytes: s.o.MaxMessageBytes,
 	})
 	if err != nil {
-		return nil, asRequestError(s.refuseVersion(err), syncerr.InvalidRequest)
+		return nil, nil, asRequestError(s.refuseVersion(err), syncerr.InvalidRequest)
 	}
 	if msg.Kind != ssp2.KindRequest {
-		return nil, syncerr.Newf(syncerr.InvalidRequest, "message kind %s is not a request", msg.Kind)
+		return nil, nil, syncerr.Newf(syncerr.InvalidRequest, "message kind %s is not a request", msg.Kind)
 	}
 	rq := &request{s: s, sch: sch, id: id, wire: msg.WireVersion, now: s.o.Now()}
 	var pull bool
@@ -249,15 +292,16 @@ func (s *Service) Handle(ctx context.Context, id ports.Identity, body []byte) (*
 		}
 	}
 	if rq.hdr == nil {
-		return nil, syncerr.Newf(syncerr.InvalidRequest, "request without REQ_HEADER")
+		return nil, rq, syncerr.Newf(syncerr.InvalidRequest, "request without REQ_HEADER")
 	}
 	// Host limits on ids and shape, before any storage work: an overlong
 	// id must not reach a lookup, and the subscription count bounds the
 	// pull's planning.
 	if err := s.o.Limits.Request(rq.hdr, rq.commits, rq.subs); err != nil {
-		return nil, err
+		return nil, rq, err
 	}
-	return s.serve(ctx, rq, pull)
+	resp, err := s.serve(ctx, rq, pull)
+	return resp, rq, err
 }
 
 type request struct {
@@ -418,11 +462,15 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	}
 	// Pull sections after the pushes, built completely into a bounded
 	// buffer (memory, then a temporary file) before the gate re-read.
+	var pullBegan time.Time
 	if rq.pullHdr != nil {
 		if !rq.bound {
 			if err := s.bindForPull(ctx, rq); err != nil {
 				return nil, err
 			}
+		}
+		if s.o.Events != nil {
+			pullBegan = s.o.Now()
 		}
 		resp.Sections = s.o.Pull.NewSpool()
 		preq := pullsvc.Request{
@@ -486,8 +534,22 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 			resp.Release()
 			return nil, err
 		}
+		if s.o.Events != nil {
+			s.pullServed(rq, resp.Sections, pullBegan)
+		}
 	}
 	return resp, nil
+}
+
+// pullServed emits the pull's event once its response is to be sent.
+func (s *Service) pullServed(rq *request, sp *pullsvc.Spool, began time.Time) {
+	v := sp.Served()
+	s.o.Events.Emit(event.PullServed{
+		Who:           event.Who{Partition: rq.id.Partition, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID},
+		Subscriptions: int64(len(rq.subs)),
+		Incremental:   int64(v.Incremental), Bootstrap: int64(v.Bootstrap), Reset: int64(v.Reset), Revoked: int64(v.Revoked),
+		Commits: int64(v.Commits), Bytes: sp.Len(), Duration: s.o.Now().Sub(began),
+	})
 }
 
 // bindForPull binds a client id first used by this request's pull (the
@@ -508,10 +570,12 @@ func (s *Service) resolve(ctx context.Context, rq *request) error {
 		Partition: rq.id.Partition, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID,
 	}, rq.sch.ScopeVariables())
 	if err != nil {
-		if ports.IsResolverOutage(err) {
+		outage := ports.IsResolverOutage(err)
+		if outage {
 			s.log.Info("scope resolver outage not served from an auth lease", httpapi.RequestIDField(ctx),
 				zap.String("partition", rq.id.Partition), zap.String("client_id", rq.hdr.ClientID), zap.Error(err))
 		}
+		s.resolutionFailed(rq, outage, event.CodeOf(err))
 		return err
 	}
 	switch res.Outcome {
@@ -520,11 +584,24 @@ func (s *Service) resolve(ctx context.Context, rq *request) error {
 		// subscription revoked.
 		s.log.Warn("scope resolver failed; writes of this request are forbidden",
 			httpapi.RequestIDField(ctx), zap.String("partition", rq.id.Partition), zap.Error(res.Cause))
+		s.resolutionFailed(rq, false, "")
 	case leases.Live:
 		rq.live = true
 	}
 	rq.res = res.Scopes
 	return nil
+}
+
+// resolutionFailed emits the request's failed scope resolution: code is
+// what the request was refused with ("" when it went on fail closed).
+func (s *Service) resolutionFailed(rq *request, outage bool, code string) {
+	if s.o.Events == nil {
+		return
+	}
+	s.o.Events.Emit(event.ScopeResolutionFailed{
+		Who:       event.Who{Partition: rq.id.Partition, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID},
+		Operation: event.OperationSync, Outage: outage, Code: code,
+	})
 }
 
 // issueLease issues or refreshes the client's auth lease after a
