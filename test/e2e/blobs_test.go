@@ -74,7 +74,7 @@ type blobServer struct {
 	store ports.BlobStore
 }
 
-func startBlobs(t *testing.T, e engine, clk app.Clock, cfg func(*config.Config)) *blobServer {
+func startBlobs(t *testing.T, e engine, clk app.Clock, cfg func(*config.Config), more ...fx.Option) *blobServer {
 	t.Helper()
 	bs := &blobServer{}
 	// The harness wraps the engine, which hides its database handles from
@@ -95,7 +95,7 @@ func startBlobs(t *testing.T, e engine, clk app.Clock, cfg func(*config.Config))
 		})
 		return bs.store, err
 	})
-	extra := []fx.Option{deco, fx.Populate(&bs.svc)}
+	extra := append([]fx.Option{deco, fx.Populate(&bs.svc)}, more...)
 	if clk != nil {
 		extra = append(extra, fx.Decorate(func(app.Clock) app.Clock { return clk }))
 	}

@@ -40,8 +40,8 @@ type segServer struct {
 }
 
 // startSegments starts a server with the in-database segment store over
-// the test engine.
-func startSegments(t *testing.T, e engine, cfg func(*config.Config)) *segServer {
+// the test engine (and the extra graph options).
+func startSegments(t *testing.T, e engine, cfg func(*config.Config), extra ...fx.Option) *segServer {
 	t.Helper()
 	ss := &segServer{}
 	var once sync.Once
@@ -60,7 +60,7 @@ func startSegments(t *testing.T, e engine, cfg func(*config.Config)) *segServer 
 		})
 		return ss.segs, err
 	})
-	ss.server = start(t, e, serverOpts{extra: []fx.Option{deco}, config: cfg})
+	ss.server = start(t, e, serverOpts{extra: append([]fx.Option{deco}, extra...), config: cfg})
 	ss.base = strings.TrimSuffix(ss.url, "/sync")
 	if ss.segs == nil {
 		t.Fatal("the segment store decorator did not run")
