@@ -57,6 +57,9 @@ type SegmentDownload struct {
 // to hear of every authorized download once it was answered.
 type SegmentDownloadObserver interface {
 	SegmentDownloaded(ctx context.Context, d SegmentDownload)
+	// ObservingDownloads reports whether anything listens; when not, the
+	// endpoint keeps no record of its downloads.
+	ObservingDownloads() bool
 }
 
 // SegmentEndpoint serves GET <mount>/segments/{segmentId} (SPEC §5.5):
@@ -75,6 +78,9 @@ func (t *Transport) SegmentEndpoint(auth ports.Authenticator, svc SegmentService
 		log = zap.NewNop()
 	}
 	obs, _ := svc.(SegmentDownloadObserver)
+	if obs != nil && !obs.ObservingDownloads() {
+		obs = nil
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue(PathSegmentID)
 		var (

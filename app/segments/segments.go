@@ -270,6 +270,12 @@ func (s *Service) Open(ctx context.Context, p ports.SegmentPublication) (io.Read
 	return s.o.Segments.Open(ctx, p.SegmentID)
 }
 
+var _ httpapi.SegmentDownloadObserver = (*Service)(nil)
+
+// ObservingDownloads implements httpapi.SegmentDownloadObserver: only a
+// service with an event sink records downloads.
+func (s *Service) ObservingDownloads() bool { return s.o.Events != nil }
+
 // SegmentDownloaded implements httpapi.SegmentDownloadObserver: the
 // download's event.
 func (s *Service) SegmentDownloaded(_ context.Context, d httpapi.SegmentDownload) {

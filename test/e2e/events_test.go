@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -223,6 +224,25 @@ func TestEventsOfSegmentDownloads(t *testing.T) {
 		}
 		if n != st.SegmentDownloads {
 			t.Fatalf("%d download events for the client's %d downloads", n, st.SegmentDownloads)
+		}
+		// A revalidation answered 304 is a download event too.
+		first := waitEvent(t, h, func(e event.SegmentDownloaded) bool { return true })
+		req, _ := http.NewRequest(http.MethodGet, s.base+"/segments/"+first.SegmentID, nil)
+		req.Header.Set("X-Syncd-Actor", "alice")
+		req.Header.Set("X-Syncd-Partition", "seg")
+		req.Header.Set("X-Syncular-Scopes", `{"owner":["alice"]}`)
+		req.Header.Set("If-None-Match", `"`+first.SegmentID+`"`)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotModified {
+			t.Fatalf("revalidation answered %d", resp.StatusCode)
+		}
+		nm := waitEvent(t, h, func(e event.SegmentDownloaded) bool { return e.NotModified })
+		if nm.SegmentID != first.SegmentID || nm.Bytes != 0 {
+			t.Fatalf("not modified %+v", nm)
 		}
 		waitEvent(t, h, func(e event.PullServed) bool { return e.Partition == "seg" && e.Bootstrap == 1 })
 	})
