@@ -575,7 +575,7 @@ func (s *Service) resolve(ctx context.Context, rq *request) error {
 			s.log.Info("scope resolver outage not served from an auth lease", httpapi.RequestIDField(ctx),
 				zap.String("partition", rq.id.Partition), zap.String("client_id", rq.hdr.ClientID), zap.Error(err))
 		}
-		s.resolutionFailed(rq, outage, event.CodeOf(err))
+		s.resolutionFailed(rq, outage, false, event.CodeOf(err))
 		return err
 	}
 	switch res.Outcome {
@@ -584,7 +584,10 @@ func (s *Service) resolve(ctx context.Context, rq *request) error {
 		// subscription revoked.
 		s.log.Warn("scope resolver failed; writes of this request are forbidden",
 			httpapi.RequestIDField(ctx), zap.String("partition", rq.id.Partition), zap.Error(res.Cause))
-		s.resolutionFailed(rq, false, "")
+		s.resolutionFailed(rq, false, false, "")
+	case leases.Leased:
+		// The resolver is down; the lease carries the round.
+		s.resolutionFailed(rq, true, true, "")
 	case leases.Live:
 		rq.live = true
 	}
@@ -593,14 +596,15 @@ func (s *Service) resolve(ctx context.Context, rq *request) error {
 }
 
 // resolutionFailed emits the request's failed scope resolution: code is
-// what the request was refused with ("" when it went on fail closed).
-func (s *Service) resolutionFailed(rq *request, outage bool, code string) {
+// what the request was refused with ("" when it went on, fail closed or
+// on the client's lease).
+func (s *Service) resolutionFailed(rq *request, outage, leased bool, code string) {
 	if s.o.Events == nil {
 		return
 	}
 	s.o.Events.Emit(event.ScopeResolutionFailed{
 		Who:       event.Who{Partition: rq.id.Partition, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID},
-		Operation: event.OperationSync, Outage: outage, Code: code,
+		Operation: event.OperationSync, Outage: outage, Leased: leased, Code: code,
 	})
 }
 

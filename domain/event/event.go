@@ -253,14 +253,16 @@ const (
 )
 
 // ScopeResolutionFailed is a scope resolver that did not answer scopes
-// (SPEC §3.2): a failure, answered fail closed, or an outage (Outage)
-// not served from an auth lease (§7.3.3). Code is the catalog code the
-// caller got ("" when the request went on with every write forbidden and
-// every subscription revoked).
+// (SPEC §3.2): a failure, answered fail closed, or an outage (Outage),
+// served from the client's auth lease (Leased, §7.3.3) or refused. Code
+// is the catalog code the caller was refused with ("" when the request
+// went on: fail closed, with every write forbidden and every subscription
+// revoked, or on its lease).
 type ScopeResolutionFailed struct {
 	Who
 	Operation string
 	Outage    bool
+	Leased    bool
 	Code      string
 }
 
@@ -272,6 +274,7 @@ func (e ScopeResolutionFailed) EncodeFields(enc FieldEncoder) {
 	e.encode(enc)
 	enc.AddString("operation", e.Operation)
 	enc.AddBool("outage", e.Outage)
+	enc.AddBool("leased", e.Leased)
 	addNonEmpty(enc, "code", e.Code)
 }
 
