@@ -189,11 +189,13 @@ func TestEventsOfTheSyncPath(t *testing.T) {
 }
 
 // Every authorized segment download is an event, with its partition,
-// segment and size; a 304 is one too.
+// segment and size; a 304 is one too, and a download whose scope
+// resolution failed is a failed resolution.
 func TestEventsOfSegmentDownloads(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
 		h := &hookLog{}
-		s := startSegments(t, e, nil, app.WithEventHook(h))
+		s := startSegments(t, e, nil, app.WithEventHook(h),
+			fx.Decorate(func(r ports.ScopeResolver) ports.ScopeResolver { return resolverFor{r} }))
 		seedRows(t, s.store, s.sch, "seg", "alice", "p", 700, 700)
 		c := s.newClient(t, "alice", "seg", "", func(o *client.Options) { o.MaxSnapshotPages = 1 })
 		c.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
@@ -243,6 +245,19 @@ func TestEventsOfSegmentDownloads(t *testing.T) {
 		nm := waitEvent(t, h, func(e event.SegmentDownloaded) bool { return e.NotModified })
 		if nm.SegmentID != first.SegmentID || nm.Bytes != 0 {
 			t.Fatalf("not modified %+v", nm)
+		}
+		req.Header.Set("X-Syncd-Actor", "broken")
+		req.Header.Del("If-None-Match")
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("download with a failing resolver answered %d", resp.StatusCode)
+		}
+		rf := waitEvent(t, h, func(e event.ScopeResolutionFailed) bool { return e.ActorID == "broken" })
+		if rf.Operation != event.OperationSegment || rf.Partition != "seg" || rf.Code != "sync.forbidden" || rf.Outage {
+			t.Fatalf("segment resolution failed %+v", rf)
 		}
 		waitEvent(t, h, func(e event.PullServed) bool { return e.Partition == "seg" && e.Bootstrap == 1 })
 	})
