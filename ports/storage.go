@@ -100,6 +100,15 @@ type PushOptions struct {
 	// it applies one: a store may read its idempotency record ahead, in
 	// the round trip that takes the partition lock.
 	ClientID, ClientCommitID string
+	// FirstRow is the row the commit's first operation reads, when known
+	// (Table empty otherwise): a store may read it ahead too. The read
+	// stands for the push's own only while the push has written no row.
+	FirstRow RowKey
+}
+
+// RowKey names one current row of a partition's table.
+type RowKey struct {
+	Table, RowID string
 }
 
 // PushRecord is a stored idempotency record (SPEC §2.3).
@@ -202,8 +211,10 @@ type PushTx interface {
 	// A store may pipeline writes (send them with the next statement that
 	// needs an answer): a write's failure, constraint or other, is then
 	// returned by the transaction's next read or AppendCommit instead,
-	// carrying the write's own OpIndex, or else by Push itself. Nothing a
-	// push reads ever misses its earlier writes.
+	// carrying the write's own OpIndex, or else by Push itself; a
+	// constraint failure is always returned by the push's next read or
+	// AppendCommit, so the push can persist its rejection. Nothing a push
+	// reads ever misses its earlier writes.
 	UpsertRow(ctx context.Context, table string, w RowWrite) error
 	// DeleteRow removes the current row, its row-scope index entries and
 	// its blob references; absent rows are a no-op. The tombstone is
@@ -226,7 +237,9 @@ type PushTx interface {
 	// its changes, the scope inverted index and tombstones for deletes,
 	// stamped with the writer version. A writer version below the
 	// partition's fence is refused by the database and returned as
-	// sync.storage.writer_fence_rejected.
+	// sync.storage.writer_fence_rejected. A store may hold the append
+	// back as it holds writes (its seq is then assigned ahead and checked
+	// by the engine); its failure is then returned by Push.
 	AppendCommit(ctx context.Context, c NewCommit) (seq int64, err error)
 	EnqueueReactions(ctx context.Context, source ReactionSource, rs []Reaction) error
 	// PutPushResult stores a result first-writer-wins, owned by

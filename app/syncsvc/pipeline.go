@@ -134,7 +134,7 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 	var applied *commit.Commit
 	rq.afterGate = nil // only the request's last work may stand for the read-verify
 	err := s.push(ctx, rq, pc, ports.PushOptions{WriterVersion: rq.sch.Version, ActorID: actor,
-		ClientID: clientID, ClientCommitID: ccid}, func(tx ports.PushTx) error {
+		ClientID: clientID, ClientCommitID: ccid, FirstRow: firstRow(rq, pc)}, func(tx ports.PushTx) error {
 		// 2–3. The store took the partition lock. 4. Serve gate on the
 		// transaction's own connection (0.24): a refusal rolls back.
 		gate, err := tx.ReadServeGate(ctx)
@@ -170,6 +170,11 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 		out, applied = o, a.applied
 		return err
 	})
+	if syncerr.CodeOf(err) == syncerr.StorageWriterFenceRejected {
+		// A held-back append's fence refusal, reported by Push (one
+		// reported by AppendCommit itself is mapped there).
+		return outcome{}, syncerr.Wrap(syncerr.SchemaNotReady, err)
+	}
 	if err != nil {
 		return outcome{}, err
 	}
@@ -184,6 +189,20 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 		}
 	}
 	return out.forWire(rq.wire), nil
+}
+
+// firstRow is the row pc's first operation reads, for the store to read
+// ahead; none when that operation will not read one.
+func firstRow(rq *request, pc *ssp2.PushCommit) ports.RowKey {
+	if len(pc.Operations) == 0 || !rq.res.OK() {
+		return ports.RowKey{}
+	}
+	op := &pc.Operations[0]
+	t := rq.sch.Table(op.Table)
+	if t == nil {
+		return ports.RowKey{}
+	}
+	return ports.RowKey{Table: t.Name, RowID: op.RowID}
 }
 
 // push runs the commit's transaction. When it is the last work of a

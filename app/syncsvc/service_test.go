@@ -727,3 +727,47 @@ func TestCRDTMerge(t *testing.T) {
 		t.Fatalf("merged %x at version %d", got, row.Version)
 	}
 }
+
+// hintStore records the first-row hint of every push.
+type hintStore struct {
+	*memory.Store
+	hints []ports.RowKey
+}
+
+func (h *hintStore) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {
+	h.hints = append(h.hints, o.FirstRow)
+	return h.Store.Push(ctx, partition, o, fn)
+}
+
+// TestPushNamesItsFirstRow: a push tells the store the row its first
+// operation reads (so a store may read it ahead), by the schema's table
+// name; a commit whose first operation reads no row names none.
+func TestPushNamesItsFirstRow(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		commit func(e *env) *ssp2.PushCommit
+		want   ports.RowKey
+	}{
+		{"upsert", func(e *env) *ssp2.PushCommit {
+			return ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))
+		}, ports.RowKey{Table: "projects", RowID: "p-1"}},
+		{"delete", func(*env) *ssp2.PushCommit {
+			return ssptest.Commit("k1", ssptest.Delete("projects", "p-2"))
+		}, ports.RowKey{Table: "projects", RowID: "p-2"}},
+		{"unknown table", func(*env) *ssp2.PushCommit {
+			return ssptest.Commit("k1", ssptest.Upsert("nope", "p-1", []byte{0}, -1))
+		}, ports.RowKey{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hs *hintStore
+			e := newEnv(t, func(o *syncsvc.Options) {
+				hs = &hintStore{Store: o.Store.(*memory.Store)}
+				o.Store = hs
+			})
+			_, _, _ = e.do(e.req(tc.commit(e)))
+			if len(hs.hints) != 1 || hs.hints[0] != tc.want {
+				t.Fatalf("hints %+v, want [%+v]", hs.hints, tc.want)
+			}
+		})
+	}
+}

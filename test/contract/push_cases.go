@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,7 @@ func pushGroups() []group {
 			{"ColumnVersionsStoredVerbatim", testColumnVersions},
 			{"CancelledContextIsAllOrNothing", testCancelAllOrNothing},
 			{"WaitingPushHonoursContext", testWaitHonoursContext},
+			{"FirstRowHintNeverStale", testFirstRowHint},
 		}},
 	}
 }
@@ -1017,5 +1019,94 @@ func testWaitHonoursContext(t *testing.T, h Harness) {
 	must(t, <-done)
 	if b := e.bounds("p1"); b.MaxSeq != 1 {
 		t.Fatalf("bounds = %+v", b)
+	}
+}
+
+// testFirstRowHint: PushOptions.FirstRow lets a store read the commit's
+// first row ahead; whatever it does, every read is the one a push of its
+// own would make. Concurrent pushes (grouped where the engine groups)
+// each read the hot row, bump its version and read it back, so a read
+// ahead taken before an earlier member's write, or kept past the push's
+// own write or discard, shows as a lost update or a stale read.
+func testFirstRowHint(t *testing.T, h Harness) {
+	e := open(t, h)
+	hot := task{id: "hot", project: "p1", owner: "o", title: "v1"}
+	e.commitTasks("p1", 1, []task{hot}, nil)
+	hint := func(table, rowID string) ports.PushOptions {
+		return ports.PushOptions{WriterVersion: v1, FirstRow: ports.RowKey{Table: table, RowID: rowID}}
+	}
+	bump := func(tx ports.PushTx, cc string, discard, writeLast bool) error {
+		r, err := tx.GetRow(e.ctx, "tasks", "hot")
+		if err != nil || r == nil {
+			return fmt.Errorf("read hot: %v, %v", r, err)
+		}
+		k := hot
+		k.version = r.Version + 1
+		if writeLast {
+			// The row write is the push's last statement: nothing reads
+			// after it, so where writes are held back the next push's
+			// reads travel with it.
+			if _, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 2, ActorID: "a", ClientID: "c",
+				ClientCommitID: cc, Changes: []commit.Change{k.upsert()}}); err != nil {
+				return err
+			}
+			return tx.UpsertRow(e.ctx, "tasks", k.write(0))
+		}
+		if err := tx.UpsertRow(e.ctx, "tasks", k.write(0)); err != nil {
+			return err
+		}
+		if again, err := tx.GetRow(e.ctx, "tasks", "hot"); err != nil || again == nil || again.Version != k.version {
+			return fmt.Errorf("read after own write: %+v, %v; want version %d", again, err, k.version)
+		}
+		if discard {
+			if err := tx.DiscardWrites(e.ctx); err != nil {
+				return err
+			}
+			if back, err := tx.GetRow(e.ctx, "tasks", "hot"); err != nil || back == nil || back.Version != r.Version {
+				return fmt.Errorf("read after discard: %+v, %v; want version %d", back, err, r.Version)
+			}
+			return nil
+		}
+		_, err = tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 2, ActorID: "a", ClientID: "c", ClientCommitID: cc,
+			Changes: []commit.Change{k.upsert()}})
+		return err
+	}
+	opts := []ports.PushOptions{
+		hint("tasks", "hot"),
+		hint("tasks", "elsewhere"), // names a row the push reads later, never
+		hint("no_such_table", "hot"),
+		{WriterVersion: v1},
+	}
+	const workers, each = 8, 6
+	var applied atomic.Int64
+	errs := make(chan error, workers*each)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				n := w*each + i
+				discard, writeLast := n%5 == 4, n%3 == 1
+				err := e.s.Push(e.ctx, "p1", opts[n%len(opts)], func(tx ports.PushTx) error {
+					return bump(tx, fmt.Sprintf("c%d", n), discard && !writeLast, writeLast)
+				})
+				discard = discard && !writeLast
+				if err == nil && !discard {
+					applied.Add(1)
+				}
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		must(t, err)
+	}
+	r, err := e.s.GetRow(e.ctx, "p1", "tasks", "hot")
+	if err != nil || r == nil {
+		t.Fatalf("hot row: %v", err)
+	}
+	if want := 1 + applied.Load(); r.Version != want {
+		t.Fatalf("hot row version %d after %d applied bumps, want %d: an update was lost", r.Version, applied.Load(), want)
 	}
 }

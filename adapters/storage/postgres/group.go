@@ -25,7 +25,7 @@ func (d *dialect) PushBatch() (int, time.Duration) { return d.group, d.groupOpen
 // connection of its own, taken from the pool, with transaction control in
 // its own hands (not database/sql's, which would roll the whole group back
 // when the leader's context ends).
-func (d *dialect) BeginGroup(ctx context.Context, partition, savepoint string, ahead *sqlstore.ReadAhead) (sqlstore.GroupTx, error) {
+func (d *dialect) BeginGroup(ctx context.Context, partition, savepoint string, ahead ...*sqlstore.ReadAhead) (sqlstore.GroupTx, error) {
 	conn, err := d.pool.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func (t *groupTx) DropDeferred() { t.held = t.held[:0] }
 // one round trip.
 func (t *groupTx) QueryOne(ctx context.Context, q string, args []any, dest ...any) (bool, error) {
 	ra := &sqlstore.ReadAhead{Query: q, Args: args, Dest: dest}
-	err := t.send(ctx, &pgx.Batch{}, ra)
+	err := t.send(ctx, &pgx.Batch{}, []*sqlstore.ReadAhead{ra})
 	var df *sqlstore.DeferredFailure
 	switch {
 	case errors.As(err, &df):
@@ -125,20 +125,21 @@ func (t *groupTx) QueryOne(ctx context.Context, q string, args []any, dest ...an
 }
 
 // NextSavepoint implements sqlstore.GroupTx: what the last member held
-// back, RELEASE, SAVEPOINT and the read ahead as one pipeline. A held
+// back, RELEASE, SAVEPOINT and the reads ahead as one pipeline. A held
 // statement's failure is a *sqlstore.DeferredFailure.
-func (t *groupTx) NextSavepoint(ctx context.Context, savepoint string, ahead *sqlstore.ReadAhead) error {
+func (t *groupTx) NextSavepoint(ctx context.Context, savepoint string, ahead ...*sqlstore.ReadAhead) error {
 	b := &pgx.Batch{}
 	b.Queue("RELEASE " + savepoint)
 	b.Queue("SAVEPOINT " + savepoint)
 	return t.send(ctx, b, ahead)
 }
 
-// send runs the held statements, b's, then ahead's query (if any), as one
+// send runs the held statements, b's, then the reads ahead, as one
 // pipeline. A held statement's failure is a *sqlstore.DeferredFailure
-// carrying its mapped error; b's failure is returned as is; ahead's own
-// goes to ahead.Err.
-func (t *groupTx) send(ctx context.Context, b *pgx.Batch, ahead *sqlstore.ReadAhead) error {
+// carrying its mapped error; b's failure is returned as is; a read's own
+// goes to its Err, and the reads after it (which the engine then skips)
+// carry the same.
+func (t *groupTx) send(ctx context.Context, b *pgx.Batch, ahead []*sqlstore.ReadAhead) error {
 	held := t.held
 	t.held = nil
 	all := &pgx.Batch{}
@@ -149,8 +150,8 @@ func (t *groupTx) send(ctx context.Context, b *pgx.Batch, ahead *sqlstore.ReadAh
 		all.Queue(q.SQL, q.Arguments...)
 	}
 	n := len(b.QueuedQueries)
-	if ahead != nil {
-		all.Queue(ahead.Query, ahead.Args...)
+	for _, a := range ahead {
+		all.Queue(a.Query, a.Args...)
 	}
 	return t.conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
@@ -170,9 +171,12 @@ func (t *groupTx) send(ctx context.Context, b *pgx.Batch, ahead *sqlstore.ReadAh
 				return err
 			}
 		}
-		if ahead != nil {
-			if ahead.Err = br.QueryRow().Scan(ahead.Dest...); ahead.Err != nil {
-				_ = br.Close() // reports ahead.Err again
+		for i, a := range ahead {
+			if a.Err = br.QueryRow().Scan(a.Dest...); a.Err != nil {
+				for _, later := range ahead[i+1:] {
+					later.Err = a.Err
+				}
+				_ = br.Close() // reports a.Err again
 				return nil
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/storage/sqlstore/storetest"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/pgtest"
 )
@@ -678,5 +679,125 @@ func TestGroupGateAfterCommit(t *testing.T) {
 	}
 	if _, ok, err := gatedPush("b"); err != nil || ok {
 		t.Fatalf("gate with a pending checkpoint: read %v (%v), want left to the caller", ok, err)
+	}
+}
+
+// TestGroupFirstRowReadAhead: the row PushOptions.FirstRow names is read
+// in the round trip of the member's savepoint, not by a statement of its
+// own. A change made behind the store's back after that round trip (no
+// writer of the partition can make one: they wait for its lock) is what
+// tells the two apart.
+func TestGroupFirstRowReadAhead(t *testing.T) {
+	s := groupStore(t)
+	ctx := context.Background()
+	if err := push(ctx, s, "p", "x", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		first ports.RowKey
+		want  int64
+	}{
+		{"hinted row read with the savepoint", ports.RowKey{Table: "items", RowID: "x"}, 1},
+		{"another row hinted: read by the push", ports.RowKey{Table: "items", RowID: "y"}, 99},
+		{"no hint: read by the push", ports.RowKey{}, 99},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exec(t, s, `UPDATE items SET _sync_server_version=1 WHERE _sync_row_id='x'`)
+			var got int64
+			err := s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "a", FirstRow: tc.first}, func(tx ports.PushTx) error {
+				exec(t, s, `UPDATE items SET _sync_server_version=99 WHERE _sync_row_id='x'`)
+				r, err := tx.GetRow(ctx, "items", "x")
+				if err != nil || r == nil {
+					return fmt.Errorf("get row: %v, %v", r, err)
+				}
+				got = r.Version
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("version read %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestGroupHeldAppendChecksItsSeq: a member's commit append is held back
+// with the seq assigned from the partition's last seq read with its
+// savepoint; should anything else have moved that seq in between (here a
+// trigger on the row table, which no real deployment has), the push fails
+// rather than acknowledge a seq the commit was not stored at.
+func TestGroupHeldAppendChecksItsSeq(t *testing.T) {
+	s := groupStore(t)
+	ctx := context.Background()
+	var before int64
+	if err := push(ctx, s, "p", "first", nil, &before); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, s, `CREATE FUNCTION bump_seq() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN UPDATE sync_partitions SET max_commit_seq=max_commit_seq+1 WHERE partition=NEW._sync_partition; RETURN NEW; END $$`)
+	exec(t, s, `CREATE TRIGGER bump_seq AFTER INSERT ON items FOR EACH ROW EXECUTE FUNCTION bump_seq()`)
+	var acked int64
+	err := push(ctx, s, "p", "second", nil, &acked)
+	var stored int64
+	if qerr := s.DB().DB.QueryRowContext(ctx,
+		"SELECT coalesce(max(commit_seq), 0) FROM sync_commits WHERE partition='p' AND client_commit_id='second'").Scan(&stored); qerr != nil {
+		t.Fatal(qerr)
+	}
+	switch {
+	case err == nil && acked != stored:
+		t.Fatalf("push acknowledged seq %d, its commit is stored at %d", acked, stored)
+	case err != nil && stored != 0:
+		t.Fatalf("push failed (%v) but its commit is stored at %d", err, stored)
+	case err == nil:
+		t.Logf("push ran its append itself: seq %d", acked)
+	}
+	var se *syncerr.Error
+	if err != nil && (!errors.As(err, &se) || se.Code != syncerr.InternalError) {
+		t.Fatalf("failure %v, want %s", err, syncerr.InternalError)
+	}
+}
+
+// TestGroupDiscardThenAppend: a member that appends, discards its writes
+// and appends again gets the seq its first append had.
+func TestGroupDiscardThenAppend(t *testing.T) {
+	s := groupStore(t)
+	ctx := context.Background()
+	var before int64
+	if err := push(ctx, s, "p", "first", nil, &before); err != nil {
+		t.Fatal(err)
+	}
+	var seqs [2]int64
+	err := s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "a"}, func(tx ports.PushTx) error {
+		for i := range 2 {
+			w := storetest.Item(fmt.Sprint("x", i), "o", 0)
+			if err := tx.UpsertRow(ctx, "items", w); err != nil {
+				return err
+			}
+			seq, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c",
+				ClientCommitID: fmt.Sprint("x", i), Changes: []commit.Change{storetest.Change(w)}})
+			if err != nil {
+				return err
+			}
+			seqs[i] = seq
+			if i == 0 {
+				if err := tx.DiscardWrites(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x0, err := s.GetRow(ctx, "p", "items", "x0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seqs != [2]int64{before + 1, before + 1} || maxSeq(t, s, "p") != before+1 || x0 != nil {
+		t.Fatalf("seqs %v (max %d, discarded row present %v), want both %d", seqs, maxSeq(t, s, "p"), x0 != nil, before+1)
 	}
 }

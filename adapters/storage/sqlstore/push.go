@@ -84,6 +84,23 @@ type pushTx struct {
 	// tomb is the tombstone of the absent row GetRow read last, good
 	// until the push writes.
 	tomb *tombRead
+	// row is the first row read ahead for a grouped push, good until the
+	// push writes.
+	row *rowAhead
+	// seq is the partition's last commit seq as this grouped push knows
+	// it (nil: unknown): its appends are then held back too, unless a
+	// held row write may fail a constraint (constrained): AppendCommit
+	// must then report that failure.
+	seq         *seqAhead
+	constrained bool
+}
+
+// seqAhead is a grouped push's view of its partition's last commit seq,
+// read with its savepoint under the partition lock: only the push's own
+// appends move it while it runs.
+type seqAhead struct {
+	base int64 // at the savepoint (what DiscardWrites returns to)
+	last int64
 }
 
 // idemAhead is an idempotency record read with a group member's savepoint.
@@ -98,7 +115,7 @@ const savepointName = "sync_push_apply"
 // beforeWrite takes the savepoint DiscardWrites returns to, before the
 // transaction's first write (nothing precedes it but the lock and reads).
 func (t *pushTx) beforeWrite(ctx context.Context) error {
-	t.tomb = nil
+	t.tomb, t.row = nil, nil
 	if t.savepoint || t.discardTo != "" {
 		return nil
 	}
@@ -160,22 +177,32 @@ func (t *pushTx) takeAbsent(clientID, clientCommitID string) bool {
 // for a TombstoneSeq of the same absent row before the push writes again.
 func (t *pushTx) GetRow(ctx context.Context, table, rowID string) (*commit.Row, error) {
 	t.tomb = nil
-	ts, err := t.s.table(table)
-	if err != nil {
-		return nil, err
-	}
 	var r commit.Row
 	var version, tomb sql.NullInt64
 	var scopes []byte
-	if _, err := queryOne(ctx, t.tx, ts.getTomb, []any{t.partition, rowID, t.partition, table, rowID},
-		&version, &scopes, &r.Payload, &r.ColumnVersions, &tomb); err != nil {
-		return nil, internal("get row", err)
+	if a := t.row; a != nil && a.table == table && a.rowID == rowID {
+		// Read with the savepoint, and the push has written nothing since.
+		t.row = nil
+		if err := ctx.Err(); err != nil {
+			return nil, internal("get row", err)
+		}
+		version, scopes, r.Payload, r.ColumnVersions, tomb = a.version, a.scopes, a.payload, a.cv, a.tomb
+	} else {
+		ts, err := t.s.table(table)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := queryOne(ctx, t.tx, ts.getTomb, []any{t.partition, rowID, t.partition, table, rowID},
+			&version, &scopes, &r.Payload, &r.ColumnVersions, &tomb); err != nil {
+			return nil, internal("get row", err)
+		}
 	}
 	if !version.Valid {
 		t.tomb = &tombRead{table: table, rowID: rowID, seq: tomb.Int64, ok: tomb.Valid}
 		return nil, nil
 	}
 	r.RowID, r.Version = rowID, version.Int64
+	var err error
 	if r.Scopes, err = decodeScopes(scopes); err != nil {
 		return nil, internal("get row", err)
 	}
@@ -249,6 +276,7 @@ func (t *pushTx) UpsertRow(ctx context.Context, table string, w ports.RowWrite) 
 	}
 	args = append(args, w.Version, encodeScopes(w.Scopes), payload, nilIfEmpty(w.ColumnVersions))
 	if t.s.d.CombinedWrites() {
+		t.constrained = t.constrained || mayViolate(ts, w)
 		return t.exec(ctx, t.s.combinedUpsert(ts, len(w.Scopes)), t.s.combinedUpsertArgs(args, t.partition, ts, w.RowID, w.Scopes),
 			func(err error) error { return t.constraint("upsert row", err, table, w.OpIndex) })
 	}
@@ -262,6 +290,27 @@ func (t *pushTx) UpsertRow(ctx context.Context, table string, w ports.RowWrite) 
 		return internal("clear tombstone", err)
 	}
 	return nil
+}
+
+// mayViolate says whether w could fail a constraint of its table: a
+// declared unique index, or no value for a NOT NULL column (app tables
+// carry no other constraint). Such a write's failure is the push's
+// rejection, which its AppendCommit reports, so its append is not held.
+func mayViolate(ts *tableSQL, w ports.RowWrite) bool {
+	if !ts.t.Materialize {
+		return false
+	}
+	for _, ix := range ts.t.Indexes {
+		if ix.Unique {
+			return true
+		}
+	}
+	for i, c := range ts.t.Columns {
+		if !c.Nullable && (i >= len(w.Values) || w.Values[i] == nil) {
+			return true
+		}
+	}
+	return false
 }
 
 // combinedUpsert is UpsertRow as one statement: the row upsert, the
@@ -399,12 +448,31 @@ func (t *pushTx) AppendCommit(ctx context.Context, c ports.NewCommit) (int64, er
 		return 0, err
 	}
 	t.written += len(c.Changes)
+	fail := func(err error) error {
+		if t.s.d.FenceRejected(err) {
+			return syncerr.Wrap(syncerr.StorageWriterFenceRejected, err)
+		}
+		return internal("append commit", err)
+	}
+	if d := t.deferred(); d != nil && t.seq != nil && !t.constrained && t.s.d.CombinedWrites() && len(c.Changes) <= chunkRows {
+		// The seq is known: the append answers nothing the push waits
+		// for, so it is held back like the row writes. The statement
+		// checks the seq it allocates is the one assigned here and fails
+		// (division by zero) otherwise.
+		seq := t.seq.last + 1
+		text, args := t.s.appendCommitStatement(t.partition, t.writerVersion, c, seq)
+		if err := d.Defer(ctx, text, args, fail); err != nil {
+			return 0, fail(err)
+		}
+		t.seq.last = seq
+		return seq, nil
+	}
 	seq, err := t.s.appendCommit(ctx, t.tx, t.partition, t.writerVersion, c)
 	if err != nil {
-		if t.s.d.FenceRejected(err) {
-			return 0, syncerr.Wrap(syncerr.StorageWriterFenceRejected, err)
-		}
-		return 0, internal("append commit", err)
+		return 0, fail(err)
+	}
+	if t.seq != nil {
+		t.seq.last = seq
 	}
 	return seq, nil
 }
@@ -550,7 +618,10 @@ VALUES (?, ?, ?, ?, ?) ON CONFLICT (partition, client_id, client_commit_id) DO N
 }
 
 func (t *pushTx) DiscardWrites(ctx context.Context) error {
-	t.tomb = nil
+	t.tomb, t.row, t.constrained = nil, nil, false
+	if t.seq != nil {
+		t.seq.last = t.seq.base
+	}
 	t.dropDeferred()
 	switch {
 	case t.discardTo != "":
@@ -614,6 +685,18 @@ func changeKeys(changes []commit.Change) (scopes [][3]string, tombs [][2]string)
 // CTEs (seq allocation, commit, changes, scope index, tombstones) for
 // engines that support them; typed VALUES lists carry the rows.
 func (s *Store) appendCommitCombined(ctx context.Context, q Querier, partition string, wv int32, c ports.NewCommit) (int64, error) {
+	text, args := s.appendCommitStatement(partition, wv, c, 0)
+	var seq int64
+	if ok, err := queryOne(ctx, q, text, args, &seq); err != nil || !ok {
+		return 0, errors.Join(err, errNoSeq(ok))
+	}
+	return seq, nil
+}
+
+// appendCommitStatement is appendCommitCombined's statement and arguments.
+// With want > 0 it returns no row and fails unless the seq it allocates is
+// want (a held-back append's check).
+func (s *Store) appendCommitStatement(partition string, wv int32, c ports.NewCommit, want int64) (string, []any) {
 	scopes, tombs := changeKeys(c.Changes)
 	args := make([]any, 0, 8+8*len(c.Changes)+3*len(scopes)+2*len(tombs))
 	args = append(args, partition, partition, c.ClientID, c.ClientCommitID, c.ActorID, c.CreatedAtMs, int64(wv))
@@ -642,13 +725,11 @@ func (s *Store) appendCommitCombined(ctx context.Context, q Querier, partition s
 			args = append(args, k[0], k[1])
 		}
 	}
-	shape := stmtShape{commit: true, changes: len(c.Changes), scopes: len(scopes), tombs: len(tombs)}
-	text := s.shaped(shape, func() string { return s.buildAppendCommit(shape) })
-	var seq int64
-	if ok, err := queryOne(ctx, q, text, args, &seq); err != nil || !ok {
-		return 0, errors.Join(err, errNoSeq(ok))
+	shape := stmtShape{commit: true, changes: len(c.Changes), scopes: len(scopes), tombs: len(tombs), checked: want > 0}
+	if want > 0 {
+		args = append(args, want)
 	}
-	return seq, nil
+	return s.shaped(shape, func() string { return s.buildAppendCommit(shape) }), args
 }
 
 // buildAppendCommit renders appendCommitCombined's statement for a shape.
@@ -690,7 +771,11 @@ c AS (INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_i
 		}
 		b.WriteString(") AS v(t, r) ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq=excluded.commit_seq)")
 	}
-	b.WriteString(" SELECT s FROM seq")
+	if shape.checked {
+		b.WriteString(" SELECT 1/(SELECT count(*) FROM seq WHERE s=CAST(? AS BIGINT))")
+	} else {
+		b.WriteString(" SELECT s FROM seq")
+	}
 	return s.q(b.String())
 }
 
@@ -701,6 +786,8 @@ type stmtShape struct {
 	// (a schema change makes new ones).
 	table                  *tableSQL
 	changes, scopes, tombs int
+	// checked: a held-back append's form, checking its seq.
+	checked bool
 }
 
 // maxShapes bounds the composed statements kept.

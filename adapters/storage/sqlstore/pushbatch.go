@@ -32,19 +32,19 @@ type PartitionGroupCommitter interface {
 	// PushBatch bounds a group as GroupCommitter.PushBatch does.
 	PushBatch() (maxPushes int, maxOpen time.Duration)
 	// BeginGroup opens a write transaction holding partition's lock, with
-	// savepoint taken and then ahead's query (if any) run, in one round
+	// savepoint taken and then the reads ahead run in order, in one round
 	// trip where the engine allows.
-	BeginGroup(ctx context.Context, partition, savepoint string, ahead *ReadAhead) (GroupTx, error)
+	BeginGroup(ctx context.Context, partition, savepoint string, ahead ...*ReadAhead) (GroupTx, error)
 }
 
 // GroupTx is the transaction of a partition's push group.
 type GroupTx interface {
 	WriteTx
-	// NextSavepoint releases savepoint and takes it again, then runs
-	// ahead's query (if any), in one round trip where the engine allows.
-	// An error is the transaction's loss; ahead's own failure is in
-	// ahead.Err.
-	NextSavepoint(ctx context.Context, savepoint string, ahead *ReadAhead) error
+	// NextSavepoint releases savepoint and takes it again, then runs the
+	// reads ahead in order, in one round trip where the engine allows.
+	// An error is the transaction's loss; a read's own failure is in its
+	// Err (and in the Err of the reads after it).
+	NextSavepoint(ctx context.Context, savepoint string, ahead ...*ReadAhead) error
 	// Aborted reports, without a round trip, that a statement failed and
 	// the transaction accepts nothing but a rollback (to a savepoint).
 	Aborted() bool

@@ -57,7 +57,7 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 		return
 	}
 	ahead := s.gateAhead(self)
-	tx, err := b.set.g.BeginGroup(self.ctx, self.partition, groupSavepoint, &ahead.q)
+	tx, err := b.set.g.BeginGroup(self.ctx, self.partition, groupSavepoint, ahead.reads()...)
 	if err != nil {
 		self.err = err
 		return
@@ -78,7 +78,7 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 			ahead = s.gateAhead(r)
 			// A failure here loses the transaction before r ran: r is
 			// retried with the group's other innocent members.
-			broken = tx.NextSavepoint(context.WithoutCancel(r.ctx), groupSavepoint, &ahead.q)
+			broken = tx.NextSavepoint(context.WithoutCancel(r.ctx), groupSavepoint, ahead.reads()...)
 			pending = false
 		default:
 			ahead = nil // the savepoint is clean as it is: nothing to send along
@@ -140,23 +140,59 @@ type gateRead struct {
 	// absent).
 	idem          bool
 	result, owner sql.NullString
+	// maxSeq is the partition's last commit seq, read under the lock
+	// after every earlier member's statements.
+	maxSeq sql.NullInt64
+	// row is the commit's first row read too, nil when not asked for.
+	row *rowAhead
 }
 
-// gateAheadIdem is gateQuery with the idempotency record of the member's
-// commit.
-const gateAheadIdem = gateQuery + `,
+// rowAhead is a row read with a group member's savepoint: the result of
+// GetRow's own statement, good until the member writes (pushTx.GetRow
+// uses it for that row while it is).
+type rowAhead struct {
+	q            ReadAhead
+	table, rowID string
+	version      sql.NullInt64
+	scopes       []byte
+	payload, cv  []byte
+	tomb         sql.NullInt64
+}
+
+// reads are the queries to send with the member's savepoint, in order.
+func (g *gateRead) reads() []*ReadAhead {
+	if g.row != nil {
+		return []*ReadAhead{&g.q, &g.row.q}
+	}
+	return []*ReadAhead{&g.q}
+}
+
+// aheadIdem are the idempotency record columns of a member's read ahead.
+const aheadIdem = `,
   (SELECT result FROM sync_push_results WHERE partition=? AND client_id=? AND client_commit_id=?),
   (SELECT actor_id FROM sync_push_results WHERE partition=? AND client_id=? AND client_commit_id=?)`
 
+// aheadSeq is the last commit seq column of a member's read ahead.
+const aheadSeq = `,
+  (SELECT max_commit_seq FROM sync_partitions WHERE partition=?)`
+
 func (s *Store) gateAhead(r *pushReq) *gateRead {
 	g := &gateRead{}
-	g.q = ReadAhead{Query: s.q(gateQuery), Args: []any{r.partition, r.opts.WriterVersion}}
-	g.q.Dest = []any{&g.version, &g.epoch, &g.pending}
+	g.q = ReadAhead{Query: s.q(gateQuery + aheadSeq), Args: []any{r.partition, r.opts.WriterVersion, r.partition}}
+	g.q.Dest = []any{&g.version, &g.epoch, &g.pending, &g.maxSeq}
 	if o := r.opts; o.ClientCommitID != "" {
 		g.idem = true
-		g.q.Query = s.q(gateAheadIdem)
+		g.q.Query = s.q(gateQuery + aheadSeq + aheadIdem)
 		g.q.Args = append(g.q.Args, r.partition, o.ClientID, o.ClientCommitID, r.partition, o.ClientID, o.ClientCommitID)
 		g.q.Dest = append(g.q.Dest, &g.result, &g.owner)
+	}
+	if k := r.opts.FirstRow; k.Table != "" {
+		if ts, err := s.table(k.Table); err == nil {
+			ra := &rowAhead{table: k.Table, rowID: k.RowID}
+			ra.q = ReadAhead{Query: ts.getTomb, Args: []any{r.partition, k.RowID, r.partition, k.Table, k.RowID},
+				Dest: []any{&ra.version, &ra.scopes, &ra.payload, &ra.cv, &ra.tomb}}
+			g.row = ra
+		}
 	}
 	return g
 }
@@ -178,7 +214,14 @@ func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead) (ok bool, bro
 	case ahead != nil && ahead.q.Err != nil:
 		// The read ahead failed as the member's own first read would have.
 		err = internal("read serve gate", ahead.q.Err)
+	case ahead != nil && ahead.row != nil && ahead.row.q.Err != nil:
+		// The transaction awaits the rollback to the member's savepoint.
+		err = internal("get row", ahead.row.q.Err)
 	case ahead != nil:
+		ptx.row = ahead.row
+		if _, ok := tx.(Pipeliner); ok && ahead.maxSeq.Valid {
+			ptx.seq = &seqAhead{base: ahead.maxSeq.Int64, last: ahead.maxSeq.Int64}
+		}
 		if ahead.pending == 0 {
 			ptx.gate = &checkpoint.ServeGate{StoredSchemaVersion: int32(ahead.version.Int64), LogEpoch: ahead.epoch.String}
 		}
