@@ -77,6 +77,9 @@ type ReactionPrune struct {
 type ReactionPruneCounts struct {
 	Completed  int
 	DeadLetter int
+	// MayHaveMore is true when the pass hit its limit: the host repeats
+	// the pass until it is false (SPEC §6.9).
+	MayHaveMore bool
 }
 
 // ReactionQueue is the durable reaction delivery lifecycle (SPEC §6.9):
@@ -101,6 +104,34 @@ type ReactionQueue interface {
 	RetryReaction(ctx context.Context, partition, key string, nowMs int64) (bool, error)
 	// PruneReactions deletes up to Limit terminal reactions: completed before
 	// CompletedBeforeMs and dead letters available before DeadLetterBeforeMs.
-	// It never deletes pending or leased work.
+	// It never deletes pending or leased work, and it serializes with
+	// RetryReaction: of a retry and a prune racing for one dead letter,
+	// exactly one wins.
 	PruneReactions(ctx context.Context, partition string, q ReactionPrune) (ReactionPruneCounts, error)
+}
+
+// ReactionCursor is a position in a partition's (created time, key)
+// reaction order.
+type ReactionCursor struct {
+	CreatedAtMs    int64
+	IdempotencyKey string
+}
+
+// ReactionListQuery selects one keyset page of a partition's reactions.
+type ReactionListQuery struct {
+	// Statuses and Types filter (empty: all).
+	Statuses []ReactionStatus
+	Types    []string
+	// After continues after this position (nil: from the start).
+	After *ReactionCursor
+	// Limit must be ≥ 1.
+	Limit int
+}
+
+// ReactionLister pages through reactions for operators (syncd reactions
+// list|retry, the admin API); the bundled storages implement it.
+type ReactionLister interface {
+	// ListReactionPage returns up to q.Limit reactions matching q after
+	// q.After, ordered by (created time, idempotency key in byte order).
+	ListReactionPage(ctx context.Context, partition string, q ReactionListQuery) ([]StoredReaction, error)
 }

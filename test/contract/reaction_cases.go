@@ -2,8 +2,10 @@ package contract
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 
+	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -15,6 +17,9 @@ func reactionGroups() []group {
 			{"LeaseOwnerCAS", testReactionLeaseCAS},
 			{"FailRetryAndDeadLetter", testReactionFail},
 			{"PruneTerminalOnly", testReactionPrune},
+			{"PruneRacesRetry", testReactionPruneRacesRetry},
+			{"ClaimsExclusiveAcrossStores", testReactionClaimsAcrossStores},
+			{"ListPages", testReactionListPages},
 		}},
 	}
 }
@@ -185,8 +190,8 @@ func testReactionPrune(t *testing.T, h Harness) {
 	}
 	n, err := q.PruneReactions(e.ctx, "p1", ports.ReactionPrune{CompletedBeforeMs: 10_000, DeadLetterBeforeMs: 200, Limit: 2})
 	must(t, err)
-	if n != (ports.ReactionPruneCounts{Completed: 1, DeadLetter: 1}) {
-		t.Fatalf("first pass = %+v, want the two oldest terminal rows (r0, r2)", n)
+	if n != (ports.ReactionPruneCounts{Completed: 1, DeadLetter: 1, MayHaveMore: true}) {
+		t.Fatalf("first pass = %+v, want the two oldest terminal rows (r0, r2) and more to come", n)
 	}
 	n, err = q.PruneReactions(e.ctx, "p1", ports.ReactionPrune{CompletedBeforeMs: 10_000, DeadLetterBeforeMs: 200, Limit: 10})
 	must(t, err)
@@ -197,5 +202,199 @@ func testReactionPrune(t *testing.T, h Harness) {
 	must(t, err)
 	if got := sortedCopy(keysOf(left)); !equalStrings(got, []string{"r3", "r4", "r5"}) {
 		t.Fatalf("left after prune = %v", got)
+	}
+}
+
+// deadLetters enqueues n reactions and dead-letters them all at 100.
+func deadLetters(t *testing.T, h Harness, n int) (*env, ports.ReactionQueue, []string) {
+	t.Helper()
+	var rs []ports.Reaction
+	var keys []string
+	for i := range n {
+		k := fmt.Sprintf("d%02d", i)
+		rs = append(rs, reaction(k, "email", 10))
+		keys = append(keys, k)
+	}
+	e, q := queue(t, h, rs...)
+	got, err := q.ClaimReactions(e.ctx, "p1", ports.ReactionClaim{LeaseOwner: "w", Types: []string{"email"}, NowMs: 10, LeaseDurationMs: 1000, Limit: n})
+	must(t, err)
+	if len(got) != n {
+		t.Fatalf("claimed %d of %d", len(got), n)
+	}
+	for _, k := range keys {
+		ok, err := q.FailReaction(e.ctx, "p1", k, ports.ReactionFailure{LeaseOwner: "w", Failure: []byte(`{"code":"x","atMs":100}`), AtMs: 100})
+		if err != nil || !ok {
+			t.Fatalf("fail %s: %v %v", k, ok, err)
+		}
+	}
+	return e, q, keys
+}
+
+// testReactionPruneRacesRetry: SPEC §6.9 "manual retry and cleanup may
+// race; their storage operations MUST serialize so exactly one terminal
+// transition wins": every dead letter is either reset by its retry or
+// deleted by the prune, never both, never neither.
+func testReactionPruneRacesRetry(t *testing.T, h Harness) {
+	const n = 24
+	e, q, keys := deadLetters(t, h, n)
+	retried := make([]bool, n)
+	var pruned ports.ReactionPruneCounts
+	var wg sync.WaitGroup
+	errs := make(chan error, n+1)
+	start := make(chan struct{})
+	for i, k := range keys {
+		wg.Go(func() {
+			<-start
+			ok, err := q.RetryReaction(e.ctx, "p1", k, 200)
+			retried[i] = ok
+			errs <- err
+		})
+	}
+	wg.Go(func() {
+		<-start
+		var err error
+		pruned, err = q.PruneReactions(e.ctx, "p1", ports.ReactionPrune{CompletedBeforeMs: 1000, DeadLetterBeforeMs: 1000, Limit: 1000})
+		errs <- err
+	})
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		must(t, err)
+	}
+	deleted := 0
+	for i, k := range keys {
+		r, err := e.s.GetReaction(e.ctx, "p1", k)
+		must(t, err)
+		switch {
+		case r == nil && retried[i]:
+			t.Fatalf("%s: retried and pruned", k)
+		case r == nil:
+			deleted++
+		case !retried[i]:
+			t.Fatalf("%s: neither retried nor pruned: %+v", k, r)
+		case r.Status != ports.ReactionPending:
+			t.Fatalf("%s: retried but %s", k, r.Status)
+		}
+	}
+	if pruned.DeadLetter != deleted || pruned.Completed != 0 {
+		t.Fatalf("prune reported %+v, %d rows are gone", pruned, deleted)
+	}
+}
+
+// testReactionClaimsAcrossStores: workers claiming at once through two
+// storages over one database (two nodes) receive disjoint leases: while
+// the leases hold, no reaction is handed out twice.
+func testReactionClaimsAcrossStores(t *testing.T, h Harness) {
+	const n, workers = 60, 4
+	var rs []ports.Reaction
+	for i := range n {
+		rs = append(rs, reaction(fmt.Sprintf("k%02d", i), "email", 10))
+	}
+	e, q := queue(t, h, rs...)
+	other := h.Reopen(t, e.s)
+	must(t, other.EnsureSchema(e.ctx, e.sc, nil))
+	q2, ok := other.(ports.ReactionQueue)
+	if !ok {
+		t.Fatal("the reopened storage has no reaction queue")
+	}
+	var mu sync.Mutex
+	owners := map[string]string{}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	start := make(chan struct{})
+	for w := range workers {
+		wq := q
+		if w%2 == 1 {
+			wq = q2
+		}
+		wg.Go(func() {
+			<-start
+			for pass := 0; ; pass++ {
+				owner := fmt.Sprintf("w%d-%d", w, pass)
+				got, err := wq.ClaimReactions(e.ctx, "p1", ports.ReactionClaim{LeaseOwner: owner, Types: []string{"email"},
+					NowMs: 100, LeaseDurationMs: 60_000, Limit: 3})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, r := range got {
+					if prev, dup := owners[r.IdempotencyKey]; dup {
+						t.Errorf("%s leased to %s and %s", r.IdempotencyKey, prev, owner)
+					}
+					owners[r.IdempotencyKey] = owner
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		must(t, err)
+	}
+	if len(owners) != n {
+		t.Fatalf("%d of %d reactions claimed", len(owners), n)
+	}
+	for k, owner := range owners {
+		r, err := e.s.GetReaction(e.ctx, "p1", k)
+		must(t, err)
+		if r.LeaseOwner != owner || r.Attempts != 1 {
+			t.Fatalf("%s: stored %+v, claimed by %s", k, r, owner)
+		}
+	}
+}
+
+// testReactionListPages: filtered keyset pages in (created time, key)
+// order, continuing after a cursor, across commits.
+func testReactionListPages(t *testing.T, h Harness) {
+	e, q := queue(t, h, reaction("b", "email", 10), reaction("a", "sms", 10), reaction("c", "email", 10))
+	must(t, e.push("p1", func(tx ports.PushTx) error {
+		seq, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 5, ActorID: "a", ClientID: "c", ClientCommitID: "early"})
+		if err != nil {
+			return err
+		}
+		return tx.EnqueueReactions(e.ctx, ports.ReactionSource{ClientID: "c", ClientCommitID: "early", CommitSeq: seq, CreatedAtMs: 5},
+			[]ports.Reaction{reaction("z", "email", 10)})
+	}))
+	l, ok := e.s.(ports.ReactionLister)
+	if !ok {
+		t.Skip("storage does not implement ports.ReactionLister")
+	}
+	_, err := q.ClaimReactions(e.ctx, "p1", ports.ReactionClaim{LeaseOwner: "w", Types: []string{"sms"}, NowMs: 10, LeaseDurationMs: 100, Limit: 1})
+	must(t, err)
+	page := func(q ports.ReactionListQuery) []string {
+		t.Helper()
+		rs, err := l.ListReactionPage(e.ctx, "p1", q)
+		must(t, err)
+		return keysOf(rs)
+	}
+	for _, c := range []struct {
+		name string
+		q    ports.ReactionListQuery
+		want []string
+	}{
+		{"all", ports.ReactionListQuery{Limit: 10}, []string{"z", "a", "b", "c"}},
+		{"first page", ports.ReactionListQuery{Limit: 2}, []string{"z", "a"}},
+		{"after the first page", ports.ReactionListQuery{Limit: 2, After: &ports.ReactionCursor{CreatedAtMs: 10, IdempotencyKey: "a"}}, []string{"b", "c"}},
+		{"after an earlier time", ports.ReactionListQuery{Limit: 10, After: &ports.ReactionCursor{CreatedAtMs: 5, IdempotencyKey: "zz"}}, []string{"a", "b", "c"}},
+		{"by type", ports.ReactionListQuery{Limit: 10, Types: []string{"email"}}, []string{"z", "b", "c"}},
+		{"by status", ports.ReactionListQuery{Limit: 10, Statuses: []ports.ReactionStatus{ports.ReactionLeased}}, []string{"a"}},
+		{"by type and status", ports.ReactionListQuery{Limit: 10, Types: []string{"email"}, Statuses: []ports.ReactionStatus{ports.ReactionLeased}}, []string{}},
+	} {
+		if got := page(c.q); !equalStrings(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if rs, err := l.ListReactionPage(e.ctx, "other", ports.ReactionListQuery{Limit: 10}); err != nil || len(rs) != 0 {
+		t.Fatalf("unknown partition: %v %v", rs, err)
+	}
+	if _, err := l.ListReactionPage(e.ctx, "p1", ports.ReactionListQuery{}); syncerr.CodeOf(err) != syncerr.StorageInvalidLimit {
+		t.Fatalf("limit 0: %v", err)
 	}
 }

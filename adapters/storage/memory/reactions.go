@@ -5,10 +5,14 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
 
-var _ ports.ReactionQueue = (*Store)(nil)
+var (
+	_ ports.ReactionQueue  = (*Store)(nil)
+	_ ports.ReactionLister = (*Store)(nil)
+)
 
 // withReactions runs fn on the partition's reactions under its write lock.
 func (s *Store) withReactions(ctx context.Context, name string, fn func(rs map[string]*ports.StoredReaction)) error {
@@ -157,6 +161,7 @@ func (s *Store) PruneReactions(ctx context.Context, name string, q ports.Reactio
 		if len(cands) > q.Limit {
 			cands = cands[:q.Limit]
 		}
+		out.MayHaveMore = len(cands) == q.Limit
 		for _, c := range cands {
 			delete(rs, c.key)
 			if c.dl {
@@ -167,4 +172,41 @@ func (s *Store) PruneReactions(ctx context.Context, name string, q ports.Reactio
 		}
 	})
 	return out, err
+}
+
+// ListReactionPage pages reactions by (created time, key) with filters.
+func (s *Store) ListReactionPage(ctx context.Context, name string, q ports.ReactionListQuery) ([]ports.StoredReaction, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	if q.Limit < 1 {
+		return nil, syncerr.Newf(syncerr.StorageInvalidLimit, "limit %d", q.Limit)
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil {
+		return nil, nil
+	}
+	var out []ports.StoredReaction
+	for _, r := range p.d.reactions {
+		if len(q.Statuses) > 0 && !slices.Contains(q.Statuses, r.Status) || len(q.Types) > 0 && !slices.Contains(q.Types, r.Type) {
+			continue
+		}
+		if a := q.After; a != nil && (r.Source.CreatedAtMs < a.CreatedAtMs ||
+			r.Source.CreatedAtMs == a.CreatedAtMs && r.IdempotencyKey <= a.IdempotencyKey) {
+			continue
+		}
+		out = append(out, copyReaction(*r))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Source.CreatedAtMs != out[j].Source.CreatedAtMs {
+			return out[i].Source.CreatedAtMs < out[j].Source.CreatedAtMs
+		}
+		return out[i].IdempotencyKey < out[j].IdempotencyKey
+	})
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
 }

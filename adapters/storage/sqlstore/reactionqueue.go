@@ -133,9 +133,13 @@ func (s *Store) PruneReactions(ctx context.Context, partition string, q ports.Re
 	}
 	err := s.writeTx(ctx, "prune reactions", "", func(tx WriteTx) error {
 		out = ports.ReactionPruneCounts{}
+		// The selected rows are locked (PostgreSQL; SQLite's one writer
+		// serializes anyway), so an operator retry racing this pass either
+		// waits for the delete and finds nothing, or committed first and
+		// its row no longer qualifies: never both.
 		rows, err := tx.QueryContext(ctx, s.q(`SELECT idempotency_key, status FROM sync_reactions
 WHERE partition=? AND ((status='completed' AND completed_at_ms<?) OR (status='dead-letter' AND available_at_ms<?))
-ORDER BY CASE WHEN status='completed' THEN completed_at_ms ELSE available_at_ms END, `+s.d.ByteOrder("idempotency_key")+` LIMIT ?`),
+ORDER BY CASE WHEN status='completed' THEN completed_at_ms ELSE available_at_ms END, `+s.d.ByteOrder("idempotency_key")+` LIMIT ?`+s.d.LockRows()),
 			partition, q.CompletedBeforeMs, q.DeadLetterBeforeMs, q.Limit)
 		if err != nil {
 			return err
@@ -157,6 +161,7 @@ ORDER BY CASE WHEN status='completed' THEN completed_at_ms ELSE available_at_ms 
 		if err := rows.Close(); err != nil || len(keys) == 0 {
 			return err
 		}
+		out.MayHaveMore = len(keys) == q.Limit
 		_, err = tx.ExecContext(ctx, s.q("DELETE FROM sync_reactions WHERE partition=? AND idempotency_key IN ("+placeholders(len(keys))+")"),
 			append([]any{partition}, anyStrings(keys)...)...)
 		if err != nil {

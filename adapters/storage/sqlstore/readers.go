@@ -100,6 +100,48 @@ func (s *Store) GetReaction(ctx context.Context, partition, key string) (*ports.
 	return &r, nil
 }
 
+var _ ports.ReactionLister = (*Store)(nil)
+
+// ListReactionPage implements ports.ReactionLister: a keyset range of the
+// partition's reactions by (created_at_ms, idempotency_key).
+func (s *Store) ListReactionPage(ctx context.Context, partition string, q ports.ReactionListQuery) ([]ports.StoredReaction, error) {
+	if q.Limit < 1 {
+		return nil, syncerr.Newf(syncerr.StorageInvalidLimit, "reaction list limit %d", q.Limit)
+	}
+	where := "partition=?"
+	args := []any{partition}
+	if len(q.Statuses) > 0 {
+		where += " AND status IN (" + placeholders(len(q.Statuses)) + ")"
+		for _, st := range q.Statuses {
+			args = append(args, string(st))
+		}
+	}
+	if len(q.Types) > 0 {
+		where += " AND type IN (" + placeholders(len(q.Types)) + ")"
+		args = append(args, anyStrings(q.Types)...)
+	}
+	if q.After != nil {
+		where += " AND (created_at_ms>? OR (created_at_ms=? AND " + s.d.ByteOrder("idempotency_key") + ">?))"
+		args = append(args, q.After.CreatedAtMs, q.After.CreatedAtMs, q.After.IdempotencyKey)
+	}
+	args = append(args, q.Limit)
+	rows, err := s.rd.QueryContext(ctx, s.q("SELECT "+reactionCols+" FROM sync_reactions WHERE "+where+
+		" ORDER BY created_at_ms, "+s.d.ByteOrder("idempotency_key")+" LIMIT ?"), args...)
+	if err != nil {
+		return nil, internal("list reactions", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []ports.StoredReaction
+	for rows.Next() {
+		r, err := scanReaction(rows)
+		if err != nil {
+			return nil, internal("list reactions", err)
+		}
+		out = append(out, r)
+	}
+	return out, internal("list reactions", rows.Err())
+}
+
 // ListReactions implements ports.ReactionReader.
 func (s *Store) ListReactions(ctx context.Context, partition string, statuses []ports.ReactionStatus, limit int) ([]ports.StoredReaction, error) {
 	if limit < 1 {
