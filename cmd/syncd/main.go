@@ -5,6 +5,7 @@
 //	syncd inspect ARGS...   decode and render SSP2 messages
 //	syncd prune [flags]     prune the commit log of every partition once
 //	syncd blobs sweep       delete the orphan blobs of every partition once
+//	syncd reactions ...     list durable reactions; retry dead letters
 //	syncd seed [flags]      fill a project with synthetic rows for load tests
 //	syncd health [flags]    exit 0 when a server's /readyz answers 200
 //	syncd backup [flags]    copy a SQLite database consistently, online
@@ -57,6 +58,8 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return runPrune(args[1:], environ, stdout, stderr)
 	case "blobs":
 		return runBlobs(args[1:], environ, stdout, stderr)
+	case "reactions":
+		return runReactions(args[1:], environ, stdout, stderr)
 	case "seed":
 		return runSeed(args[1:], environ, stdout, stderr)
 	case "health":
@@ -86,6 +89,10 @@ Usage:
                           (the serve flags; --database, --retention-*)
   syncd blobs sweep       delete the orphan blobs of every partition once
                           (the serve flags; --database, --blob-*)
+  syncd reactions list    list durable reactions (--partition, --status,
+                          --type, --limit, --json)
+  syncd reactions retry   reset dead letters to pending (--partition with
+                          --key K, or --dead-letters [--type T])
   syncd seed [flags]      fill a project with synthetic rows for load tests
   syncd health [flags]    exit 0 when the admin listener's /readyz is 200, 1
                           otherwise (--url, --timeout; for health checks)
