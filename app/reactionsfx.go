@@ -9,6 +9,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/reactions"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -16,14 +17,8 @@ import (
 // GroupReactionHandlers is the value group of durable reaction handlers.
 const GroupReactionHandlers = "syncd.reaction_handlers"
 
-// Reaction delivery cadence and retention (SPEC §6.9 defaults).
-const (
-	reactionPollInterval   = time.Second
-	reactionPruneInterval  = time.Hour
-	reactionKeepCompleted  = 30 * 24 * time.Hour
-	reactionKeepDeadLetter = 90 * 24 * time.Hour
-	reactionPruneLimit     = 1000
-)
+// reactionPollInterval is how often the runner looks for due reactions.
+const reactionPollInterval = time.Second
 
 // ProvideReactionHandler registers a durable reaction handler constructor.
 func ProvideReactionHandler(ctor any) fx.Option {
@@ -34,7 +29,8 @@ type reactionRunnerParams struct {
 	fx.In
 	Lifecycle fx.Lifecycle
 	Log       *zap.Logger
-	Clock     ports.Clock
+	Clock     Clock
+	Metrics   *ReactionMetrics        `optional:"true"`
 	Store     ports.Storage           `optional:"true"`
 	Handlers  []ports.ReactionHandler `group:"syncd.reaction_handlers"`
 	Events    ports.EventSink         `optional:"true"`
@@ -52,7 +48,7 @@ func registerReactionRunner(p reactionRunnerParams) error {
 		return errors.New("reaction handlers are registered but the storage cannot deliver reactions")
 	}
 	log := p.Log.Named("reactions")
-	r, err := reactions.New(reactions.Options{Queue: q, Handlers: p.Handlers, Events: p.Events, Log: log, Now: p.Clock.Now})
+	r, err := reactions.New(reactions.Options{Queue: p.Metrics.Queue(q), Handlers: p.Handlers, Events: p.Events, Log: log, Now: p.Clock.Now})
 	if err != nil {
 		return err
 	}
@@ -60,7 +56,7 @@ func registerReactionRunner(p reactionRunnerParams) error {
 	var wg sync.WaitGroup
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(context.Context) error {
-			wg.Go(func() { runReactions(ctx, p.Store, q, r, p.Clock, log) })
+			wg.Go(func() { runReactions(ctx, p.Store, r, p.Clock, log) })
 			return nil
 		},
 		OnStop: func(context.Context) error {
@@ -72,16 +68,10 @@ func registerReactionRunner(p reactionRunnerParams) error {
 	return nil
 }
 
-func runReactions(ctx context.Context, st ports.Storage, q ports.ReactionQueue, r *reactions.Runner, clk ports.Clock, log *zap.Logger) {
-	tick := time.NewTicker(reactionPollInterval)
-	defer tick.Stop()
-	lastPrune := time.Time{}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+// runReactions polls every partition for due reactions on the app clock,
+// running passes over a partition while they find work.
+func runReactions(ctx context.Context, st ports.PartitionStore, r *reactions.Runner, clk Clock, log *zap.Logger) {
+	for clk.Sleep(ctx, reactionPollInterval) == nil {
 		parts, err := st.ListPartitions(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -89,7 +79,6 @@ func runReactions(ctx context.Context, st ports.Storage, q ports.ReactionQueue, 
 			}
 			continue
 		}
-		prune := clk.Now().Sub(lastPrune) >= reactionPruneInterval
 		for _, part := range parts {
 			for ctx.Err() == nil {
 				n, err := r.RunOnce(ctx, part.Partition)
@@ -103,22 +92,60 @@ func runReactions(ctx context.Context, st ports.Storage, q ports.ReactionQueue, 
 					break
 				}
 			}
-			if prune && ctx.Err() == nil {
-				now := clk.Now()
-				if _, err := q.PruneReactions(ctx, part.Partition, ports.ReactionPrune{
-					CompletedBeforeMs:  now.Add(-reactionKeepCompleted).UnixMilli(),
-					DeadLetterBeforeMs: now.Add(-reactionKeepDeadLetter).UnixMilli(),
-					Limit:              reactionPruneLimit,
-				}); err != nil && ctx.Err() == nil {
-					log.Warn("reaction retention pass failed", zap.String("partition", part.Partition), zap.Error(err))
-				}
-			}
-		}
-		if prune {
-			lastPrune = clk.Now()
 		}
 	}
 }
 
-// ReactionsModule delivers durable reactions with the registered handlers.
-var ReactionsModule = fx.Module("syncd.reactions", fx.Invoke(registerReactionRunner))
+// ReactionPrunerParams are the inputs of the reaction retention scheduler.
+type ReactionPrunerParams struct {
+	fx.In
+	Config  config.Config
+	Log     *zap.Logger
+	Clock   Clock
+	Metrics *ReactionMetrics `optional:"true"`
+	Store   ports.Storage    `optional:"true"`
+}
+
+// NewReactionPruneScheduler builds the scheduler that deletes completed
+// and dead-lettered reactions past --reaction-keep-*; nil without a
+// storage keeping reactions or with --reaction-prune-interval 0. It runs
+// whether or not this node delivers reactions: terminal rows accumulate
+// either way.
+func NewReactionPruneScheduler(p ReactionPrunerParams) (*reactions.Scheduler, error) {
+	if p.Store == nil || p.Config.Reactions.PruneInterval <= 0 {
+		return nil, nil
+	}
+	q, ok := p.Store.(ports.ReactionQueue)
+	if !ok {
+		return nil, nil
+	}
+	pr, err := ReactionPruner(p.Config, p.Metrics.Queue(q), p.Store, p.Clock, p.Log.Named("reactions"))
+	if err != nil {
+		return nil, err
+	}
+	return reactions.NewScheduler(pr, p.Config.Reactions.PruneInterval, p.Clock.Sleep, p.Log.Named("reactions"), p.Metrics.prunePass), nil
+}
+
+// ReactionPruner is the configured reaction retention (the scheduler's
+// and "syncd reactions prune"'s).
+func ReactionPruner(cfg config.Config, q ports.ReactionQueue, parts ports.PartitionStore, clk ports.Clock, log *zap.Logger) (*reactions.Pruner, error) {
+	return reactions.NewPruner(reactions.PruneOptions{Queue: q, Partitions: parts, KeepCompleted: cfg.Reactions.KeepCompleted,
+		KeepDeadLetter: cfg.Reactions.KeepDeadLetter, Now: clk.Now, Log: log})
+}
+
+func startReactionPruner(lc fx.Lifecycle, s *reactions.Scheduler) {
+	if s == nil {
+		return
+	}
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error { s.Start(); return nil },
+		OnStop:  s.Stop,
+	})
+}
+
+// ReactionsModule delivers durable reactions with the registered handlers
+// and prunes terminal ones.
+var ReactionsModule = fx.Module("syncd.reactions",
+	fx.Provide(NewReactionMetrics, NewReactionPruneScheduler),
+	fx.Invoke(registerReactionRunner, startReactionPruner),
+)

@@ -88,6 +88,8 @@ type Config struct {
 	Realtime Realtime
 	// Leases holds the auth-lease settings (off by default).
 	Leases Leases
+	// Reactions holds the durable reactions' retention.
+	Reactions Reactions
 	// KeyReloadInterval is how often the key files (signed URLs, auth
 	// leases, JWT) are read again for a rotation (0: only on SIGHUP).
 	KeyReloadInterval time.Duration
@@ -193,6 +195,7 @@ func Default() Config {
 		Blobs:             DefaultBlobs(),
 		Realtime:          DefaultRealtime(),
 		Leases:            DefaultLeases(),
+		Reactions:         DefaultReactions(),
 		KeyReloadInterval: 30 * time.Second,
 		Limits:            DefaultLimits(),
 		JWT:               JWT{Leeway: DefaultJWTLeeway, JWKSRefresh: DefaultJWKSRefresh, JWKSMinRefetch: DefaultJWKSMinRefetch},
@@ -278,6 +281,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Blobs.validate(c.Segments)...)
 	errs = append(errs, c.Realtime.validate()...)
 	errs = append(errs, c.Leases.validate()...)
+	errs = append(errs, c.Reactions.validate()...)
 	if c.KeyReloadInterval < 0 {
 		errs = append(errs, fmt.Errorf("--key-reload-interval %s: must not be negative", c.KeyReloadInterval))
 	}
@@ -369,6 +373,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	c.Blobs.flags(fs)
 	c.Realtime.flags(fs)
 	c.Leases.flags(fs)
+	c.Reactions.flags(fs)
 	fs.DurationVar(&c.KeyReloadInterval, "key-reload-interval", c.KeyReloadInterval, "how often --signed-url-key-file, --auth-lease-key-file and --jwt-key-file are read again, so a key rotates without a restart (also on SIGHUP; 0: only on SIGHUP)")
 	c.Limits.flags(fs)
 	c.exposureFlags(fs)

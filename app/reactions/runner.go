@@ -137,6 +137,8 @@ func (r *Runner) RunOnce(ctx context.Context, partition string) (int, error) {
 			return ran, fmt.Errorf("renew reaction lease: %w", err)
 		}
 		if !ok {
+			r.o.Log.Info("reaction lease lost before its handler started; skipped", zap.String("partition", partition),
+				zap.String("reaction_type", rec.Type), zap.String("idempotency_key", rec.IdempotencyKey))
 			continue
 		}
 		ran++
@@ -207,13 +209,18 @@ func (r *Runner) deliver(ctx context.Context, partition, owner string, rec ports
 	if retry {
 		f.RetryAtMs = now.Add(r.Backoff(rec.Attempts)).UnixMilli()
 	}
-	if _, err := r.o.Queue.FailReaction(ctx, partition, rec.IdempotencyKey, f); err != nil {
+	held, err := r.o.Queue.FailReaction(ctx, partition, rec.IdempotencyKey, f)
+	if err != nil {
 		return fmt.Errorf("record reaction failure: %w", err)
 	}
-	if retry {
+	switch {
+	case !held:
+		log.Warn("reaction failed after its lease was lost; another worker holds it", zap.String("code", code))
+		r.transition(partition, rec, event.ReactionLeaseLost, code, 0, now.Sub(began))
+	case retry:
 		log.Info("reaction failed; retrying", zap.String("code", code), zap.Int64("retry_at_ms", f.RetryAtMs))
 		r.transition(partition, rec, event.ReactionRetrying, code, f.RetryAtMs, now.Sub(began))
-	} else {
+	default:
 		log.Warn("reaction dead-lettered", zap.String("code", code))
 		r.transition(partition, rec, event.ReactionDeadLettered, code, 0, now.Sub(began))
 	}

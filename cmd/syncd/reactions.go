@@ -24,6 +24,7 @@ const reactionsUsage = `Usage:
   syncd reactions list  [--database DB] [--partition P] [--status S] [--type T] [--limit N] [--json]
   syncd reactions retry [--database DB] --partition P --key K ...
   syncd reactions retry [--database DB] --dead-letters [--partition P] [--type T]
+  syncd reactions prune [serve flags]
 
 list prints durable reactions (SPEC 6.9) oldest first: every partition's,
 or one's, filtered by status (pending, leased, completed, dead-letter) and
@@ -36,10 +37,25 @@ shows), or with --dead-letters every dead letter of the partition (of
 every partition without --partition), of the types given. It is safe
 beside running servers: a reaction pruned or retried meanwhile is skipped.
 
+prune deletes completed and dead-lettered reactions past their retention
+once, in every registered partition, as the server does every
+--reaction-prune-interval; it takes the server's flags, file and
+environment (--database and --reaction-keep-* matter here).
+
 Exit status: 0 on success, 1 when a key was not a dead letter or the
 database failed, 2 on usage errors.
 
 Flags:
+`
+
+const reactionsPruneUsage = `Usage: syncd reactions prune [flags]
+
+Deletes the completed and dead-lettered durable reactions (SPEC 6.9) past
+--reaction-keep-completed and --reaction-keep-dead-letter once, in every
+registered partition, as the server does every --reaction-prune-interval.
+It takes the server's flags, file and environment (--database and the
+--reaction-keep-* settings matter here); it never deletes pending or
+leased reactions and never creates a database.
 `
 
 // multiFlag collects a repeatable, comma-separated flag.
@@ -81,6 +97,9 @@ func newReactionsFlags(name string, stderr io.Writer, environ []string) *reactio
 
 // runReactions implements "syncd reactions list|retry".
 func runReactions(args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "prune" {
+		return runReactionsPrune(args[1:], environ, stdout, stderr)
+	}
 	if len(args) == 0 || (args[0] != "list" && args[0] != "retry") {
 		_, _ = fmt.Fprint(stderr, reactionsUsage)
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
@@ -316,4 +335,62 @@ func failureCode(failure []byte) string {
 		return "-"
 	}
 	return f.Code
+}
+
+// runReactionsPrune implements "syncd reactions prune": one retention
+// pass over every registered partition with the server's settings.
+func runReactionsPrune(args, environ []string, stdout, stderr io.Writer) int {
+	// Pruning authenticates nobody: --auth only matters to serve.
+	environ = append([]string{config.EnvName("auth") + "=" + config.AuthDev}, environ...)
+	res, err := config.LoadFor(reactionsPruneUsage, args, environ, stdout)
+	if errors.Is(err, config.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "syncd reactions prune: %v\n", err)
+		return 2
+	}
+	cfg := res.Config
+	fail := func(err error) int {
+		_, _ = fmt.Fprintf(stderr, "syncd reactions prune: %v\n", err)
+		return 1
+	}
+	if kind, path, err := config.ParseDatabase(cfg.Database); err == nil && kind == config.SQLite {
+		if _, err := os.Stat(path); err != nil {
+			return fail(fmt.Errorf("database: %w", err))
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	clk := app.NewClock()
+	st, err := app.OpenStorage(ctx, cfg, clk)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = st.Close() }()
+	q, ok := st.(ports.ReactionQueue)
+	if !ok {
+		return fail(errors.New("the storage keeps no reaction queue"))
+	}
+	p, err := app.ReactionPruner(cfg, q, st, clk, nil)
+	if err != nil {
+		return fail(err)
+	}
+	results, err := p.PruneAll(ctx)
+	completed, dead := 0, 0
+	for _, r := range results {
+		completed, dead = completed+r.Completed, dead+r.DeadLetters
+		if r.Completed+r.DeadLetters > 0 {
+			more := ""
+			if r.MayHaveMore {
+				more = " (more remain; run again)"
+			}
+			_, _ = fmt.Fprintf(stdout, "partition %q: removed %d completed, %d dead-lettered reactions%s\n", r.Partition, r.Completed, r.DeadLetters, more)
+		}
+	}
+	_, _ = fmt.Fprintf(stdout, "pruned %d partitions, removed %d completed and %d dead-lettered reactions\n", len(results), completed, dead)
+	if err != nil {
+		return fail(err)
+	}
+	return 0
 }

@@ -36,6 +36,9 @@ func TestReactionsCommandUsage(t *testing.T) {
 		{name: "key without partition", args: []string{"reactions", "retry", "--key", "k"}, code: 2, wantErr: "--key needs --partition"},
 		{name: "key with type", args: []string{"reactions", "retry", "--partition", "p", "--key", "k", "--type", "mail"}, code: 2, wantErr: "--type goes with --dead-letters"},
 		{name: "missing database", args: []string{"reactions", "list", "--database", db}, code: 1, wantErr: "database:"},
+		{name: "prune help", args: []string{"reactions", "prune", "--help"}, code: 0, wantOut: "--reaction-keep-dead-letter"},
+		{name: "prune bad retention", args: []string{"reactions", "prune", "--reaction-keep-completed", "0s"}, code: 2, wantErr: "--reaction-keep-completed"},
+		{name: "prune missing database", args: []string{"reactions", "prune", "--database", db}, code: 1, wantErr: "database:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
@@ -156,5 +159,17 @@ func testReactionsCommand(t *testing.T, database string) {
 	r, err := st.GetReaction(ctx, "p", "c")
 	if err != nil || r.Status != ports.ReactionPending || r.Attempts != 0 || r.LastFailure != nil {
 		t.Fatalf("c after retry: %+v %v", r, err)
+	}
+	// Prune: the default retention keeps the young completed b; a short
+	// one removes it and never the pending a and c.
+	if out := cli(0, "prune"); !strings.Contains(out, "removed 0 completed and 0 dead-lettered") {
+		t.Fatalf("prune with the defaults: %q", out)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if out := cli(0, "prune", "--reaction-keep-completed", "1ms"); !strings.Contains(out, `partition "p": removed 1 completed, 0 dead-lettered reactions`) {
+		t.Fatalf("prune: %q", out)
+	}
+	if got := statuses(); len(got) != 2 || got["a"] != "pending" || got["c"] != "pending" {
+		t.Fatalf("after prune: %v", got)
 	}
 }

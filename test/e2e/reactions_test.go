@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/fx"
 
@@ -50,6 +53,73 @@ func TestReactionsEnqueuedWithTheCommit(t *testing.T) {
 		if len(rs) != 1 || rs[0].IdempotencyKey != `["default","c1","k1","welcome:p-1"]` || rs[0].Status != ports.ReactionPending ||
 			rs[0].Source.CommitSeq != 1 || rs[0].MaxAttempts != 10 || string(rs[0].Payload) != `{"project":"p-1"}` {
 			t.Fatalf("reactions %+v", rs)
+		}
+	})
+}
+
+// welcomeHandler completes the welcome of project p-1 and refuses every
+// other one permanently.
+type welcomeHandler struct{ calls atomic.Int32 }
+
+func (*welcomeHandler) Type() string { return "project.welcome" }
+func (h *welcomeHandler) HandleReaction(_ context.Context, d ports.ReactionDelivery) error {
+	h.calls.Add(1)
+	if d.IdempotencyKey == `["default","c1","k1","welcome:p-1"]` {
+		return nil
+	}
+	return &ports.ReactionError{Code: "welcome.refused", Permanent: true}
+}
+
+// TestReactionsDeliveredAndCounted: the shipped runner delivers planned
+// reactions after their commit, completes or dead-letters them, and
+// counts each transition in syncd_reaction_transitions_total.
+func TestReactionsDeliveredAndCounted(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		h := &welcomeHandler{}
+		s := start(t, e, serverOpts{extra: []fx.Option{
+			// The harness's wrapper hides the engine's reaction queue.
+			fx.Decorate(func(st ports.Storage) ports.Storage {
+				g := st.(*gatedStore)
+				return reactiveStore{g, g.Storage.(ports.ReactionQueue)}
+			}),
+			app.ProvideReactionPlanner(func() welcomePlanner { return welcomePlanner{} }),
+			app.ProvideReactionHandler(func() *welcomeHandler { return h }),
+		}})
+		c := call{}
+		ep := s.epoch(c)
+		resp, _ := s.sync(c, ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: ep, Commits: []*ssp2.PushCommit{
+			ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", project(t, s.sch, "p-1", "alice", "One"), -1)),
+			ssptest.Commit("k2", ssptest.Upsert("projects", "p-2", project(t, s.sch, "p-2", "alice", "Two"), -1)),
+		}})
+		if resp.Results[0].Status != ssp2.PushApplied || resp.Results[1].Status != ssp2.PushApplied {
+			t.Fatalf("%+v %+v", resp.Results[0], resp.Results[1])
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			done, _ := s.store.ListReactions(context.Background(), "default", []ports.ReactionStatus{ports.ReactionCompleted, ports.ReactionDeadLetter}, 10)
+			if len(done) == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("reactions not delivered: %+v", done)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		r1, _ := s.store.GetReaction(context.Background(), "default", `["default","c1","k1","welcome:p-1"]`)
+		r2, _ := s.store.GetReaction(context.Background(), "default", `["default","c1","k2","welcome:p-2"]`)
+		if r1.Status != ports.ReactionCompleted || r2.Status != ports.ReactionDeadLetter || string(r2.LastFailure) == "" || h.calls.Load() != 2 {
+			t.Fatalf("p-1 %+v, p-2 %+v, %d calls", r1, r2, h.calls.Load())
+		}
+		metrics := scrape(t, s)
+		for _, want := range []string{
+			`syncd_reaction_transitions_total{transition="claimed"} 2`,
+			`syncd_reaction_transitions_total{transition="completed"} 1`,
+			`syncd_reaction_transitions_total{transition="dead_lettered"} 1`,
+			`syncd_reaction_transitions_total{transition="lease_lost"} 0`,
+		} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("metrics lack %s", want)
+			}
 		}
 	})
 }
