@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
@@ -30,7 +31,39 @@ import (
 //	fx.Decorate(func(ports.LeaseStore) ports.LeaseStore { return myStore })
 var LeasesModule = fx.Module("syncd.leases",
 	fx.Provide(NewLeaseKeys, NewLeaseStore, NewLeaseService),
+	fx.Invoke(startLeasePruner),
 )
+
+// leasePruneInterval is how often expired leases and stale revocations
+// are deleted.
+const leasePruneInterval = time.Hour
+
+type leasePrunerParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+	Log       *zap.Logger
+	Clock     Clock
+	Store     ports.LeaseStore `optional:"true"`
+}
+
+// startLeasePruner prunes the lease store hourly on the app clock while
+// leases are on.
+func startLeasePruner(p leasePrunerParams) error {
+	if p.Store == nil || p.Config.Leases.TTL <= 0 {
+		return nil
+	}
+	pr, err := leases.NewPruner(p.Store, p.Config.Leases.TTL, p.Clock.Now)
+	if err != nil {
+		return err
+	}
+	loop := leases.NewPruneScheduler(pr, leasePruneInterval, p.Clock.Sleep, p.Log.Named("leases"))
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(context.Context) error { loop.Start(); return nil },
+		OnStop:  loop.Stop,
+	})
+	return nil
+}
 
 // NewLeaseKeys reads --auth-lease-key-file; nil with leases off.
 func NewLeaseKeys(cfg config.Config) (*lease.KeySet, error) {
@@ -66,7 +99,7 @@ func NewLeaseStore(lc fx.Lifecycle, p LeaseStoreParams) ports.LeaseStore {
 	h, ok := p.Store.(dbHandles)
 	if !ok {
 		p.Log.Warn("the storage is not an SQL engine: auth leases are kept in process memory and lost on restart")
-		return memlease.New()
+		return memlease.NewWithClock(func() int64 { return p.Clock.Now().UnixMilli() })
 	}
 	l := &lazyLeases{}
 	// The engine opens in its own start hook, which runs before this one.
@@ -92,6 +125,10 @@ func (l *lazyLeases) PutLease(ctx context.Context, prev *lease.Stored, next leas
 
 func (l *lazyLeases) RevokeLease(ctx context.Context, partition, leaseID string) (bool, error) {
 	return l.s.RevokeLease(ctx, partition, leaseID)
+}
+
+func (l *lazyLeases) PruneLeases(ctx context.Context, q ports.LeasePrune) (ports.LeasePruneCounts, error) {
+	return l.s.PruneLeases(ctx, q)
 }
 
 // LeaseServiceParams are the inputs of the lease use case.

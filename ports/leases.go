@@ -34,4 +34,27 @@ type LeaseStore interface {
 	// (§7.3.4). It is idempotent; found reports whether a stored lease
 	// carried the id.
 	RevokeLease(ctx context.Context, partition, leaseID string) (found bool, err error)
+	// PruneLeases deletes, in every partition, up to q.Limit leases that
+	// expired before q.ExpiredBeforeMs (revoked or not) and up to q.Limit
+	// revocation-list entries made before q.RevokedBeforeMs whose id no
+	// stored lease carries any more. A revoked id thus stays refused as
+	// long as a lease record of it exists and at least until
+	// RevokedBeforeMs passes its revocation; the server mints a fresh id
+	// after a revocation, so an older entry guards nothing.
+	PruneLeases(ctx context.Context, q LeasePrune) (LeasePruneCounts, error)
+}
+
+// LeasePrune bounds one lease retention pass.
+type LeasePrune struct {
+	ExpiredBeforeMs int64
+	RevokedBeforeMs int64
+	// Limit ≤ 0 deletes nothing.
+	Limit int
+}
+
+// LeasePruneCounts reports one lease retention pass.
+type LeasePruneCounts struct {
+	Leases, Revocations int
+	// MayHaveMore is true when either kind hit the limit.
+	MayHaveMore bool
 }

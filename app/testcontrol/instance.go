@@ -444,6 +444,14 @@ func (l liveLeases) RevokeLease(ctx context.Context, partition, leaseID string) 
 	return st.RevokeLease(ctx, partition, leaseID)
 }
 
+func (l liveLeases) PruneLeases(ctx context.Context, q ports.LeasePrune) (ports.LeasePruneCounts, error) {
+	st, err := l.store()
+	if err != nil {
+		return ports.LeasePruneCounts{}, err
+	}
+	return st.PruneLeases(ctx, q)
+}
+
 // liveRounds runs socket rounds through the live sync use case.
 type liveRounds struct{ in *instance }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/syncd-dev/syncd/domain/lease"
@@ -21,6 +22,9 @@ type LeaseHarness struct {
 	// Reopen, when set, opens a second store over s's data the way a
 	// restarted process would (persistent stores only).
 	Reopen func(t *testing.T, s ports.LeaseStore) ports.LeaseStore
+	// NewClocked, when set, returns a fresh store stamping revocations
+	// with nowMs (the pruning case needs it).
+	NewClocked func(t *testing.T, nowMs func() int64) ports.LeaseStore
 }
 
 // RunLeases runs the auth-lease store contract (SPEC §7.3.1, §7.3.4)
@@ -28,7 +32,8 @@ type LeaseHarness struct {
 // first write, compare-and-set refresh), revocation (marking, the
 // revocation list, idempotence, partitions apart, a revoked id never
 // stored again, a refresh read before a revocation loses to it),
-// concurrency (racing refreshes and a racing revocation), durability.
+// concurrency (racing refreshes and a racing revocation), durability,
+// pruning (expired leases, revocations no lease carries, bounded passes).
 func RunLeases(t *testing.T, h LeaseHarness) {
 	if h.New == nil {
 		t.Fatal("contract: LeaseHarness.New is required")
@@ -49,6 +54,7 @@ func RunLeases(t *testing.T, h LeaseHarness) {
 		{"concurrent_refreshes", leaseConcurrentRefresh},
 		{"concurrent_revoke", leaseConcurrentRevoke},
 		{"reopen", leaseReopen},
+		{"prune_expired_and_stale_revocations", leasePrune},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
@@ -345,5 +351,63 @@ func leaseReopen(t *testing.T, h LeaseHarness) {
 	leaseEqual(t, leaseGet(t, r, "p", "b"), b)
 	if leasePut(t, r, nil, leaseRec("p", "z", "L-listed", 2_000)) {
 		t.Fatal("the revocation list did not survive a reopen")
+	}
+}
+
+// leasePrune: expired leases go, revoked or not; a revocation goes once
+// it is old enough and no stored lease carries its id; a pass deletes at
+// most its limit of each and says when more may remain.
+func leasePrune(t *testing.T, h LeaseHarness) {
+	if h.NewClocked == nil {
+		t.Skip("the harness has no clocked store")
+	}
+	ctx := context.Background()
+	var now atomic.Int64
+	s := h.NewClocked(t, now.Load)
+	now.Store(1_000)
+	// leaseRec expires 900 000 ms after issue.
+	leasePut(t, s, nil, leaseRec("p", "expired", "E1", 0))     // expires 900 000
+	leasePut(t, s, nil, leaseRec("p", "revoked-old", "R1", 0)) // expires 900 000, revoked at 1 000
+	leasePut(t, s, nil, leaseRec("p", "live", "A1", 500_000))  // expires 1 400 000
+	leasePut(t, s, nil, leaseRec("p", "revoked-live", "R2", 500_000))
+	leaseRevoke(t, s, "p", "R1")
+	leaseRevoke(t, s, "p", "R2") // its lease lives on: the entry stays
+	leaseRevoke(t, s, "p", "GONE")
+	now.Store(2_000_000)
+	leaseRevoke(t, s, "q", "YOUNG") // too young to prune
+	q := ports.LeasePrune{ExpiredBeforeMs: 1_000_000, RevokedBeforeMs: 1_000_000, Limit: 100}
+	n, err := s.PruneLeases(ctx, ports.LeasePrune{Limit: 0, ExpiredBeforeMs: q.ExpiredBeforeMs, RevokedBeforeMs: q.RevokedBeforeMs})
+	if err != nil || n != (ports.LeasePruneCounts{}) {
+		t.Fatalf("limit 0: %+v %v", n, err)
+	}
+	n, err = s.PruneLeases(ctx, q)
+	if err != nil || n != (ports.LeasePruneCounts{Leases: 2, Revocations: 2}) {
+		t.Fatalf("prune = %+v %v, want the 2 expired leases and the revocations of R1 and GONE", n, err)
+	}
+	for client, want := range map[string]bool{"expired": false, "revoked-old": false, "live": true, "revoked-live": true} {
+		if got := leaseGet(t, s, "p", client) != nil; got != want {
+			t.Errorf("lease of %s kept = %v, want %v", client, got, want)
+		}
+	}
+	if st := leaseGet(t, s, "p", "revoked-live"); st == nil || !st.Revoked {
+		t.Fatalf("the live revoked lease: %+v", st)
+	}
+	// R1's entry is gone with its lease, but R2's and YOUNG's remain:
+	// storing them is still refused.
+	for _, c := range []struct{ partition, id string }{{"p", "R2"}, {"q", "YOUNG"}} {
+		if leasePut(t, s, nil, leaseRec(c.partition, "new-"+c.id, c.id, 2_000_000)) {
+			t.Errorf("revoked id %s/%s stored after the prune", c.partition, c.id)
+		}
+	}
+	// Bounded passes.
+	for i := range 3 {
+		leasePut(t, s, nil, leaseRec("p", fmt.Sprint("bulk", i), fmt.Sprint("B", i), 0))
+	}
+	q.Limit = 2
+	if n, err = s.PruneLeases(ctx, q); err != nil || n.Leases != 2 || !n.MayHaveMore {
+		t.Fatalf("bounded pass: %+v %v", n, err)
+	}
+	if n, err = s.PruneLeases(ctx, q); err != nil || n.Leases != 1 || n.MayHaveMore {
+		t.Fatalf("last pass: %+v %v", n, err)
 	}
 }

@@ -17,15 +17,26 @@ import (
 type Store struct {
 	mu      sync.Mutex
 	leases  map[key]lease.Stored
-	revoked map[key]bool // (partition, lease id)
+	revoked map[key]int64 // (partition, lease id) → revoked at (ms)
+	now     func() int64
 }
 
 type key struct{ a, b string }
 
 var _ ports.LeaseStore = (*Store)(nil)
 
-// New returns an empty store.
-func New() *Store { return &Store{leases: map[key]lease.Stored{}, revoked: map[key]bool{}} }
+// New returns an empty store that stamps revocations at 0 (pruning then
+// treats them as old).
+func New() *Store { return NewWithClock(nil) }
+
+// NewWithClock returns an empty store stamping revocations with now
+// (unix milliseconds).
+func NewWithClock(now func() int64) *Store {
+	if now == nil {
+		now = func() int64 { return 0 }
+	}
+	return &Store{leases: map[key]lease.Stored{}, revoked: map[key]int64{}, now: now}
+}
 
 // GetLease implements ports.LeaseStore.
 func (s *Store) GetLease(_ context.Context, partition, clientID string) (*lease.Stored, error) {
@@ -36,7 +47,8 @@ func (s *Store) GetLease(_ context.Context, partition, clientID string) (*lease.
 		return nil, nil
 	}
 	out := clone(st)
-	out.Revoked = out.Revoked || s.revoked[key{partition, st.LeaseID}]
+	_, listed := s.revoked[key{partition, st.LeaseID}]
+	out.Revoked = out.Revoked || listed
 	return &out, nil
 }
 
@@ -45,7 +57,7 @@ func (s *Store) PutLease(_ context.Context, prev *lease.Stored, next lease.Store
 	k := key{next.Partition, next.ClientID}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.revoked[key{next.Partition, next.LeaseID}] {
+	if _, listed := s.revoked[key{next.Partition, next.LeaseID}]; listed {
 		return false, nil
 	}
 	cur, ok := s.leases[k]
@@ -64,7 +76,9 @@ func (s *Store) PutLease(_ context.Context, prev *lease.Stored, next lease.Store
 func (s *Store) RevokeLease(_ context.Context, partition, leaseID string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.revoked[key{partition, leaseID}] = true
+	if _, listed := s.revoked[key{partition, leaseID}]; !listed {
+		s.revoked[key{partition, leaseID}] = s.now()
+	}
 	found := false
 	for k, st := range s.leases {
 		if k.a == partition && st.LeaseID == leaseID {
@@ -74,6 +88,41 @@ func (s *Store) RevokeLease(_ context.Context, partition, leaseID string) (bool,
 		}
 	}
 	return found, nil
+}
+
+// PruneLeases implements ports.LeaseStore.
+func (s *Store) PruneLeases(_ context.Context, q ports.LeasePrune) (ports.LeasePruneCounts, error) {
+	var out ports.LeasePruneCounts
+	if q.Limit <= 0 {
+		return out, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, st := range s.leases {
+		if out.Leases == q.Limit {
+			out.MayHaveMore = true
+			break
+		}
+		if st.ExpiresAtMs < q.ExpiredBeforeMs {
+			delete(s.leases, k)
+			out.Leases++
+		}
+	}
+	carried := map[key]bool{}
+	for k, st := range s.leases {
+		carried[key{k.a, st.LeaseID}] = true
+	}
+	for k, at := range s.revoked {
+		if out.Revocations == q.Limit {
+			out.MayHaveMore = true
+			break
+		}
+		if at < q.RevokedBeforeMs && !carried[k] {
+			delete(s.revoked, k)
+			out.Revocations++
+		}
+	}
+	return out, nil
 }
 
 func clone(st lease.Stored) lease.Stored {

@@ -6,7 +6,8 @@
 //	  issued_at_ms, expires_at_ms, revoked, signature; PK(partition, client_id))
 //	sync_lease_revocations(partition, lease_id, revoked_at_ms; PK(partition, lease_id))
 //
-// the reference layout with the record's seal added. Every write is one
+// the reference layout with the record's seal added (and an index on the
+// expiry for pruning). Every write is one
 // autocommit statement except a revocation (list entry and mark in one
 // transaction); PutLease is a compare-and-set on the lease read, so a
 // refresh racing a revocation never clears it.
@@ -46,7 +47,7 @@ type Store struct {
 	pg  bool
 	now func() int64
 
-	get, insert, update, revoke, mark string
+	get, insert, update, revoke, mark, pruneLeases, pruneRevocations string
 }
 
 var _ ports.LeaseStore = (*Store)(nil)
@@ -85,6 +86,12 @@ WHERE partition = ? AND client_id = ? AND lease_id = ? AND signature = ? AND rev
 	s.revoke = s.q(`INSERT INTO sync_lease_revocations(partition, lease_id, revoked_at_ms) VALUES(?, ?, ?)
 ON CONFLICT(partition, lease_id) DO NOTHING`)
 	s.mark = s.q(`UPDATE sync_leases SET revoked = 1 WHERE partition = ? AND lease_id = ?`)
+	s.pruneLeases = s.q(`DELETE FROM sync_leases WHERE (partition, client_id) IN (
+  SELECT partition, client_id FROM sync_leases WHERE expires_at_ms < ? LIMIT ?)`)
+	s.pruneRevocations = s.q(`DELETE FROM sync_lease_revocations WHERE (partition, lease_id) IN (
+  SELECT r.partition, r.lease_id FROM sync_lease_revocations r WHERE r.revoked_at_ms < ?
+    AND NOT EXISTS (SELECT 1 FROM sync_leases l WHERE l.partition = r.partition AND l.lease_id = r.lease_id)
+  LIMIT ?)`)
 	if err := s.createTables(ctx); err != nil {
 		return nil, fmt.Errorf("sqllease: create tables: %w", err)
 	}
@@ -92,7 +99,7 @@ ON CONFLICT(partition, lease_id) DO NOTHING`)
 }
 
 // leaseObjects are the tables and indexes ddl creates.
-var leaseObjects = []string{"sync_leases", "sync_leases_by_id", "sync_lease_revocations"}
+var leaseObjects = []string{"sync_leases", "sync_leases_by_id", "sync_leases_expiry", "sync_lease_revocations"}
 
 // createTables runs the DDL in one transaction under the schema lock the
 // storage engine's migration holds, as the other side stores do; a
@@ -117,6 +124,7 @@ func (s *Store) ddl() []string {
   PRIMARY KEY(partition, client_id)
 )`,
 		`CREATE INDEX IF NOT EXISTS sync_leases_by_id ON sync_leases(partition, lease_id)`,
+		`CREATE INDEX IF NOT EXISTS sync_leases_expiry ON sync_leases(expires_at_ms)`,
 		`CREATE TABLE IF NOT EXISTS sync_lease_revocations(
   partition TEXT NOT NULL, lease_id TEXT NOT NULL,
   revoked_at_ms ` + i64 + ` NOT NULL,
@@ -208,6 +216,33 @@ func (s *Store) RevokeLease(ctx context.Context, partition, leaseID string) (boo
 		return false, fmt.Errorf("sqllease: revoke: %w", err)
 	}
 	return n > 0, nil
+}
+
+// PruneLeases implements ports.LeaseStore: two bounded autocommit
+// deletes, expired leases first, so the revocations they alone carried
+// go in the same pass.
+func (s *Store) PruneLeases(ctx context.Context, q ports.LeasePrune) (ports.LeasePruneCounts, error) {
+	var out ports.LeasePruneCounts
+	if q.Limit <= 0 {
+		return out, nil
+	}
+	for _, step := range []struct {
+		query string
+		at    int64
+		n     *int
+	}{{s.pruneLeases, q.ExpiredBeforeMs, &out.Leases}, {s.pruneRevocations, q.RevokedBeforeMs, &out.Revocations}} {
+		res, err := s.db.ExecContext(ctx, step.query, step.at, q.Limit)
+		if err != nil {
+			return out, fmt.Errorf("sqllease: prune: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return out, fmt.Errorf("sqllease: prune: %w", err)
+		}
+		*step.n = int(n)
+		out.MayHaveMore = out.MayHaveMore || int(n) == q.Limit
+	}
+	return out, nil
 }
 
 func flag(b bool) int {
