@@ -5,7 +5,7 @@
 //	syncd inspect ARGS...   decode and render SSP2 messages
 //	syncd prune [flags]     prune the commit log of every partition once
 //	syncd blobs sweep       delete the orphan blobs of every partition once
-//	syncd reactions ...     list durable reactions; retry dead letters
+//	syncd reactions ...     list durable reactions; retry dead letters; prune
 //	syncd seed [flags]      fill a project with synthetic rows for load tests
 //	syncd health [flags]    exit 0 when a server's /readyz answers 200
 //	syncd backup [flags]    copy a SQLite database consistently, online
@@ -93,6 +93,8 @@ Usage:
                           --type, --limit, --json)
   syncd reactions retry   reset dead letters to pending (--partition with
                           --key K, or --dead-letters [--type T])
+  syncd reactions prune   delete completed and dead-lettered reactions past
+                          their retention once (the serve flags)
   syncd seed [flags]      fill a project with synthetic rows for load tests
   syncd health [flags]    exit 0 when the admin listener's /readyz is 200, 1
                           otherwise (--url, --timeout; for health checks)
