@@ -21,6 +21,9 @@ func newAdminAPI(r *Readiness, log *zap.Logger, a adminParams) http.Handler {
 	o.Reader = a.Reader
 	if a.Storage != nil {
 		o.Logs, o.Clients = a.Storage, a.Storage
+		if rl, ok := a.Storage.(ports.ReactionLister); ok {
+			o.Reactions = rl
+		}
 		if ar, ok := a.Storage.(ports.AdminReader); ok && o.Reader == nil {
 			o.Reader = ar
 		}

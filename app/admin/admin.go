@@ -1,5 +1,5 @@
 // Package admin is the read-only admin API (/admin/v1/...): partitions,
-// client records, commit metadata, reaction queue counts, segment store
+// client records, commit metadata, reaction queue counts and lists, segment store
 // totals and readiness detail, as JSON for operators. It never reads row
 // payloads and never writes. The admin listener mounts it only behind the
 // bearer token (app.NewAdminHandler, --admin-api).
@@ -39,6 +39,8 @@ type Options struct {
 	Logs ports.LogReader
 	// Clients serve the single-client route; nil answers 501 there.
 	Clients ports.ClientStore
+	// Reactions serve the reaction list; nil answers 501 there.
+	Reactions ports.ReactionLister
 	// Segments report the segment store's totals; nil says unavailable.
 	Segments ports.SegmentStatsReader
 	// Readiness returns the /readyz document (any JSON value).
@@ -68,6 +70,7 @@ func New(o Options) *Handler {
 	h.route("/admin/v1/client", []string{"partition", "clientId"}, h.client)
 	h.route("/admin/v1/commits", []string{"partition", "after", "through", "limit"}, h.commits)
 	h.route("/admin/v1/reactions", []string{"partition"}, h.reactions)
+	h.route("/admin/v1/reactions/list", []string{"partition", "status", "type", "limit", "cursor"}, h.reactionList)
 	h.route("/admin/v1/segments", nil, h.segments)
 	h.route("/admin/v1/readiness", nil, h.readiness)
 	h.mux.HandleFunc("/admin/v1/", func(w http.ResponseWriter, r *http.Request) {

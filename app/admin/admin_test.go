@@ -60,7 +60,8 @@ func fixture(t *testing.T) (*memory.Store, *memseg.Store) {
 				return err
 			}
 			return tx.EnqueueReactions(ctx, ports.ReactionSource{ClientID: "c1", ClientCommitID: "cca", CommitSeq: seq, CreatedAtMs: 1},
-				[]ports.Reaction{{IdempotencyKey: "r1", Type: "email", Version: 1, Payload: []byte(`{}`), MaxAttempts: 1}})
+				[]ports.Reaction{{IdempotencyKey: "r1", Type: "email", Version: 1, Payload: []byte(`{"secret":1}`), MaxAttempts: 1},
+					{IdempotencyKey: "r2", Type: "sms", Version: 2, Payload: []byte(`{}`), MaxAttempts: 1, AvailableAtMs: 1 << 50}})
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +86,7 @@ func fixture(t *testing.T) (*memory.Store, *memseg.Store) {
 
 func handler(t *testing.T) http.Handler {
 	st, segs := fixture(t)
-	return admin.New(admin.Options{Reader: st, Logs: st, Clients: st, Segments: segs,
+	return admin.New(admin.Options{Reader: st, Logs: st, Clients: st, Reactions: st, Segments: segs,
 		Readiness: func() any { return map[string]any{"ready": true, "phase": "ready"} },
 		Now:       func() time.Time { return t0 }})
 }
@@ -159,8 +160,19 @@ func TestRoutes(t *testing.T) {
 		{"commits through a seq", "/admin/v1/commits?partition=p1&after=1&through=2", map[string]any{
 			"items.0.seq": 2.0, "items.1": nil}},
 		{"reactions of a partition", "/admin/v1/reactions?partition=p1", map[string]any{
-			"partition": "p1", "counts.pending": 1.0, "counts.leased": 0.0, "counts.completed": 0.0, "counts.dead-letter": 0.0, "total": 1.0}},
-		{"reactions overall", "/admin/v1/reactions", map[string]any{"counts.pending": 1.0, "total": 1.0}},
+			"partition": "p1", "counts.pending": 2.0, "counts.leased": 0.0, "counts.completed": 0.0, "counts.dead-letter": 0.0, "total": 2.0}},
+		{"reactions overall", "/admin/v1/reactions", map[string]any{"counts.pending": 2.0, "total": 2.0}},
+		{"reaction list", "/admin/v1/reactions/list?partition=p1", map[string]any{
+			"partition": "p1", "items.0.idempotencyKey": "r1", "items.0.type": "email", "items.0.status": "pending",
+			"items.0.attempts": 0.0, "items.0.maxAttempts": 1.0, "items.0.clientCommitId": "cca", "items.0.commitSeq": 1.0,
+			"items.0.lastFailure": nil, "items.0.payload": nil, "items.1.idempotencyKey": "r2", "items.2": nil, "nextCursor": nil}},
+		{"reaction list by type and status", "/admin/v1/reactions/list?partition=p1&type=sms,fax&status=pending", map[string]any{
+			"items.0.idempotencyKey": "r2", "items.0.version": 2.0, "items.1": nil}},
+		{"reaction list of dead letters", "/admin/v1/reactions/list?partition=p1&status=dead-letter", map[string]any{"items.0": nil}},
+		{"reaction list page", "/admin/v1/reactions/list?partition=p1&limit=1", map[string]any{
+			"items.0.idempotencyKey": "r1", "items.1": nil, "nextCursor": "eyJ0IjoxLCJrIjoicjEifQ"}},
+		{"reaction list continued", "/admin/v1/reactions/list?partition=p1&limit=1&cursor=eyJ0IjoxLCJrIjoicjEifQ", map[string]any{
+			"items.0.idempotencyKey": "r2", "items.1": nil}},
 		{"segments", "/admin/v1/segments", map[string]any{
 			"available": true, "segments": 1.0, "bytes": 13.0, "publications": 1.0, "expiredPublications": 0.0}},
 		{"readiness", "/admin/v1/readiness", map[string]any{"ready": true, "phase": "ready"}},
@@ -202,6 +214,9 @@ func TestBadRequests(t *testing.T) {
 		{"commits with a non-numeric through", "/admin/v1/commits?partition=p1&through=x", "through"},
 		{"commits through not above after", "/admin/v1/commits?partition=p1&after=5&through=5", "through"},
 		{"empty reaction partition", "/admin/v1/reactions?partition=", "partition"},
+		{"reaction list without a partition", "/admin/v1/reactions/list", "partition"},
+		{"reaction list with an unknown status", "/admin/v1/reactions/list?partition=p1&status=done", "status"},
+		{"reaction list with a bad cursor", "/admin/v1/reactions/list?partition=p1&cursor=eyJ9", "cursor"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,8 +2,10 @@ package admin
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/url"
+	"strings"
 
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -266,6 +268,100 @@ func (h *Handler) reactions(ctx context.Context, q url.Values) (any, error) {
 		out.Total += n
 	}
 	return out, nil
+}
+
+// Reaction is one entry of GET /admin/v1/reactions/list: its lifecycle
+// state, never its payload.
+type Reaction struct {
+	IdempotencyKey string          `json:"idempotencyKey"`
+	Type           string          `json:"type"`
+	Version        int32           `json:"version"`
+	Status         string          `json:"status"`
+	Attempts       int             `json:"attempts"`
+	MaxAttempts    int             `json:"maxAttempts"`
+	AvailableAt    *string         `json:"availableAt"`
+	LeaseExpiresAt *string         `json:"leaseExpiresAt"`
+	CompletedAt    *string         `json:"completedAt"`
+	LastFailure    json.RawMessage `json:"lastFailure"`
+	ClientID       string          `json:"clientId"`
+	ClientCommitID string          `json:"clientCommitId"`
+	CommitSeq      int64           `json:"commitSeq"`
+	CreatedAt      *string         `json:"createdAt"`
+}
+
+// ReactionPage is the answer of GET /admin/v1/reactions/list.
+type ReactionPage struct {
+	Partition  string     `json:"partition"`
+	Items      []Reaction `json:"items"`
+	NextCursor *string    `json:"nextCursor"`
+}
+
+// reactionList pages a partition's reactions oldest first, filtered by
+// status and type (comma-separated lists).
+func (h *Handler) reactionList(ctx context.Context, q url.Values) (any, error) {
+	if h.o.Reactions == nil {
+		return nil, errUnsupported
+	}
+	partition, limit, err := partitionPage(q)
+	if err != nil {
+		return nil, err
+	}
+	lq := ports.ReactionListQuery{Limit: limit, Types: listParam(q, "type")}
+	for _, st := range listParam(q, "status") {
+		switch s := ports.ReactionStatus(st); s {
+		case ports.ReactionPending, ports.ReactionLeased, ports.ReactionCompleted, ports.ReactionDeadLetter:
+			lq.Statuses = append(lq.Statuses, s)
+		default:
+			return nil, &badRequest{"status", "want pending, leased, completed or dead-letter"}
+		}
+	}
+	if c := q.Get("cursor"); c != "" {
+		var pos struct {
+			At  int64  `json:"t"`
+			Key string `json:"k"`
+		}
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || len(b) > 2*maxNameBytes || json.Unmarshal(b, &pos) != nil || pos.Key == "" {
+			return nil, &badRequest{"cursor", "not a cursor this API returned"}
+		}
+		lq.After = &ports.ReactionCursor{CreatedAtMs: pos.At, IdempotencyKey: pos.Key}
+	}
+	rs, err := h.o.Reactions.ListReactionPage(ctx, partition, lq)
+	if err != nil {
+		return nil, err
+	}
+	out := ReactionPage{Partition: partition, Items: make([]Reaction, 0, len(rs))}
+	for _, r := range rs {
+		item := Reaction{IdempotencyKey: r.IdempotencyKey, Type: r.Type, Version: r.Version, Status: string(r.Status),
+			Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, AvailableAt: timeOf(r.AvailableAtMs), LeaseExpiresAt: timeOf(r.LeaseExpiresAt),
+			CompletedAt: timeOf(r.CompletedAtMs), LastFailure: json.RawMessage("null"), ClientID: r.Source.ClientID,
+			ClientCommitID: r.Source.ClientCommitID, CommitSeq: r.Source.CommitSeq, CreatedAt: timeOf(r.Source.CreatedAtMs)}
+		if len(r.LastFailure) > 0 && json.Valid(r.LastFailure) {
+			item.LastFailure = json.RawMessage(r.LastFailure)
+		}
+		out.Items = append(out.Items, item)
+	}
+	if len(rs) == limit {
+		last := rs[len(rs)-1]
+		b, _ := json.Marshal(struct {
+			At  int64  `json:"t"`
+			Key string `json:"k"`
+		}{last.Source.CreatedAtMs, last.IdempotencyKey})
+		c := base64.RawURLEncoding.EncodeToString(b)
+		out.NextCursor = &c
+	}
+	return out, nil
+}
+
+// listParam splits a comma-separated parameter, dropping empty entries.
+func listParam(q url.Values, name string) []string {
+	var out []string
+	for v := range strings.SplitSeq(q.Get(name), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // SegmentStats is the answer of GET /admin/v1/segments.
