@@ -1,0 +1,206 @@
+package remoteop_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+)
+
+const queryIR = `{
+  "irVersion": 1, "schemaVersion": 1,
+  "schemaVersions": [{"version": 1, "migrations": []}],
+  "tables": [
+    {"name": "tasks", "primaryKey": "id",
+     "columns": [
+       {"name": "id", "type": "string", "nullable": false},
+       {"name": "project_id", "type": "string", "nullable": false},
+       {"name": "estimate", "type": "integer", "nullable": true},
+       {"name": "score", "type": "float", "nullable": false},
+       {"name": "done", "type": "boolean", "nullable": false},
+       {"name": "meta", "type": "json", "nullable": true},
+       {"name": "blob", "type": "bytes", "nullable": true}],
+     "scopes": ["project:{project_id}"]},
+    {"name": "raw", "primaryKey": "id", "materialize": false,
+     "columns": [{"name": "id", "type": "string", "nullable": false}],
+     "scopes": ["project:{id}"]}
+  ],
+  "subscriptions": []
+}`
+
+func querySchema(t *testing.T) *schema.Schema {
+	t.Helper()
+	s, err := schema.Load([]byte(queryIR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestCompileRefusesInvalidSpecs(t *testing.T) {
+	sc := querySchema(t)
+	base := remoteop.QuerySpec{ID: "q", Table: "tasks", MaxRows: 10}
+	tests := []struct {
+		name string
+		edit func(*remoteop.QuerySpec)
+		want string
+	}{
+		{"empty id", func(q *remoteop.QuerySpec) { q.ID = "" }, "empty id"},
+		{"unknown table", func(q *remoteop.QuerySpec) { q.Table = "nope" }, "unknown table"},
+		{"table not materialized", func(q *remoteop.QuerySpec) { q.Table = "raw" }, "not materialized"},
+		{"maxRows 0", func(q *remoteop.QuerySpec) { q.MaxRows = 0 }, "maxRows"},
+		{"maxRows past 10,000", func(q *remoteop.QuerySpec) { q.MaxRows = 10001 }, "maxRows"},
+		{"unknown result column", func(q *remoteop.QuerySpec) { q.Columns = []string{"nope"} }, "unknown result column"},
+		{"duplicate result column", func(q *remoteop.QuerySpec) { q.Columns = []string{"id", "id"} }, "duplicate result column"},
+		{"filter on unknown column", func(q *remoteop.QuerySpec) {
+			q.Filters = []remoteop.Filter{{Column: "nope", Op: remoteop.OpEq, Param: "p"}}
+		}, "unknown column"},
+		{"filter on json", func(q *remoteop.QuerySpec) {
+			q.Filters = []remoteop.Filter{{Column: "meta", Op: remoteop.OpEq, Param: "p"}}
+		}, "cannot be filtered"},
+		{"filter on bytes", func(q *remoteop.QuerySpec) {
+			q.Filters = []remoteop.Filter{{Column: "blob", Op: remoteop.OpEq, Param: "p"}}
+		}, "cannot be filtered"},
+		{"unknown op", func(q *remoteop.QuerySpec) {
+			q.Filters = []remoteop.Filter{{Column: "id", Op: "like", Param: "p"}}
+		}, "unknown filter op"},
+		{"filter without a parameter", func(q *remoteop.QuerySpec) {
+			q.Filters = []remoteop.Filter{{Column: "id", Op: remoteop.OpEq}}
+		}, "names no parameter"},
+		{"one parameter for two types", func(q *remoteop.QuerySpec) {
+			q.Filters = []remoteop.Filter{{Column: "id", Op: remoteop.OpEq, Param: "p"}, {Column: "estimate", Op: remoteop.OpGt, Param: "p"}}
+		}, "types"},
+		{"order by unknown column", func(q *remoteop.QuerySpec) { q.OrderBy = []remoteop.Order{{Column: "nope"}} }, "order by unknown"},
+		{"order by json", func(q *remoteop.QuerySpec) { q.OrderBy = []remoteop.Order{{Column: "meta"}} }, "cannot be ordered"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := base
+			tt.edit(&q)
+			_, err := remoteop.Compile(sc, q)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Compile = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := remoteop.Compile(sc, base); err != nil {
+		t.Fatalf("valid spec: %v", err)
+	}
+}
+
+func TestBindTypesParametersByTheirColumn(t *testing.T) {
+	sc := querySchema(t)
+	p, err := remoteop.Compile(sc, remoteop.QuerySpec{ID: "q", Table: "tasks", MaxRows: 10, Filters: []remoteop.Filter{
+		{Column: "project_id", Op: remoteop.OpEq, Param: "project"},
+		{Column: "estimate", Op: remoteop.OpGte, Param: "min"},
+		{Column: "score", Op: remoteop.OpLt, Param: "below"},
+		{Column: "done", Op: remoteop.OpEq, Param: "done"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Params(); !reflect.DeepEqual(got, []string{"below", "done", "min", "project"}) {
+		t.Fatalf("Params = %v", got)
+	}
+	params := func(fields ...remoteop.Field) remoteop.Value { return must(remoteop.Object(fields...)) }
+	f := func(k string, v remoteop.Value) remoteop.Field { return remoteop.Field{Key: k, Value: v} }
+	good := []remoteop.Field{f("project", str("p1")), f("min", remoteop.Integer(3)), f("below", must(remoteop.Number(2.5))), f("done", remoteop.Bool(false))}
+	got, err := p.Bind(params(good...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []remoteop.Condition{
+		{Column: "project_id", Op: remoteop.OpEq, Value: "p1"},
+		{Column: "estimate", Op: remoteop.OpGte, Value: int64(3)},
+		{Column: "score", Op: remoteop.OpLt, Value: 2.5},
+		{Column: "done", Op: remoteop.OpEq, Value: false},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Bind = %#v, want %#v", got, want)
+	}
+	t.Run("a safe integral number binds an integer column, an integer binds a float column", func(t *testing.T) {
+		got, err := p.Bind(params(f("project", str("p1")), f("min", must(remoteop.Number(4))), f("below", remoteop.Integer(2)), f("done", remoteop.Bool(true))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[1].Value != int64(4) || got[2].Value != 2.0 {
+			t.Fatalf("got %#v", got)
+		}
+	})
+	refusals := []struct {
+		name   string
+		params remoteop.Value
+	}{
+		{"null for a query with parameters", remoteop.Null()},
+		{"not an object", str("p1")},
+		{"missing parameter", params(good[:3]...)},
+		{"unknown parameter", params(append(append([]remoteop.Field{}, good...), f("extra", str("x")))...)},
+		{"string for an integer", params(f("project", str("p1")), f("min", str("3")), good[2], good[3])},
+		{"fractional number for an integer", params(f("project", str("p1")), f("min", must(remoteop.Number(3.5))), good[2], good[3])},
+		{"null value", params(f("project", remoteop.Null()), good[1], good[2], good[3])},
+		{"number for a boolean", params(good[0], good[1], good[2], f("done", must(remoteop.Number(1))))},
+	}
+	for _, tt := range refusals {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := p.Bind(tt.params); syncerr.CodeOf(err) != syncerr.OperationInvalid {
+				t.Fatalf("Bind = %v, want operation.invalid_request", err)
+			}
+		})
+	}
+	t.Run("a query without parameters takes null or an empty object", func(t *testing.T) {
+		p, err := remoteop.Compile(sc, remoteop.QuerySpec{ID: "all", Table: "tasks", MaxRows: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []remoteop.Value{remoteop.Null(), params()} {
+			if conds, err := p.Bind(v); err != nil || len(conds) != 0 {
+				t.Fatalf("Bind(%v) = %v, %v", v.Kind(), conds, err)
+			}
+		}
+	})
+}
+
+func TestRowNormalizesToTheDeclaredTypes(t *testing.T) {
+	sc := querySchema(t)
+	p, err := remoteop.Compile(sc, remoteop.QuerySpec{ID: "q", Table: "tasks", MaxRows: 10,
+		Columns: []string{"estimate", "id", "score", "done", "meta", "blob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := p.Row([]any{"t1", "p1", int64(5), 1.25, true, `{"a":1}`, []byte{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, _ := must(remoteop.Object(row...)).Encode()
+	want := obj(`["estimate",{"t":"number","v":5}]`, `["id",{"t":"string","v":"t1"}]`, `["score",{"t":"number","v":1.25}]`,
+		`["done",{"t":"boolean","v":true}]`, `["meta",{"t":"string","v":"{\"a\":1}"}]`, `["blob",{"t":"bytes","v":"AQ=="}]`)
+	if string(enc) != want {
+		t.Fatalf("got  %s\nwant %s", enc, want)
+	}
+	nulls, err := p.Row([]any{"t1", "p1", nil, 0.0, false, nil, nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nulls[0].Value.Kind() != remoteop.KindNull {
+		t.Fatalf("nullable estimate: %v", nulls[0].Value.Kind())
+	}
+	failures := []struct {
+		name  string
+		cells []any
+	}{
+		{"null in a non-nullable column", []any{"t1", "p1", nil, nil, false, nil, nil}},
+		{"integer past 2^53-1", []any{"t1", "p1", int64(1) << 53, 0.0, false, nil, nil}},
+		{"wrong Go type", []any{"t1", "p1", "5", 0.0, false, nil, nil}},
+		{"missing cells", []any{"t1"}},
+	}
+	for _, tt := range failures {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := p.Row(tt.cells); syncerr.CodeOf(err) != syncerr.OperationQueryFailed {
+				t.Fatalf("Row = %v, want operation.query_failed", err)
+			}
+		})
+	}
+}
