@@ -27,6 +27,10 @@
 //     never a cursor; the owner of push results.
 //   - Checkpoints, ServeGate: the state machine, fence, gate reads.
 //   - ReactionQueue: run when the storage implements ports.ReactionQueue.
+//   - AuthoritativeQuery: registered queries (ports.AuthoritativeQuerier):
+//     conditions, order with the row id as tie-break, byte order, limit,
+//     the scope filter before the limit, partition binding, max seq and
+//     gate from the same snapshot, staged writes unseen, refusals.
 //   - Admin: the admin API's reads (ports.AdminReader): partitions, clients,
 //     commit metadata, reaction counts, keyset pages in byte order.
 //   - Engine (hooks only): fence trigger, physical layout, query plans.
@@ -115,7 +119,7 @@ type group struct {
 // allGroups lists every case group, in run order.
 func allGroups() []group {
 	var gs []group
-	for _, part := range [][]group{adminGroups(), checkpointGroups(), clientGroups(), engineGroups(), healthGroups(), logGroups(), pushGroups(), reactionGroups(), schemaGroups()} {
+	for _, part := range [][]group{adminGroups(), checkpointGroups(), clientGroups(), engineGroups(), healthGroups(), logGroups(), operationGroups(), pushGroups(), reactionGroups(), schemaGroups()} {
 		gs = append(gs, part...)
 	}
 	return gs

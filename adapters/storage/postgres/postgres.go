@@ -328,3 +328,9 @@ func (*dialect) AnalyzeStatements(appTables []string) []string {
 	}
 	return out
 }
+
+// SnapshotTxOptions makes a read transaction one snapshot
+// (sqlstore.SnapshotDialect): REPEATABLE READ, read only.
+func (*dialect) SnapshotTxOptions() *sql.TxOptions {
+	return &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+}
