@@ -1,0 +1,186 @@
+// Package operations is the remote operation use case (REMOTE.md): POST
+// <mount>/operations runs registered, server-authoritative queries by
+// name. The host registers them, in Go (Query) or, for the stock binary,
+// in a JSON file of declarative queries against the synced tables
+// (LoadQueryFile); no request text ever becomes SQL.
+package operations
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/schema"
+)
+
+// Access is how a registered query is authorized (REMOTE.md §2.1).
+type Access uint8
+
+// Query access modes.
+const (
+	// AccessScoped (the default) answers only rows the caller could pull:
+	// the caller's resolved scopes restrict the rows, and an equality
+	// filter on a scope column whose value the grant does not admit is
+	// operation.forbidden.
+	AccessScoped Access = iota
+	// AccessPrivileged asks the query's Authorize callback; the rows are
+	// not restricted by scopes (still within the caller's partition).
+	AccessPrivileged
+)
+
+// AuthContext is who calls an operation.
+type AuthContext struct {
+	ActorID   string
+	Partition string
+	ClientID  string
+}
+
+// Params are a request's bound parameters by name, typed by the column
+// each is compared with: string, int64, float64 or bool.
+type Params map[string]any
+
+// Query is a registered query.
+type Query struct {
+	Spec   remoteop.QuerySpec
+	Access Access
+	// Authorize decides a privileged query (required for one, unused for a
+	// scoped one): false is operation.forbidden, an error
+	// operation.execution_failed.
+	Authorize func(ctx context.Context, who AuthContext, p Params) (bool, error)
+}
+
+// registered is a query compiled against the running schema.
+type registered struct {
+	plan *remoteop.Plan
+	q    Query
+}
+
+// Registry holds the registered operations of one schema version.
+type Registry struct {
+	queries map[string]*registered
+}
+
+// NewRegistry compiles every query against s. Ids must be non-empty and
+// distinct; a privileged query needs Authorize.
+func NewRegistry(s *schema.Schema, queries []Query) (*Registry, error) {
+	r := &Registry{queries: map[string]*registered{}}
+	var errs []error
+	for _, q := range queries {
+		p, err := remoteop.Compile(s, q.Spec)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, dup := r.queries[p.ID()]; dup {
+			errs = append(errs, fmt.Errorf("remote query %q: registered twice", p.ID()))
+			continue
+		}
+		if q.Access == AccessPrivileged && q.Authorize == nil {
+			errs = append(errs, fmt.Errorf("remote query %q: a privileged query needs Authorize", p.ID()))
+			continue
+		}
+		if q.Access != AccessScoped && q.Access != AccessPrivileged {
+			errs = append(errs, fmt.Errorf("remote query %q: unknown access %d", p.ID(), q.Access))
+			continue
+		}
+		r.queries[p.ID()] = &registered{plan: p, q: q}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Len returns the number of registered operations.
+func (r *Registry) Len() int {
+	if r == nil {
+		return 0
+	}
+	return len(r.queries)
+}
+
+func (r *Registry) query(id string) *registered {
+	if r == nil {
+		return nil
+	}
+	return r.queries[id]
+}
+
+// QueryFile is the declarative form the stock binary reads (--operations):
+//
+//	{"queries": [{"id": "tasks.open", "table": "tasks",
+//	  "columns": ["id", "title"],
+//	  "filters": [{"column": "project_id", "op": "eq", "param": "projectId"}],
+//	  "orderBy": [{"column": "title", "desc": false}],
+//	  "maxRows": 100}]}
+//
+// Every query of a file is scoped: it answers only rows the caller could
+// pull. Privileged queries need Go (an Authorize callback).
+type QueryFile struct {
+	Queries []FileQuery `json:"queries"`
+}
+
+// FileQuery is one query of a QueryFile.
+type FileQuery struct {
+	ID      string       `json:"id"`
+	Table   string       `json:"table"`
+	Columns []string     `json:"columns,omitempty"`
+	Filters []FileFilter `json:"filters,omitempty"`
+	OrderBy []FileOrder  `json:"orderBy,omitempty"`
+	MaxRows int          `json:"maxRows"`
+}
+
+// FileFilter is one filter of a FileQuery.
+type FileFilter struct {
+	Column string `json:"column"`
+	Op     string `json:"op"`
+	Param  string `json:"param"`
+}
+
+// FileOrder is one sort key of a FileQuery.
+type FileOrder struct {
+	Column string `json:"column"`
+	Desc   bool   `json:"desc,omitempty"`
+}
+
+// ParseQueryFile decodes a query file strictly (unknown fields, trailing
+// data and a missing queries list are refused) into scoped queries.
+func ParseQueryFile(data []byte) ([]Query, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f QueryFile
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("operations file: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("operations file: trailing data")
+	}
+	if f.Queries == nil {
+		return nil, errors.New(`operations file: no "queries" list`)
+	}
+	out := make([]Query, len(f.Queries))
+	for i, fq := range f.Queries {
+		spec := remoteop.QuerySpec{ID: fq.ID, Table: fq.Table, Columns: fq.Columns, MaxRows: fq.MaxRows}
+		for _, ff := range fq.Filters {
+			spec.Filters = append(spec.Filters, remoteop.Filter{Column: ff.Column, Op: remoteop.Op(ff.Op), Param: ff.Param})
+		}
+		for _, fo := range fq.OrderBy {
+			spec.OrderBy = append(spec.OrderBy, remoteop.Order{Column: fo.Column, Desc: fo.Desc})
+		}
+		out[i] = Query{Spec: spec, Access: AccessScoped}
+	}
+	return out, nil
+}
+
+// LoadQueryFile reads and parses a query file.
+func LoadQueryFile(path string) ([]Query, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("operations file: %w", err)
+	}
+	return ParseQueryFile(data)
+}
