@@ -108,8 +108,8 @@ func (f *fixture) service(queries []operations.Query, mod func(*operations.Optio
 	}
 	o := operations.Options{Store: f.store, Querier: f.store, Schema: f.sc, Registry: reg,
 		Resolver: grants{
-			"alice": {"project_id": {"p1", "p2"}},
-			"admin": {"project_id": {scopes.Wildcard}},
+			"alice":  {"project_id": {"p1", "p2"}},
+			"admin":  {"project_id": {scopes.Wildcard}},
 			"nobody": {"owner": {"x"}},
 		},
 		Now: func() time.Time { return time.UnixMilli(1000) }}
