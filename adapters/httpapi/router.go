@@ -29,6 +29,8 @@ const (
 	RouteBlobGet         Route = "GET /blobs/{" + PathBlobID + "}"
 	RouteBlobUploadGrant Route = "POST /blobs/{" + PathBlobID + "}/upload-grant"
 	RouteRealtime        Route = "GET /realtime"
+	// RouteOperations runs registered remote operations (REMOTE.md §5).
+	RouteOperations Route = "POST /operations"
 	// The native presigned blob URLs (SPEC §5.9.3, §5.9.5): the query is
 	// the grant, no host authentication.
 	RouteBlobObjectGet Route = "GET /blob-objects/{" + PathBlobID + "}"
@@ -43,7 +45,7 @@ const (
 
 // Routes lists every sync API route.
 func Routes() []Route {
-	return []Route{RouteSync, RouteSegment, RouteBlobPut, RouteBlobGet, RouteBlobUploadGrant, RouteRealtime, RouteBlobObjectGet, RouteBlobObjectPut}
+	return []Route{RouteSync, RouteSegment, RouteBlobPut, RouteBlobGet, RouteBlobUploadGrant, RouteRealtime, RouteOperations, RouteBlobObjectGet, RouteBlobObjectPut}
 }
 
 // Method returns the route's HTTP method.
