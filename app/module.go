@@ -377,6 +377,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		FanoutModule,
 		SegmentsModule,
 		BlobsModule,
+		OperationsModule,
 		KeysModule,
 		TestControlModule,
 		fx.Options(extra...),

@@ -58,6 +58,9 @@ type Config struct {
 	Database string
 	// Schema is the path of a schema IR file; empty serves the embedded demo schema.
 	Schema string
+	// Operations is the path of a JSON file declaring registered remote
+	// queries (POST <mount>/operations); empty registers none.
+	Operations string
 	// Mount is the route prefix of the sync API ("" or "/path").
 	Mount string
 	// Auth selects request authentication (dev or jwt). Empty resolves to
@@ -346,6 +349,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "host:port of the admin listener (/livez, /readyz, /metrics, /debug/pprof)")
 	fs.StringVar(&c.Database, "database", c.Database, "SQLite file path, sqlite:PATH, or postgres:// URL")
 	fs.StringVar(&c.Schema, "schema", c.Schema, "schema IR file written by the Syncular CLI (syncular.ir.json); empty serves the embedded todos demo")
+	fs.StringVar(&c.Operations, "operations", c.Operations, "JSON file declaring registered remote queries against the synced tables for POST <mount>/operations (see README)")
 	fs.StringVar(&c.Mount, "mount", c.Mount, "route prefix of the sync API, e.g. /api/sync (default empty)")
 	fs.StringVar(&c.Auth, "auth", c.Auth, "request authentication: dev or jwt (default dev with the demo schema or --dev, required otherwise)")
 	fs.StringVar(&c.DevAuth.Actor, "dev-actor", c.DevAuth.Actor, "--auth dev: actor of requests without an X-Syncd-Actor header (default: refuse them)")

@@ -1,0 +1,110 @@
+package app
+
+import (
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/adapters/httpapi"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/operations"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// GroupRemoteQueries is the value group of registered remote queries a
+// host provides with ProvideRemoteQuery.
+const GroupRemoteQueries = "syncd.remote_queries"
+
+// OperationsModule serves POST <mount>/operations (REMOTE.md): the
+// registered queries of --operations and those a host provides with
+// ProvideRemoteQuery, compiled against the running schema while the graph
+// is built (a query that does not compile stops the start). Without a
+// ports.Storage in the graph the route answers sync.not_found.
+var OperationsModule = fx.Module("syncd.operations",
+	fx.Provide(
+		NewOperationsRegistry,
+		NewOperationsService,
+		fx.Annotate(newOperationsRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
+	),
+)
+
+// ProvideRemoteQuery registers a remote query constructor: a func
+// returning an operations.Query (and optionally an error), whose
+// parameters fx injects.
+func ProvideRemoteQuery(ctor any) fx.Option {
+	return fx.Provide(fx.Annotate(ctor, fx.ResultTags(`group:"`+GroupRemoteQueries+`"`)))
+}
+
+// OperationsRegistryParams are the inputs of the registry.
+type OperationsRegistryParams struct {
+	fx.In
+	Config  config.Config
+	Schema  *schema.Schema
+	Queries []operations.Query `group:"syncd.remote_queries"`
+}
+
+// NewOperationsRegistry compiles the file's queries and the host's.
+func NewOperationsRegistry(p OperationsRegistryParams) (*operations.Registry, error) {
+	qs := append([]operations.Query(nil), p.Queries...)
+	if p.Config.Operations != "" {
+		file, err := operations.LoadQueryFile(p.Config.Operations)
+		if err != nil {
+			return nil, err
+		}
+		qs = append(qs, file...)
+	}
+	return operations.NewRegistry(p.Schema, qs)
+}
+
+// OperationsServiceParams are the inputs of the operations use case.
+type OperationsServiceParams struct {
+	fx.In
+	Log          *zap.Logger
+	Clock        ports.Clock
+	Schema       *schema.Schema
+	Resolver     ports.ScopeResolver
+	Registry     *operations.Registry
+	Store        ports.Storage            `optional:"true"`
+	Declarations []checkpoint.Declaration `optional:"true"`
+}
+
+// NewOperationsService builds the use case; nil without storage. A store
+// that runs no authoritative queries answers them
+// operation.storage_unsupported.
+func NewOperationsService(p OperationsServiceParams) (*operations.Service, error) {
+	if p.Store == nil {
+		return nil, nil
+	}
+	querier, _ := p.Store.(ports.AuthoritativeQuerier)
+	log := p.Log.Named("operations")
+	log.Info("remote operations registered", zap.Int("queries", p.Registry.Len()))
+	return operations.New(operations.Options{
+		Store:        p.Store,
+		Querier:      querier,
+		Resolver:     p.Resolver,
+		Schema:       p.Schema,
+		Registry:     p.Registry,
+		Declarations: p.Declarations,
+		Now:          p.Clock.Now,
+		Log:          log,
+	})
+}
+
+type operationsRouteParams struct {
+	fx.In
+	Transport *httpapi.Transport
+	Auth      ports.Authenticator
+	Service   *operations.Service `optional:"true"`
+	Log       *zap.Logger
+}
+
+func newOperationsRoutes(p operationsRouteParams) ([]RouteHandler, error) {
+	if p.Service == nil {
+		return nil, nil
+	}
+	if p.Auth == nil {
+		return nil, errNoAuthenticator
+	}
+	return []RouteHandler{{Route: httpapi.RouteOperations, Handler: p.Transport.OperationsEndpoint(p.Auth, p.Service, p.Log.Named("operations"))}}, nil
+}

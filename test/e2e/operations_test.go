@@ -1,0 +1,231 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/syncd-dev/syncd/adapters/httpapi"
+	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/operations"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/ssptest"
+)
+
+// QueryAuthoritative passes the engine's registered queries through.
+func (g *gatedStore) QueryAuthoritative(ctx context.Context, partition string, q ports.AuthoritativeQuery) (ports.AuthoritativeResult, error) {
+	aq, ok := g.Storage.(ports.AuthoritativeQuerier)
+	if !ok {
+		return ports.AuthoritativeResult{}, errors.New("storage runs no authoritative queries")
+	}
+	return aq.QueryAuthoritative(ctx, partition, q)
+}
+
+const operationsFile = `{"queries": [
+  {"id": "tasks.byProject", "table": "tasks", "columns": ["id", "title", "estimate"],
+   "filters": [{"column": "project_id", "op": "eq", "param": "project"}],
+   "orderBy": [{"column": "title"}], "maxRows": 10},
+  {"id": "tasks.estimated", "table": "tasks", "columns": ["id"],
+   "filters": [{"column": "estimate", "op": "gte", "param": "min"}],
+   "orderBy": [{"column": "estimate", "desc": true}], "maxRows": 2}
+]}`
+
+// operation posts one operations request as actor with a dev grant.
+func (s *server) operation(actor, grant, contentType string, body []byte) reply {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.url[:len(s.url)-len("/sync")]+"/operations", bytes.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	if actor != "" {
+		req.Header.Set("X-Syncd-Actor", actor)
+	}
+	if grant != "" {
+		req.Header.Set("X-Syncd-Scopes", grant)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func opRequest(t *testing.T, kind, clientID, op string, params remoteop.Value) []byte {
+	t.Helper()
+	str := func(s string) remoteop.Value { v, _ := remoteop.String(s); return v }
+	rev, _ := remoteop.SafeNumber(1)
+	fields := []remoteop.Field{{Key: "revision", Value: rev}, {Key: "kind", Value: str(kind)},
+		{Key: "clientId", Value: str(clientID)}, {Key: "operationId", Value: str(op)}}
+	if kind == "command" {
+		fields = append(fields, remoteop.Field{Key: "requestId", Value: str("r1")})
+	}
+	v, err := remoteop.Object(append(fields, remoteop.Field{Key: "params", Value: params})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := v.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func opParams(t *testing.T, fields ...remoteop.Field) remoteop.Value {
+	t.Helper()
+	v, err := remoteop.Object(fields...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// opAnswer decodes an encoded response: the rows' ids and the max seq of
+// a query, or the error's code.
+func opAnswer(t *testing.T, rep reply) (ids []string, maxSeq float64, code string) {
+	t.Helper()
+	if rep.status != http.StatusOK || rep.header.Get("Content-Type") != httpapi.ContentTypeOperations {
+		t.Fatalf("status %d (%s): %s", rep.status, rep.header.Get("Content-Type"), rep.body)
+	}
+	v, err := remoteop.Decode(rep.body)
+	if err != nil {
+		t.Fatalf("response: %v", err)
+	}
+	get := func(v remoteop.Value, k string) remoteop.Value {
+		f, ok := v.Get(k)
+		if !ok {
+			t.Fatalf("no %q in %s", k, rep.body)
+		}
+		return f
+	}
+	if kind, _ := get(v, "kind").AsString(); kind == "error" {
+		code, _ = get(v, "code").AsString()
+		return nil, 0, code
+	}
+	maxSeq, _ = get(v, "maxCommitSeq").AsNumber()
+	rows, _ := get(v, "rows").Items()
+	ids = []string{}
+	for _, r := range rows {
+		id, _ := get(r, "id").AsString()
+		ids = append(ids, id)
+	}
+	return ids, maxSeq, ""
+}
+
+func TestRemoteQueriesOverHTTP(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		path := filepath.Join(t.TempDir(), "operations.json")
+		if err := os.WriteFile(path, []byte(operationsFile), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		audit := app.ProvideRemoteQuery(func() operations.Query {
+			return operations.Query{Spec: remoteop.QuerySpec{ID: "tasks.audit", Table: "tasks", Columns: []string{"id"}, MaxRows: 100},
+				Access: operations.AccessPrivileged,
+				Authorize: func(_ context.Context, who operations.AuthContext, _ operations.Params) (bool, error) {
+					if who.ActorID == "flaky" {
+						return false, errors.New("policy service down")
+					}
+					return who.ActorID == "auditor", nil
+				}}
+		})
+		s := start(t, e, serverOpts{config: func(c *config.Config) { c.Operations = path }, extra: []fx.Option{audit}})
+		writer := call{actor: "alice", scopes: `{"owner":["alice"],"project_id":["*"]}`}
+		ep := s.epoch(writer)
+		est := func(id, project, title string, estimate int64) ssp2.PushOperation {
+			return ssptest.Upsert("tasks", id, ssptest.Sparse(t, s.sch.Table("tasks"), ssptest.Cols{"id": rowcodec.String(id),
+				"project_id": rowcodec.String(project), "title": rowcodec.String(title), "done": rowcodec.Bool(false),
+				"estimate": rowcodec.Int(estimate), "attachment": rowcodec.Null()}), -1)
+		}
+		resp, _ := s.sync(writer, ssptest.Req{ClientID: "w1", SchemaVersion: s.sch.Version, Epoch: ep, Commits: []*ssp2.PushCommit{
+			ssptest.Commit("k1", est("t1", "p1", "b", 1), est("t2", "p1", "a", 5), est("t3", "p2", "c", 8), est("t4", "p3", "d", 9)),
+		}})
+		if resp.Results[0].Status != ssp2.PushApplied {
+			t.Fatalf("seed push %+v", resp.Results[0])
+		}
+		ct := httpapi.ContentTypeOperations
+		grant := `{"project_id":["p1","p2"]}`
+		str := func(s string) remoteop.Value { v, _ := remoteop.String(s); return v }
+		byProject := func(p string) []byte {
+			return opRequest(t, "query", "reader-1", "tasks.byProject", opParams(t, remoteop.Field{Key: "project", Value: str(p)}))
+		}
+		estimated := func(min int64) []byte {
+			return opRequest(t, "query", "reader-1", "tasks.estimated", opParams(t, remoteop.Field{Key: "min", Value: remoteop.Integer(min)}))
+		}
+		successes := []struct {
+			name         string
+			actor, grant string
+			body         []byte
+			want         []string
+		}{
+			{"a configured query in its declared order", "bob", grant, byProject("p1"), []string{"t2", "t1"}},
+			{"a scoped query keeps to the caller's rows, before the cap", "bob", grant, estimated(2), []string{"t3", "t2"}},
+			{"a privileged host query", "auditor", `{}`, opRequest(t, "query", "audit-1", "tasks.audit", remoteop.Null()), []string{"t1", "t2", "t3", "t4"}},
+		}
+		for _, tt := range successes {
+			ids, seq, code := opAnswer(t, s.operation(tt.actor, tt.grant, ct, tt.body))
+			if code != "" || !reflect.DeepEqual(ids, tt.want) || seq != 1 {
+				t.Errorf("%s: rows %v, maxCommitSeq %v, code %q; want %v at 1", tt.name, ids, seq, code, tt.want)
+			}
+		}
+		// A client id bound to bob, for the binding case below.
+		if _, err := s.store.BindClient(context.Background(), "default", "bound-to-bob", "bob"); err != nil {
+			t.Fatal(err)
+		}
+		failures := []struct {
+			name         string
+			actor, grant string
+			body         []byte
+			want         syncerr.Code
+		}{
+			{"unknown operation", "bob", grant, opRequest(t, "query", "reader-1", "nope", remoteop.Null()), syncerr.OperationUnknown},
+			{"a query asked for as a command", "bob", grant, opRequest(t, "command", "reader-1", "tasks.byProject", remoteop.Null()), syncerr.OperationUnknown},
+			{"a project outside the grant", "bob", grant, byProject("p3"), syncerr.OperationForbidden},
+			{"privileged authorize refuses", "bob", grant, opRequest(t, "query", "reader-1", "tasks.audit", remoteop.Null()), syncerr.OperationForbidden},
+			{"privileged authorize fails", "flaky", grant, opRequest(t, "query", "reader-1", "tasks.audit", remoteop.Null()), syncerr.OperationExecFailed},
+			{"malformed envelope", "bob", grant, []byte(`{"t":"object","v":[]}`), syncerr.OperationInvalid},
+			{"not JSON", "bob", grant, []byte(`{`), syncerr.OperationInvalid},
+			{"parameter of the wrong type", "bob", grant, opRequest(t, "query", "reader-1", "tasks.byProject",
+				opParams(t, remoteop.Field{Key: "project", Value: remoteop.Integer(1)})), syncerr.OperationInvalid},
+			{"past maxRows", "admin", `{"project_id":["*"]}`, estimated(0), syncerr.OperationResultTooLarge},
+			{"the reserved command namespace", "bob", grant, opRequest(t, "query", `["remote-command","bob","x"]`, "tasks.byProject",
+				opParams(t, remoteop.Field{Key: "project", Value: str("p1")})), syncerr.InvalidClientID},
+			{"a client id bound to another actor", "carol", grant, opRequest(t, "query", "bound-to-bob", "tasks.byProject",
+				opParams(t, remoteop.Field{Key: "project", Value: str("p1")})), syncerr.InvalidClientID},
+		}
+		for _, tt := range failures {
+			if _, _, code := opAnswer(t, s.operation(tt.actor, tt.grant, ct, tt.body)); code != string(tt.want) {
+				t.Errorf("%s: code %q, want %s", tt.name, code, tt.want)
+			}
+		}
+		// Transport refusals are §10.1 JSON with their status.
+		s.jsonError(s.operation("bob", grant, "application/json", byProject("p1")), http.StatusUnsupportedMediaType, syncerr.OperationInvalid)
+		s.jsonError(s.operation("", grant, ct, byProject("p1")), http.StatusUnauthorized, syncerr.AuthRequired)
+		// The serve gate: an undeclared pending checkpoint refuses queries.
+		if _, err := s.store.DeclareCheckpoint(context.Background(), checkpoint.Declaration{Partition: "default", Name: "projection", SchemaVersion: s.sch.Version}, time.Now().UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, code := opAnswer(t, s.operation("bob", grant, ct, byProject("p1"))); code != string(syncerr.SchemaNotReady) {
+			t.Fatalf("closed gate: code %q", code)
+		}
+	})
+}
