@@ -7,20 +7,26 @@ import (
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/operations"
+	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// GroupRemoteQueries is the value group of registered remote queries a
-// host provides with ProvideRemoteQuery.
-const GroupRemoteQueries = "syncd.remote_queries"
+// Value groups of registered remote operations a host provides with
+// ProvideRemoteQuery and ProvideRemoteCommand.
+const (
+	GroupRemoteQueries  = "syncd.remote_queries"
+	GroupRemoteCommands = "syncd.remote_commands"
+)
 
 // OperationsModule serves POST <mount>/operations (REMOTE.md): the
 // registered queries of --operations and those a host provides with
 // ProvideRemoteQuery, compiled against the running schema while the graph
-// is built (a query that does not compile stops the start). Without a
-// ports.Storage in the graph the route answers sync.not_found.
+// is built (a query that does not compile stops the start), and the
+// commands a host provides with ProvideRemoteCommand, committed through
+// the sync use case's push pipeline. Without a ports.Storage in the graph
+// the route answers sync.not_found.
 var OperationsModule = fx.Module("syncd.operations",
 	fx.Provide(
 		NewOperationsRegistry,
@@ -36,12 +42,19 @@ func ProvideRemoteQuery(ctor any) fx.Option {
 	return fx.Provide(fx.Annotate(ctor, fx.ResultTags(`group:"`+GroupRemoteQueries+`"`)))
 }
 
+// ProvideRemoteCommand registers a remote command constructor: a func
+// returning an operations.Command (and optionally an error).
+func ProvideRemoteCommand(ctor any) fx.Option {
+	return fx.Provide(fx.Annotate(ctor, fx.ResultTags(`group:"`+GroupRemoteCommands+`"`)))
+}
+
 // OperationsRegistryParams are the inputs of the registry.
 type OperationsRegistryParams struct {
 	fx.In
-	Config  config.Config
-	Schema  *schema.Schema
-	Queries []operations.Query `group:"syncd.remote_queries"`
+	Config   config.Config
+	Schema   *schema.Schema
+	Queries  []operations.Query   `group:"syncd.remote_queries"`
+	Commands []operations.Command `group:"syncd.remote_commands"`
 }
 
 // NewOperationsRegistry compiles the file's queries and the host's.
@@ -54,7 +67,7 @@ func NewOperationsRegistry(p OperationsRegistryParams) (*operations.Registry, er
 		}
 		qs = append(qs, file...)
 	}
-	return operations.NewRegistry(p.Schema, qs)
+	return operations.NewRegistry(p.Schema, qs, p.Commands)
 }
 
 // OperationsServiceParams are the inputs of the operations use case.
@@ -67,6 +80,7 @@ type OperationsServiceParams struct {
 	Registry     *operations.Registry
 	Store        ports.Storage            `optional:"true"`
 	Declarations []checkpoint.Declaration `optional:"true"`
+	Sync         *syncsvc.Service         `optional:"true"`
 }
 
 // NewOperationsService builds the use case; nil without storage. A store
@@ -77,6 +91,10 @@ func NewOperationsService(p OperationsServiceParams) (*operations.Service, error
 		return nil, nil
 	}
 	querier, _ := p.Store.(ports.AuthoritativeQuerier)
+	var pusher operations.CommandPusher
+	if p.Sync != nil {
+		pusher = p.Sync
+	}
 	log := p.Log.Named("operations")
 	log.Info("remote operations registered", zap.Int("queries", p.Registry.Len()))
 	return operations.New(operations.Options{
@@ -85,6 +103,7 @@ func NewOperationsService(p OperationsServiceParams) (*operations.Service, error
 		Resolver:     p.Resolver,
 		Schema:       p.Schema,
 		Registry:     p.Registry,
+		Pusher:       pusher,
 		Declarations: p.Declarations,
 		Now:          p.Clock.Now,
 		Log:          log,

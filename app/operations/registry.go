@@ -1,8 +1,9 @@
 // Package operations is the remote operation use case (REMOTE.md): POST
-// <mount>/operations runs registered, server-authoritative queries by
-// name. The host registers them, in Go (Query) or, for the stock binary,
-// in a JSON file of declarative queries against the synced tables
-// (LoadQueryFile); no request text ever becomes SQL.
+// <mount>/operations runs registered, server-authoritative queries and
+// commands by name. The host registers them, in Go (Query, Command) or,
+// for the stock binary, queries in a JSON file of declarative queries
+// against the synced tables (LoadQueryFile); no request text ever
+// becomes SQL, and commands commit through the ordinary push pipeline.
 package operations
 
 import (
@@ -61,21 +62,35 @@ type registered struct {
 
 // Registry holds the registered operations of one schema version.
 type Registry struct {
-	queries map[string]*registered
+	queries  map[string]*registered
+	commands map[string]*registeredCommand
 }
 
-// NewRegistry compiles every query against s. Ids must be non-empty and
-// distinct; a privileged query needs Authorize.
-func NewRegistry(s *schema.Schema, queries []Query) (*Registry, error) {
-	r := &Registry{queries: map[string]*registered{}}
+// NewRegistry compiles every query against s and registers the commands.
+// Ids must be non-empty and distinct across both kinds; a privileged
+// query needs Authorize, a command Authorize and Run.
+func NewRegistry(s *schema.Schema, queries []Query, commands []Command) (*Registry, error) {
+	r := &Registry{queries: map[string]*registered{}, commands: map[string]*registeredCommand{}}
 	var errs []error
+	for _, c := range commands {
+		switch {
+		case c.ID == "":
+			errs = append(errs, errors.New("remote command: empty id"))
+		case r.commands[c.ID] != nil:
+			errs = append(errs, fmt.Errorf("remote command %q: registered twice", c.ID))
+		case c.Authorize == nil || c.Run == nil:
+			errs = append(errs, fmt.Errorf("remote command %q: Authorize and Run are required", c.ID))
+		default:
+			r.commands[c.ID] = &registeredCommand{c: c}
+		}
+	}
 	for _, q := range queries {
 		p, err := remoteop.Compile(s, q.Spec)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if _, dup := r.queries[p.ID()]; dup {
+		if _, dup := r.queries[p.ID()]; dup || r.commands[p.ID()] != nil {
 			errs = append(errs, fmt.Errorf("remote query %q: registered twice", p.ID()))
 			continue
 		}
@@ -100,7 +115,7 @@ func (r *Registry) Len() int {
 	if r == nil {
 		return 0
 	}
-	return len(r.queries)
+	return len(r.queries) + len(r.commands)
 }
 
 func (r *Registry) query(id string) *registered {
@@ -108,6 +123,13 @@ func (r *Registry) query(id string) *registered {
 		return nil
 	}
 	return r.queries[id]
+}
+
+func (r *Registry) command(id string) *registeredCommand {
+	if r == nil {
+		return nil
+	}
+	return r.commands[id]
 }
 
 // QueryFile is the declarative form the stock binary reads (--operations):

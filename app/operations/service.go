@@ -34,6 +34,9 @@ type Options struct {
 	Resolver ports.ScopeResolver
 	Schema   *schema.Schema
 	Registry *Registry
+	// Pusher commits commands; nil answers every command
+	// operation.storage_unsupported.
+	Pusher CommandPusher
 	// Declarations are the checkpoints this process declared: the serve
 	// gate lets a declared pending checkpoint pass (SPEC C.5).
 	Declarations []checkpoint.Declaration
@@ -99,11 +102,14 @@ func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) ([
 		return nil, err
 	}
 	// 4. The operation, of the kind asked for.
-	reg := s.o.Registry.query(req.OperationID)
-	if reg == nil || req.Kind != remoteop.KindQuery {
-		return nil, syncerr.Newf(syncerr.OperationUnknown, "no %s operation %q", req.Kind, req.OperationID)
+	if req.Kind == remoteop.KindCommand {
+		if c := s.o.Registry.command(req.OperationID); c != nil {
+			return s.runCommand(ctx, id, req, c)
+		}
+	} else if q := s.o.Registry.query(req.OperationID); q != nil {
+		return s.runQuery(ctx, id, req, q)
 	}
-	return s.runQuery(ctx, id, req, reg)
+	return nil, syncerr.Newf(syncerr.OperationUnknown, "no %s operation %q", req.Kind, req.OperationID)
 }
 
 func (s *Service) runQuery(ctx context.Context, id ports.Identity, req remoteop.Request, reg *registered) ([]byte, error) {

@@ -102,7 +102,7 @@ func (f *fixture) task(id, project, title string, done bool, estimate any) {
 
 func (f *fixture) service(queries []operations.Query, mod func(*operations.Options)) *operations.Service {
 	f.t.Helper()
-	reg, err := operations.NewRegistry(f.sc, queries)
+	reg, err := operations.NewRegistry(f.sc, queries, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func TestNewRegistryRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := operations.NewRegistry(sc, tt.queries); err == nil {
+			if _, err := operations.NewRegistry(sc, tt.queries, nil); err == nil {
 				t.Fatal("registry built")
 			}
 		})

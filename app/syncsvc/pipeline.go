@@ -128,7 +128,7 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 	} else if ok && r.ActorID == actor {
 		return replay(r.Result, ccid).forWire(rq.wire), nil
 	} else if ok && r.ActorID != "" {
-		return outcome{}, push.CheckClientID(clientID, actor, r.ActorID, true)
+		return outcome{}, rq.checkClientID(r.ActorID)
 	}
 	var out outcome
 	var applied *commit.Commit
@@ -150,7 +150,7 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 		// racing for a fresh id exactly one gets it; the other is refused.
 		if boundTo, err := tx.BindClient(ctx, clientID); err != nil {
 			return fmt.Errorf("bind client id: %w", err)
-		} else if err := push.CheckClientID(clientID, actor, boundTo, true); err != nil {
+		} else if err := rq.checkClientID(boundTo); err != nil {
 			return err
 		}
 		// 5. Locked idempotency re-check, replayed only to its owner (a
@@ -159,13 +159,24 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 			return fmt.Errorf("locked idempotency lookup: %w", err)
 		} else if ok {
 			if r.ActorID != "" && r.ActorID != actor {
-				return push.CheckClientID(clientID, actor, r.ActorID, true)
+				return rq.checkClientID(r.ActorID)
 			}
 			out = replay(r.Result, ccid)
 			return nil
 		}
+		reader := &txReader{tx: tx, rq: rq}
+		if rq.plan != nil {
+			// A server-authoritative command plans its operations here,
+			// under the lock and after the re-check, so a replay never
+			// runs it again (REMOTE.md §3).
+			ops, err := rq.plan(ctx, reader)
+			if err != nil {
+				return err
+			}
+			pc.Operations = ops
+		}
 		a := &applier{s: s, rq: rq, tx: tx, pc: pc}
-		a.reader = &txReader{tx: tx, rq: rq}
+		a.reader = reader
 		o, err := a.run(ctx)
 		out, applied = o, a.applied
 		return err

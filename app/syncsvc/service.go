@@ -333,6 +333,19 @@ type request struct {
 	pushOnly  bool
 	afterGate *checkpoint.ServeGate
 	codecs    map[string]*rowcodec.Codec
+	// plan, for a server-authoritative command, returns the commit's
+	// operations inside its push transaction (PushCommand); its client id
+	// is the reserved command identity.
+	plan func(ctx context.Context, r ports.TxReader) ([]ssp2.PushOperation, error)
+}
+
+// checkClientID refuses a client id bound to another actor, and an
+// ordinary request's id in the reserved command namespace (§1.5).
+func (rq *request) checkClientID(boundActor string) error {
+	if rq.plan != nil {
+		return push.CheckClientID("", rq.id.ActorID, boundActor, true)
+	}
+	return push.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, boundActor, true)
 }
 
 func (rq *request) codec(t *schema.Table) *rowcodec.Codec {
