@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,6 +228,73 @@ func TestRemoteQueriesOverHTTP(t *testing.T) {
 		}
 		if _, _, code := opAnswer(t, s.operation("bob", grant, ct, byProject("p1"))); code != string(syncerr.SchemaNotReady) {
 			t.Fatalf("closed gate: code %q", code)
+		}
+	})
+}
+
+// TestRemoteCommandsOverHTTP: a host command commits through the push
+// pipeline on both engines; a retry is cached without running it again,
+// and the commit is in the log a pull reads.
+func TestRemoteCommandsOverHTTP(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		var runs atomic.Int32
+		rename := app.ProvideRemoteCommand(func() operations.Command {
+			return operations.Command{ID: "tasks.rename",
+				Authorize: func(context.Context, operations.AuthContext, remoteop.Value) (bool, error) { return true, nil },
+				Run: func(ctx context.Context, c operations.CommandContext, p remoteop.Value) ([]operations.Mutation, error) {
+					runs.Add(1)
+					row, err := c.GetRow(ctx, "tasks", "t1")
+					if err != nil || row == nil {
+						return nil, fmt.Errorf("read t1: %v", err)
+					}
+					title, _ := p.Get("title")
+					next := map[string]any{}
+					for k, v := range row {
+						next[k] = v
+					}
+					next["title"], _ = title.AsString()
+					return []operations.Mutation{{Table: "tasks", Values: next}}, nil
+				}}
+		})
+		s := start(t, e, serverOpts{extra: []fx.Option{rename}})
+		writer := call{actor: "alice", scopes: `{"owner":["alice"],"project_id":["p1"]}`}
+		ep := s.epoch(writer)
+		resp, _ := s.sync(writer, ssptest.Req{ClientID: "w1", SchemaVersion: s.sch.Version, Epoch: ep,
+			Commits: []*ssp2.PushCommit{ssptest.Commit("k1", ssptest.Upsert("tasks", "t1", task(t, s.sch, "t1", "p1", "old"), -1))}})
+		if resp.Results[0].Status != ssp2.PushApplied {
+			t.Fatalf("seed push %+v", resp.Results[0])
+		}
+		title, _ := remoteop.String("new")
+		body := opRequest(t, "command", "worker-1", "tasks.rename", opParams(t, remoteop.Field{Key: "title", Value: title}))
+		answer := func() (string, float64) {
+			rep := s.operation("alice", `{"project_id":["p1"]}`, httpapi.ContentTypeOperations, body)
+			v, err := remoteop.Decode(rep.body)
+			if err != nil || rep.status != http.StatusOK {
+				t.Fatalf("%d %s", rep.status, rep.body)
+			}
+			st, _ := v.Get("status")
+			status, _ := st.AsString()
+			seqV, _ := v.Get("commitSeq")
+			seq, _ := seqV.AsNumber()
+			return status, seq
+		}
+		if status, seq := answer(); status != "applied" || seq != 2 {
+			t.Fatalf("applied: %s %v (%s)", status, seq, body)
+		}
+		if status, seq := answer(); status != "cached" || seq != 2 || runs.Load() != 1 {
+			t.Fatalf("retry: %s %v, runs %d", status, seq, runs.Load())
+		}
+		row, err := s.store.GetRow(context.Background(), "default", "tasks", "t1")
+		if err != nil || row == nil || row.Version != 2 {
+			t.Fatalf("row %+v %v", row, err)
+		}
+		if got := ssptest.DecodeRow(t, s.sch.Table("tasks"), row.Payload)["title"].Text(); got != "new" {
+			t.Fatalf("title %q", got)
+		}
+		commits, err := s.store.ReadCommitRange(context.Background(), "default", ports.CommitRange{AfterSeq: 1, ThroughSeq: 2, LimitChanges: 10})
+		if err != nil || len(commits.Commits) != 1 || commits.Commits[0].ClientID != `["remote-command","alice","worker-1"]` ||
+			commits.Commits[0].ClientCommitID != `["tasks.rename","r1"]` {
+			t.Fatalf("log %+v %v", commits, err)
 		}
 	})
 }
