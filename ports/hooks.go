@@ -45,6 +45,12 @@ type TxReader interface {
 	// Query is the transaction-bound authoritative query: the rows whose
 	// materialized columns equal the given values.
 	Query(ctx context.Context, q RowLookup) ([]CandidateRow, error)
+	// QueryAuthoritative runs a registered query's read (conditions,
+	// order, limit, an optional scope filter; see AuthoritativeQuery) on
+	// the transaction's connection over the candidate state, staged
+	// writes included (SPEC C.7 queryAuthoritative bound to the
+	// transaction). RunningVersion is not used.
+	QueryAuthoritative(ctx context.Context, q AuthoritativeQuery) ([]CandidateRow, error)
 }
 
 // RowValidation is what a row validator sees for one operation (SPEC §6.7).

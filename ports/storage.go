@@ -203,6 +203,9 @@ type PushTx interface {
 	ScanRows(ctx context.Context, q RowScan) ([]commit.Row, error)
 	// Lookup is the transaction-bound authoritative query validators use.
 	Lookup(ctx context.Context, q RowLookup) ([]commit.Row, error)
+	// QueryAuthoritative is AuthoritativeQuerier's row read on the
+	// transaction: it sees staged writes (RunningVersion is not used).
+	QueryAuthoritative(ctx context.Context, q AuthoritativeQuery) ([]commit.Row, error)
 	// UpsertRow writes the current row (payload, meta columns, materialized
 	// app columns, row-scope index) and clears any tombstone. A relational
 	// constraint failure returns *ConstraintError and leaves the

@@ -158,3 +158,16 @@ func (r *txReader) Query(ctx context.Context, q ports.RowLookup) ([]ports.Candid
 	}
 	return r.decodeAll(t, rows)
 }
+
+// QueryAuthoritative implements ports.TxReader.
+func (r *txReader) QueryAuthoritative(ctx context.Context, q ports.AuthoritativeQuery) ([]ports.CandidateRow, error) {
+	t, err := r.table(q.Table)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := r.tx.QueryAuthoritative(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return r.decodeAll(t, rows)
+}

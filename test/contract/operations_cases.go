@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/remoteop"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -19,6 +20,7 @@ func operationGroups() []group {
 			{"BoundToThePartition", testQueryPartition},
 			{"SnapshotCarriesMaxSeqAndGate", testQuerySnapshot},
 			{"NeverSeesStagedWrites", testQueryStaged},
+			{"InsideThePushTransactionSeesStagedWrites", testQueryInTx},
 			{"Refusals", testQueryRefusals},
 		}},
 	}
@@ -243,5 +245,60 @@ func testQueryRefusals(t *testing.T, h Harness) {
 			_, err := e.querier().QueryAuthoritative(e.ctx, "p1", tt.q)
 			wantCode(t, err, tt.want)
 		})
+	}
+}
+
+// testQueryInTx: PushTx.QueryAuthoritative runs on the transaction and
+// sees its staged upserts and deletes, with the same conditions, scope
+// filter, order and limit.
+func testQueryInTx(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.commitTasks("p1", 1, []task{{id: "a", project: "x", owner: "o", title: "m"}, {id: "b", project: "x", owner: "o", title: "n"}}, nil)
+	ids := func(rows []commit.Row) []string {
+		out := []string{}
+		for _, r := range rows {
+			out = append(out, r.RowID)
+		}
+		return out
+	}
+	errRollback := errors.New("roll back")
+	err := e.push("p1", func(tx ports.PushTx) error {
+		if err := tx.UpsertRow(e.ctx, "tasks", task{id: "c", project: "x", owner: "o", title: "a"}.write(0)); err != nil {
+			return err
+		}
+		if err := tx.UpsertRow(e.ctx, "tasks", task{id: "d", project: "y", owner: "o", title: "z"}.write(1)); err != nil {
+			return err
+		}
+		if err := tx.DeleteRow(e.ctx, "tasks", "b", 2); err != nil {
+			return err
+		}
+		tests := []struct {
+			name string
+			q    ports.AuthoritativeQuery
+			want []string
+		}{
+			{"staged upserts and deletes", ports.AuthoritativeQuery{Table: "tasks", Limit: 10}, []string{"a", "c", "d"}},
+			{"ordered, limited", ports.AuthoritativeQuery{Table: "tasks", Limit: 2, OrderBy: []remoteop.Order{{Column: "title"}}}, []string{"c", "a"}},
+			{"conditions", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []remoteop.Condition{cond("title", remoteop.OpLt, "n")}}, []string{"a", "c"}},
+			{"scope filter", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, ScopeFilter: map[string][]string{"project": {"y"}}}, []string{"d"}},
+		}
+		for _, tt := range tests {
+			rows, err := tx.QueryAuthoritative(e.ctx, tt.q)
+			if err != nil {
+				return err
+			}
+			if got := ids(rows); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+			}
+		}
+		_, err := tx.QueryAuthoritative(e.ctx, ports.AuthoritativeQuery{Table: "notes", Limit: 1})
+		wantCode(t, err, syncerr.StorageTxQueryUnsupported)
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatalf("push: %v", err)
+	}
+	if got := e.query("p1", ports.AuthoritativeQuery{Table: "tasks", Limit: 10}); !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Fatalf("after the rollback: %v", got)
 	}
 }

@@ -298,3 +298,76 @@ func TestRemoteCommandsOverHTTP(t *testing.T) {
 		}
 	})
 }
+
+// budgetValidator rejects a task whose estimate would take its project's
+// total past 10, summing the other tasks with a registered query run
+// inside the push transaction (so it sees the commit's earlier writes).
+type budgetValidator struct{ reg *operations.Registry }
+
+func (budgetValidator) Table() string { return "tasks" }
+
+func (v budgetValidator) ValidateRow(ctx context.Context, rv ports.RowValidation) error {
+	if rv.Row == nil {
+		return nil
+	}
+	rows, err := v.reg.QueryInTx(ctx, rv.Tx, "tasks.inProject", operations.Params{"project": rv.Row["project_id"]})
+	if err != nil {
+		return err
+	}
+	total, _ := rv.Row["estimate"].(int64)
+	for _, r := range rows {
+		if r.RowID != rv.RowID {
+			n, _ := r.Values["estimate"].(int64)
+			total += n
+		}
+	}
+	if total > 10 {
+		return &ports.ValidationRejection{Code: "budget.exceeded", Message: "project estimate budget exceeded"}
+	}
+	return nil
+}
+
+// TestValidatorRunsARegisteredQueryInThePushTransaction: SPEC §6.7 with
+// queryAuthoritative bound to the transaction, on both engines.
+func TestValidatorRunsARegisteredQueryInThePushTransaction(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		path := filepath.Join(t.TempDir(), "operations.json")
+		if err := os.WriteFile(path, []byte(`{"queries": [{"id": "tasks.inProject", "table": "tasks",
+		  "filters": [{"column": "project_id", "op": "eq", "param": "project"}], "maxRows": 100}]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		validator := app.ProvideRowValidator(func(reg *operations.Registry) budgetValidator { return budgetValidator{reg: reg} })
+		s := start(t, e, serverOpts{config: func(c *config.Config) { c.Operations = path }, extra: []fx.Option{validator}})
+		writer := call{actor: "alice", scopes: `{"owner":["alice"],"project_id":["*"]}`}
+		ep := s.epoch(writer)
+		est := func(id, project string, estimate int64) ssp2.PushOperation {
+			return ssptest.Upsert("tasks", id, ssptest.Sparse(t, s.sch.Table("tasks"), ssptest.Cols{"id": rowcodec.String(id),
+				"project_id": rowcodec.String(project), "title": rowcodec.String("task " + id), "done": rowcodec.Bool(false),
+				"estimate": rowcodec.Int(estimate), "attachment": rowcodec.Null()}), -1)
+		}
+		push := func(id string, ops ...ssp2.PushOperation) *ssp2.PushResult {
+			resp, _ := s.sync(writer, ssptest.Req{ClientID: "w1", SchemaVersion: s.sch.Version, Epoch: ep,
+				Commits: []*ssp2.PushCommit{ssptest.Commit(id, ops...)}})
+			return resp.Results[0]
+		}
+		if r := push("k1", est("t1", "p1", 4), est("t2", "p1", 4)); r.Status != ssp2.PushApplied {
+			t.Fatalf("within budget: %+v", r)
+		}
+		// The second operation's validator sees the first one's staged row:
+		// 4 + 4 + 2 + 1 = 11 > 10 only when t3 is counted.
+		r := push("k2", est("t3", "p1", 2), est("t4", "p1", 1))
+		if r.Status != ssp2.PushRejected || r.Results[0].OpIndex != 1 || r.Results[0].Code != "budget.exceeded" {
+			t.Fatalf("over budget in one commit: %+v", r)
+		}
+		// Other projects' rows do not count; updating a row replaces its own estimate.
+		if r := push("k3", est("t5", "p2", 9)); r.Status != ssp2.PushApplied {
+			t.Fatalf("another project: %+v", r)
+		}
+		if r := push("k4", est("t1", "p1", 6)); r.Status != ssp2.PushApplied {
+			t.Fatalf("update to 6 + 4: %+v", r)
+		}
+		if r := push("k5", est("t6", "p1", 1)); r.Status != ssp2.PushRejected || r.Results[0].Code != "budget.exceeded" {
+			t.Fatalf("over budget: %+v", r)
+		}
+	})
+}

@@ -186,3 +186,16 @@ func number(v any) (float64, bool) {
 	}
 	return 0, false
 }
+
+// QueryAuthoritative implements ports.PushTx over the candidate state.
+func (tx *pushTx) QueryAuthoritative(ctx context.Context, q ports.AuthoritativeQuery) ([]commit.Row, error) {
+	if err := tx.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer tx.mu.Unlock()
+	t, err := tx.table(q.Table)
+	if err != nil {
+		return nil, err
+	}
+	return queryRows(t, tx.d, q)
+}

@@ -154,3 +154,10 @@ func (s *Store) authoritativeSQL(ts *tableSQL, partition string, aq ports.Author
 	args = append(args, aq.Limit)
 	return b.String(), args, false, nil
 }
+
+// QueryAuthoritative implements ports.PushTx: the query's statement on
+// the push transaction, so it sees the staged writes.
+func (t *pushTx) QueryAuthoritative(ctx context.Context, q ports.AuthoritativeQuery) ([]commit.Row, error) {
+	rows, err := t.s.authoritativeRows(ctx, t.tx, t.partition, q)
+	return rows, internal("authoritative query in transaction", err)
+}

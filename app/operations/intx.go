@@ -1,0 +1,75 @@
+package operations
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// QueryInTx runs the registered query id on a push transaction's reader,
+// for row and commit validators (SPEC §6.7, §6.8: queryAuthoritative
+// bound to the transaction). It reads on the transaction's connection
+// and sees the commit's staged writes, selects within the commit's
+// partition without a caller's scopes (validators are server code), and
+// refuses a result past the query's maxRows with
+// operation.result_too_large rather than deciding on part of it. Params
+// are typed as for a request (string, int64, int, float64, bool).
+func (r *Registry) QueryInTx(ctx context.Context, tx ports.TxReader, id string, params Params) ([]ports.CandidateRow, error) {
+	reg := r.query(id)
+	if reg == nil {
+		return nil, syncerr.Newf(syncerr.OperationUnknown, "no query operation %q", id)
+	}
+	v, err := paramsValue(params)
+	if err != nil {
+		return nil, err
+	}
+	conds, err := reg.plan.Bind(v)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryAuthoritative(ctx, ports.AuthoritativeQuery{Table: reg.plan.Table().Name, Where: conds,
+		OrderBy: reg.plan.OrderBy(), Limit: reg.plan.MaxRows() + 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) > reg.plan.MaxRows() {
+		return nil, syncerr.Newf(syncerr.OperationResultTooLarge, "query %q has more than %d rows", id, reg.plan.MaxRows())
+	}
+	return rows, nil
+}
+
+func paramsValue(p Params) (remoteop.Value, error) {
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fields := make([]remoteop.Field, 0, len(p))
+	for _, k := range keys {
+		var v remoteop.Value
+		var err error
+		switch x := p[k].(type) {
+		case string:
+			v, err = remoteop.String(x)
+		case int64:
+			v = remoteop.Integer(x)
+		case int:
+			v = remoteop.Integer(int64(x))
+		case float64:
+			v, err = remoteop.Number(x)
+		case bool:
+			v = remoteop.Bool(x)
+		default:
+			err = fmt.Errorf("parameter %q: unsupported type %T", k, x)
+		}
+		if err != nil {
+			return remoteop.Value{}, syncerr.Wrap(syncerr.OperationInvalid, err)
+		}
+		fields = append(fields, remoteop.Field{Key: k, Value: v})
+	}
+	return remoteop.Object(fields...)
+}
