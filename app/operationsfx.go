@@ -73,6 +73,7 @@ func NewOperationsRegistry(p OperationsRegistryParams) (*operations.Registry, er
 // OperationsServiceParams are the inputs of the operations use case.
 type OperationsServiceParams struct {
 	fx.In
+	Config       config.Config
 	Log          *zap.Logger
 	Clock        ports.Clock
 	Schema       *schema.Schema
@@ -104,6 +105,7 @@ func NewOperationsService(p OperationsServiceParams) (*operations.Service, error
 		Schema:       p.Schema,
 		Registry:     p.Registry,
 		Pusher:       pusher,
+		Limits:       p.Config.Limits.Domain(),
 		Declarations: p.Declarations,
 		Now:          p.Clock.Now,
 		Log:          log,

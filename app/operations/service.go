@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/limits"
 	"github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/remoteop"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
@@ -40,8 +41,12 @@ type Options struct {
 	// Declarations are the checkpoints this process declared: the serve
 	// gate lets a declared pending checkpoint pass (SPEC C.5).
 	Declarations []checkpoint.Declaration
-	Now          func() time.Time
-	Log          *zap.Logger
+	// Limits bound the request's ids (MaxIDBytes each: the client id, the
+	// operation id and a command's request id), so the command identity
+	// built from them fits every index that keys on it.
+	Limits limits.Limits
+	Now    func() time.Time
+	Log    *zap.Logger
 }
 
 // Service runs registered operations.
@@ -86,6 +91,13 @@ func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) ([
 	req, err := remoteop.DecodeRequest(body)
 	if err != nil {
 		return nil, err
+	}
+	lim := s.o.Limits.WithDefaults()
+	if len(req.ClientID) > lim.MaxIDBytes {
+		return nil, syncerr.Newf(syncerr.InvalidClientID, "client id of %d bytes is longer than %d", len(req.ClientID), lim.MaxIDBytes)
+	}
+	if len(req.OperationID) > lim.MaxIDBytes || len(req.RequestID) > lim.MaxIDBytes {
+		return nil, syncerr.Newf(syncerr.OperationInvalid, "operation or request id longer than %d bytes", lim.MaxIDBytes)
 	}
 	// 2. The partition is registered on first use, as /sync does.
 	if _, err := s.o.Store.TouchPartition(ctx, id.Partition, s.o.Now().UnixMilli()); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -274,6 +275,10 @@ func TestQueries(t *testing.T) {
 			p := object(field("project", remoteop.Integer(1)))
 			return request("query", "c1", "tasks.byProject", &p)
 		}(), want: answer{code: "operation.invalid_request"}},
+		{name: "a client id past the id limit", actor: "alice", body: request("query", strings.Repeat("c", 257), "tasks.byProject", nil),
+			want: answer{code: "sync.invalid_client_id"}},
+		{name: "an operation id past the id limit", actor: "alice", body: request("query", "c1", strings.Repeat("q", 257), nil),
+			want: answer{code: "operation.invalid_request"}},
 		{name: "the reserved command namespace", actor: "alice", body: request("query", `["remote-command","alice","c1"]`, "tasks.byProject", nil),
 			want: answer{code: "sync.invalid_client_id"}},
 		{name: "a client id bound to another actor", actor: "alice", body: byProject("p1"),
