@@ -1,13 +1,17 @@
 package operations_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
 	"github.com/syncd-dev/syncd/app/operations"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
@@ -322,10 +326,12 @@ func TestQueries(t *testing.T) {
 				qs = []operations.Query{qByProject}
 			}
 			s := f.service(qs, tt.mod)
-			body, code := s.Handle(context.Background(), ports.Identity{ActorID: tt.actor, Partition: "part"}, tt.body)
+			// Through the HTTP endpoint: every answer of the use case is the
+			// encoded response with status 200, its code in the request stats.
+			body, code := postOperation(t, s, tt.actor, tt.body)
 			got := decode(t, body)
 			if string(code) != got.code {
-				t.Errorf("Handle reported code %q, body carries %q", code, got.code)
+				t.Errorf("observed code %q, body carries %q", code, got.code)
 			}
 			if tt.want.code != "" {
 				if got.code != tt.want.code {
@@ -455,4 +461,37 @@ func TestParseQueryFile(t *testing.T) {
 			t.Errorf("%s: parsed", bad)
 		}
 	}
+}
+
+// actorAuth authenticates every request as the actor of its X-Actor
+// header in partition "part".
+type actorAuth struct{}
+
+func (actorAuth) Authenticate(r *http.Request) (ports.Identity, error) {
+	return ports.Identity{ActorID: r.Header.Get("X-Actor"), Partition: "part"}, nil
+}
+
+// postOperation posts body to POST /operations served by s and returns
+// the 200 answer and the code the router observed.
+func postOperation(t *testing.T, s *operations.Service, actor string, body []byte) ([]byte, syncerr.Code) {
+	t.Helper()
+	tr, err := httpapi.NewTransport(httpapi.TransportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen httpapi.RequestStats
+	router, err := httpapi.New(httpapi.Options{Observe: func(st httpapi.RequestStats) { seen = st },
+		Handlers: map[httpapi.Route]http.Handler{httpapi.RouteOperations: tr.OperationsEndpoint(actorAuth{}, s, nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/operations", bytes.NewReader(body))
+	req.Header.Set("Content-Type", httpapi.ContentTypeOperations)
+	req.Header.Set("X-Actor", actor)
+	rec := httptest.NewRecorder()
+	router.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != httpapi.ContentTypeOperations {
+		t.Fatalf("status %d (%s): %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body.Bytes())
+	}
+	return rec.Body.Bytes(), seen.Code
 }
