@@ -119,17 +119,24 @@ func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) ([
 			return s.runCommand(ctx, id, req, c)
 		}
 	} else if q := s.o.Registry.query(req.OperationID); q != nil {
-		return s.runQuery(ctx, id, req, q)
+		res, err := s.runQuery(ctx, id, req.ClientID, req.Params, q)
+		if err != nil {
+			return nil, err
+		}
+		return remoteop.EncodeQueryResult(res)
 	}
 	return nil, syncerr.Newf(syncerr.OperationUnknown, "no %s operation %q", req.Kind, req.OperationID)
 }
 
-func (s *Service) runQuery(ctx context.Context, id ports.Identity, req remoteop.Request, reg *registered) ([]byte, error) {
+// runQuery runs a registered query for a caller (steps 5–11; the HTTP
+// request and a live watch share them).
+func (s *Service) runQuery(ctx context.Context, id ports.Identity, clientID string, rawParams remoteop.Value, reg *registered) (remoteop.QueryResult, error) {
+	fail := func(err error) (remoteop.QueryResult, error) { return remoteop.QueryResult{}, err }
 	plan, t := reg.plan, reg.plan.Table()
 	// 5. Parameters, typed by their columns.
-	conds, err := plan.Bind(req.Params)
+	conds, err := plan.Bind(rawParams)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	params := Params{}
 	for _, f := range plan.Params() {
@@ -139,7 +146,7 @@ func (s *Service) runQuery(ctx context.Context, id ports.Identity, req remoteop.
 			}
 		}
 	}
-	who := AuthContext{ActorID: id.ActorID, Partition: id.Partition, ClientID: req.ClientID}
+	who := AuthContext{ActorID: id.ActorID, Partition: id.Partition, ClientID: clientID}
 	// 6. Authorization (REMOTE.md §2.1).
 	q := ports.AuthoritativeQuery{Table: t.Name, Where: conds, OrderBy: plan.OrderBy(),
 		Limit: plan.MaxRows() + 1, RunningVersion: s.o.Schema.Version}
@@ -147,52 +154,52 @@ func (s *Service) runQuery(ctx context.Context, id ports.Identity, req remoteop.
 	case AccessPrivileged:
 		allowed, err := reg.q.Authorize(ctx, who, params)
 		if err != nil {
-			return nil, syncerr.Wrap(syncerr.OperationExecFailed, err)
+			return fail(syncerr.Wrap(syncerr.OperationExecFailed, err))
 		}
 		if !allowed {
-			return nil, syncerr.Newf(syncerr.OperationForbidden, "authorize refused query %q", plan.ID())
+			return fail(syncerr.Newf(syncerr.OperationForbidden, "authorize refused query %q", plan.ID()))
 		}
 	default:
 		grant, err := s.resolve(ctx, who)
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
 		if q.ScopeFilter, err = scopeFilter(t, grant, conds); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 	if s.o.Querier == nil {
-		return nil, syncerr.Newf(syncerr.OperationStorage, "storage runs no authoritative queries")
+		return fail(syncerr.Newf(syncerr.OperationStorage, "storage runs no authoritative queries"))
 	}
 	// 7. The serve gate (SPEC C.7: registered queries refuse while it is
 	// closed), read before the query as a pull's request entry does.
 	before, err := s.o.Store.ReadServeGate(ctx, id.Partition, s.o.Schema.Version)
 	if err != nil {
-		return nil, fmt.Errorf("read serve gate: %w", err)
+		return fail(fmt.Errorf("read serve gate: %w", err))
 	}
 	if r := checkpoint.GateRefusal(before, s.o.Schema.Version, s.o.Declarations); r != nil {
-		return nil, r.Err()
+		return fail(r.Err())
 	}
 	// 8. The query: rows, max seq and gate from one snapshot.
 	res, err := s.o.Querier.QueryAuthoritative(ctx, id.Partition, q)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, err
+			return fail(err)
 		}
-		return nil, syncerr.Wrap(syncerr.OperationQueryFailed, err)
+		return fail(syncerr.Wrap(syncerr.OperationQueryFailed, err))
 	}
 	// 9. Read-verify with the pull's rule: the gate the rows were read
 	// under must be open, and its token unchanged since the request began.
 	if r := checkpoint.GateRefusal(res.Gate, s.o.Schema.Version, s.o.Declarations); r != nil {
-		return nil, r.Err()
+		return fail(r.Err())
 	}
 	if r := checkpoint.TokenChanged(before, res.Gate); r != nil {
-		return nil, r.Err()
+		return fail(r.Err())
 	}
 	// 10. The cap: one row past it fails the whole query, never a partial
 	// result (REMOTE.md §2).
 	if len(res.Rows) > plan.MaxRows() {
-		return nil, syncerr.Newf(syncerr.OperationResultTooLarge, "query %q has more than %d rows", plan.ID(), plan.MaxRows())
+		return fail(syncerr.Newf(syncerr.OperationResultTooLarge, "query %q has more than %d rows", plan.ID(), plan.MaxRows()))
 	}
 	// 11. Rows normalized to the declared column types.
 	out := remoteop.QueryResult{OperationID: plan.ID(), MaxCommitSeq: res.MaxCommitSeq, Rows: make([]remoteop.Row, len(res.Rows))}
@@ -201,16 +208,16 @@ func (s *Service) runQuery(ctx context.Context, id ports.Identity, req remoteop.
 	plain := make([]any, len(t.Columns))
 	for i, r := range res.Rows {
 		if cells, err = codec.DecodeRow(r.Payload, cells); err != nil {
-			return nil, syncerr.Wrap(syncerr.OperationQueryFailed, fmt.Errorf("row %q: %w", r.RowID, err))
+			return fail(syncerr.Wrap(syncerr.OperationQueryFailed, fmt.Errorf("row %q: %w", r.RowID, err)))
 		}
 		for k := range plain {
 			plain[k] = cells[k].Plain()
 		}
 		if out.Rows[i], err = plan.Row(plain); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
-	return remoteop.EncodeQueryResult(out)
+	return out, nil
 }
 
 // resolve asks the host resolver for the caller's grant. An outage or a
