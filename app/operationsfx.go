@@ -1,6 +1,8 @@
 package app
 
 import (
+	"context"
+
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
@@ -31,8 +33,10 @@ var OperationsModule = fx.Module("syncd.operations",
 	fx.Provide(
 		NewOperationsRegistry,
 		NewOperationsService,
+		NewWatchHub,
 		fx.Annotate(newOperationsRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
 	),
+	fx.Invoke(registerWatchHub),
 )
 
 // ProvideRemoteQuery registers a remote query constructor: a func
@@ -112,11 +116,64 @@ func NewOperationsService(p OperationsServiceParams) (*operations.Service, error
 	})
 }
 
+// WatchHubParams are the inputs of the live watch hub.
+type WatchHubParams struct {
+	fx.In
+	Log     *zap.Logger
+	Service *operations.Service `optional:"true"`
+	Store   ports.Storage       `optional:"true"`
+}
+
+// NewWatchHub builds the live query watches' hub; nil without the use case.
+func NewWatchHub(p WatchHubParams) (*operations.WatchHub, error) {
+	if p.Service == nil || p.Store == nil {
+		return nil, nil
+	}
+	return p.Service.NewWatchHub(operations.WatchOptions{Log: p.Store, Logger: p.Log.Named("operations")})
+}
+
+type watchRunParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Hub       *operations.WatchHub `optional:"true"`
+	Fanout    ports.Fanout         `optional:"true"`
+}
+
+// registerWatchHub makes the hub hear every node's commits through the
+// fanout and closes its sockets on stop (after the lame-duck delay, like
+// the realtime channel's). Without a fanout watches get their first
+// snapshot only.
+func registerWatchHub(p watchRunParams) {
+	if p.Hub == nil {
+		return
+	}
+	var stop func()
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			if p.Fanout == nil {
+				return nil
+			}
+			s, err := p.Fanout.Listen(context.Background(), p.Hub)
+			stop = s
+			return err
+		},
+		OnStop: func(context.Context) error {
+			p.Hub.Drain()
+			if stop != nil {
+				stop()
+			}
+			return nil
+		},
+	})
+}
+
 type operationsRouteParams struct {
 	fx.In
+	Config    config.Config
 	Transport *httpapi.Transport
 	Auth      ports.Authenticator
-	Service   *operations.Service `optional:"true"`
+	Service   *operations.Service  `optional:"true"`
+	Hub       *operations.WatchHub `optional:"true"`
 	Log       *zap.Logger
 }
 
@@ -127,5 +184,12 @@ func newOperationsRoutes(p operationsRouteParams) ([]RouteHandler, error) {
 	if p.Auth == nil {
 		return nil, errNoAuthenticator
 	}
-	return []RouteHandler{{Route: httpapi.RouteOperations, Handler: p.Transport.OperationsEndpoint(p.Auth, p.Service, p.Log.Named("operations"))}}, nil
+	log := p.Log.Named("operations")
+	routes := []RouteHandler{{Route: httpapi.RouteOperations, Handler: p.Transport.OperationsEndpoint(p.Auth, p.Service, log)}}
+	if p.Hub != nil {
+		routes = append(routes, RouteHandler{Route: httpapi.RouteOperationsRealtime, Handler: httpapi.OperationsRealtimeEndpoint(p.Auth,
+			httpapi.RealtimeOptions{Limits: p.Config.Limits.Domain(), MaxMessageBytes: p.Config.Sync.MaxDecodedBodyBytes + 1,
+				OriginPatterns: corsOptions(p.Config).OriginPatterns(), Log: log}, p.Hub.Serve)})
+	}
+	return routes, nil
 }

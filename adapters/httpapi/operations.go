@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/coder/websocket"
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/domain/remoteop"
@@ -94,4 +95,41 @@ func (t *Transport) readBodyChecked(w http.ResponseWriter, r *http.Request, leas
 		_ = rc.SetReadDeadline(time.Time{})
 	}
 	return body, nil
+}
+
+// OperationsRealtimeEndpoint serves GET <mount>/operations/realtime
+// (REMOTE.md §6): host authentication on the upgrade request, then the
+// WebSocket upgrade (refusals before it are §10.1 JSON), then serve until
+// the socket ends. Client ids travel in each watch message, not the URL.
+func OperationsRealtimeEndpoint(auth ports.Authenticator, o RealtimeOptions, serve func(ctx context.Context, id ports.Identity, c ports.RealtimeConn)) http.Handler {
+	log := o.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r, id, err := Authenticate(r, auth, o.Limits)
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
+		if !websocketUpgrade(r) {
+			WriteTransportError(w, &StatusError{Status: http.StatusUpgradeRequired,
+				Err: syncerr.Newf(syncerr.InvalidRequest, "the operations realtime route needs a WebSocket upgrade")})
+			return
+		}
+		ao := &websocket.AcceptOptions{OriginPatterns: o.OriginPatterns}
+		if len(o.OriginPatterns) == 0 {
+			ao.InsecureSkipVerify = true
+		}
+		c, err := websocket.Accept(w, r, ao)
+		if err != nil {
+			log.Debug("operations realtime upgrade failed", zap.Error(err))
+			return
+		}
+		if o.MaxMessageBytes > 0 {
+			c.SetReadLimit(o.MaxMessageBytes)
+		}
+		// The session's own context ends the socket (close, drain).
+		serve(context.WithoutCancel(r.Context()), id, &wsConn{c: c})
+	})
 }

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/syncd-dev/syncd/domain/remoteop"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -152,5 +155,43 @@ func TestOperationsRouteBehindTheGateAndAbsent(t *testing.T) {
 	resp, body = do(t, http.MethodPost, none.URL+"/api/operations", strings.NewReader("x"), auth)
 	if resp.StatusCode != 404 || !strings.Contains(string(body), "sync.not_found") {
 		t.Fatalf("no operations registered: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestOperationsRealtimeEndpoint(t *testing.T) {
+	served := make(chan ports.Identity, 1)
+	h := OperationsRealtimeEndpoint(headerAuth{}, RealtimeOptions{}, func(ctx context.Context, id ports.Identity, c ports.RealtimeConn) {
+		served <- id
+		_ = c.Close(ports.CloseNormal, "")
+	})
+	router, err := New(Options{Handlers: map[Route]http.Handler{RouteOperationsRealtime: h}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(router)
+	defer srv.Close()
+	resp, body := do(t, http.MethodGet, srv.URL+"/operations/realtime", nil, nil)
+	if resp.StatusCode != 401 || !strings.Contains(string(body), "sync.auth_required") {
+		t.Fatalf("unauthenticated: %d %s", resp.StatusCode, body)
+	}
+	resp, body = do(t, http.MethodGet, srv.URL+"/operations/realtime", nil, map[string]string{"Authorization": "Bearer x"})
+	if resp.StatusCode != http.StatusUpgradeRequired || len(served) != 0 {
+		t.Fatalf("no upgrade: %d %s", resp.StatusCode, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/operations/realtime",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	select {
+	case id := <-served:
+		if id.ActorID != "a" || id.Partition != "p" {
+			t.Fatalf("identity %+v", id)
+		}
+	case <-ctx.Done():
+		t.Fatal("not served")
 	}
 }

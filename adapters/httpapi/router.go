@@ -31,6 +31,8 @@ const (
 	RouteRealtime        Route = "GET /realtime"
 	// RouteOperations runs registered remote operations (REMOTE.md §5).
 	RouteOperations Route = "POST /operations"
+	// RouteOperationsRealtime serves live query watches (REMOTE.md §6).
+	RouteOperationsRealtime Route = "GET /operations/realtime"
 	// The native presigned blob URLs (SPEC §5.9.3, §5.9.5): the query is
 	// the grant, no host authentication.
 	RouteBlobObjectGet Route = "GET /blob-objects/{" + PathBlobID + "}"
@@ -45,7 +47,7 @@ const (
 
 // Routes lists every sync API route.
 func Routes() []Route {
-	return []Route{RouteSync, RouteSegment, RouteBlobPut, RouteBlobGet, RouteBlobUploadGrant, RouteRealtime, RouteOperations, RouteBlobObjectGet, RouteBlobObjectPut}
+	return []Route{RouteSync, RouteSegment, RouteBlobPut, RouteBlobGet, RouteBlobUploadGrant, RouteRealtime, RouteOperations, RouteOperationsRealtime, RouteBlobObjectGet, RouteBlobObjectPut}
 }
 
 // Method returns the route's HTTP method.

@@ -44,8 +44,9 @@ type WatchHub struct {
 	s *Service
 	o WatchOptions
 
-	mu    sync.Mutex
-	parts map[string]*watchPartition
+	mu       sync.Mutex
+	parts    map[string]*watchPartition
+	draining bool
 }
 
 type watchPartition struct {
@@ -136,6 +137,9 @@ func (h *WatchHub) join(ctx context.Context, ss *watchSession) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.draining {
+		return errors.New("the server is draining")
+	}
 	if p = h.parts[ss.id.Partition]; p == nil {
 		p = &watchPartition{sessions: map[*watchSession]struct{}{}, seq: seq}
 		h.parts[ss.id.Partition] = p
@@ -348,5 +352,24 @@ func (h *WatchHub) Resync() {
 	h.mu.Unlock()
 	for _, name := range parts {
 		h.wake(name, nil, true)
+	}
+}
+
+// Drain closes every socket with 1001 (the server is going away) and
+// refuses new ones; http.Server.Shutdown does not close hijacked
+// connections.
+func (h *WatchHub) Drain() {
+	h.mu.Lock()
+	h.draining = true
+	var sessions []*watchSession
+	for _, p := range h.parts {
+		for ss := range p.sessions {
+			sessions = append(sessions, ss)
+		}
+	}
+	h.mu.Unlock()
+	for _, ss := range sessions {
+		_ = ss.conn.Close(ports.CloseGoingAway, "server shutting down")
+		ss.cancel()
 	}
 }

@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"go.uber.org/fx"
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
@@ -368,6 +370,67 @@ func TestValidatorRunsARegisteredQueryInThePushTransaction(t *testing.T) {
 		}
 		if r := push("k5", est("t6", "p1", 1)); r.Status != ssp2.PushRejected || r.Results[0].Code != "budget.exceeded" {
 			t.Fatalf("over budget: %+v", r)
+		}
+	})
+}
+
+// TestRemoteQueryWatchesOverWebSocket: a live watch gets its snapshot and
+// a new one after a push touching its table, on both engines.
+func TestRemoteQueryWatchesOverWebSocket(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		path := filepath.Join(t.TempDir(), "operations.json")
+		if err := os.WriteFile(path, []byte(operationsFile), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := start(t, e, serverOpts{config: func(c *config.Config) { c.Operations = path }})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		wsURL := "ws" + strings.TrimPrefix(s.url[:len(s.url)-len("/sync")], "http") + "/operations/realtime"
+		h := http.Header{}
+		h.Set("X-Syncd-Actor", "bob")
+		h.Set("X-Syncd-Scopes", `{"project_id":["p1"]}`)
+		conn, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.CloseNow()
+		str := func(s string) remoteop.Value { v, _ := remoteop.String(s); return v }
+		rev, _ := remoteop.SafeNumber(1)
+		watch, _ := remoteop.Object(remoteop.Field{Key: "revision", Value: rev}, remoteop.Field{Key: "kind", Value: str("watch")},
+			remoteop.Field{Key: "watchId", Value: str("w1")}, remoteop.Field{Key: "clientId", Value: str("watcher")},
+			remoteop.Field{Key: "operationId", Value: str("tasks.byProject")},
+			remoteop.Field{Key: "params", Value: opParams(t, remoteop.Field{Key: "project", Value: str("p1")})})
+		msg, _ := watch.Encode()
+		if err := conn.Write(ctx, websocket.MessageBinary, msg); err != nil {
+			t.Fatal(err)
+		}
+		snapshot := func() ([]string, float64) {
+			_, b, err := conn.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := remoteop.Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k, _ := v.Get("kind"); k.Kind() != remoteop.KindString {
+				t.Fatalf("message %s", b)
+			} else if kind, _ := k.AsString(); kind != "snapshot" {
+				t.Fatalf("message %s", b)
+			}
+			// A snapshot carries a query result's rows and maxCommitSeq.
+			ids, seq, _ := opAnswer(t, reply{status: http.StatusOK, header: http.Header{"Content-Type": {httpapi.ContentTypeOperations}}, body: b})
+			return ids, seq
+		}
+		if ids, seq := snapshot(); len(ids) != 0 || seq != 0 {
+			t.Fatalf("first snapshot %v at %v", ids, seq)
+		}
+		writer := call{actor: "alice", scopes: `{"owner":["alice"],"project_id":["*"]}`}
+		ep := s.epoch(writer)
+		s.sync(writer, ssptest.Req{ClientID: "w1", SchemaVersion: s.sch.Version, Epoch: ep,
+			Commits: []*ssp2.PushCommit{ssptest.Commit("k1", ssptest.Upsert("tasks", "t1", task(t, s.sch, "t1", "p1", "one"), -1))}})
+		if ids, seq := snapshot(); !reflect.DeepEqual(ids, []string{"t1"}) || seq != 1 {
+			t.Fatalf("after the push %v at %v", ids, seq)
 		}
 	})
 }
