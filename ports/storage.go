@@ -181,7 +181,9 @@ type CheckpointAdvance struct {
 	OwnerEpoch   int64
 	Watermark    int64
 	ObservedRows int64
-	NowMs        int64
+	// Cursor is stored as the checkpoint's resume position (opaque).
+	Cursor string
+	NowMs  int64
 }
 
 // PushTx is one open push transaction bound to a partition.
@@ -360,6 +362,24 @@ type LogReader interface {
 	// the changes' scopes and ops, never their rows (the far-behind test of
 	// SPEC §8.4).
 	ProbeCommitWindow(ctx context.Context, partition string, p WindowProbe) (WindowSummary, error)
+}
+
+// TableScan selects every current row of one table in the partition,
+// whatever its scopes, keyset-paged by row id (byte order).
+type TableScan struct {
+	Table string
+	// AfterRowID is exclusive; "" starts at the beginning.
+	AfterRowID string
+	// Limit must be ≥ 1 (else sync.storage.invalid_limit).
+	Limit int
+}
+
+// TableScanner reads a table's current rows without a scope filter, by
+// its primary key: maintenance work such as a backfill's full pass, never
+// a client's read (those go through RowReader's scope filter). Optional
+// beside Storage; the SQL engines and the in-memory store implement it.
+type TableScanner interface {
+	ScanTable(ctx context.Context, partition string, q TableScan) ([]commit.Row, error)
 }
 
 // RowReader reads current rows for bootstrap.

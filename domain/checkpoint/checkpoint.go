@@ -31,7 +31,10 @@ type Checkpoint struct {
 	// OwnerEpoch is the monotonic claim counter; advances CAS on it.
 	OwnerEpoch   int64
 	ObservedRows int64
-	UpdatedAtMs  int64
+	// Cursor is the backfill's own resume position, opaque to storage
+	// and stored with every advance ("" until the first one).
+	Cursor      string
+	UpdatedAtMs int64
 }
 
 // Activation is the outcome of activating a checkpoint.

@@ -59,10 +59,10 @@ func Claim(existing *Checkpoint, schemaVersion int32, nowMs int64) (Checkpoint, 
 	return cp, nil
 }
 
-// Advance is the owner-epoch CAS: the watermark, observed rows and time
-// move only while ownerEpoch matches; ok is false (and the row unchanged)
-// for an absent checkpoint or a superseded owner.
-func Advance(existing *Checkpoint, ownerEpoch, watermark, observedRows, nowMs int64) (cp Checkpoint, ok bool) {
+// Advance is the owner-epoch CAS: the watermark, observed rows, cursor
+// and time move only while ownerEpoch matches; ok is false (and the row
+// unchanged) for an absent checkpoint or a superseded owner.
+func Advance(existing *Checkpoint, ownerEpoch, watermark, observedRows int64, cursor string, nowMs int64) (cp Checkpoint, ok bool) {
 	if existing == nil || existing.OwnerEpoch != ownerEpoch {
 		if existing != nil {
 			return *existing, false
@@ -72,6 +72,7 @@ func Advance(existing *Checkpoint, ownerEpoch, watermark, observedRows, nowMs in
 	cp = *existing
 	cp.Watermark = watermark
 	cp.ObservedRows = observedRows
+	cp.Cursor = cursor
 	cp.UpdatedAtMs = nowMs
 	return cp, true
 }

@@ -65,14 +65,14 @@ func TestClaim(t *testing.T) {
 
 func TestAdvance(t *testing.T) {
 	cp := Checkpoint{State: StateBackfilling, OwnerEpoch: 2, Watermark: 3}
-	if got, ok := Advance(&cp, 1, 9, 9, 9); ok || got != cp {
+	if got, ok := Advance(&cp, 1, 9, 9, "c", 9); ok || got != cp {
 		t.Fatalf("superseded owner advanced: %+v", got)
 	}
-	got, ok := Advance(&cp, 2, 9, 4, 10)
+	got, ok := Advance(&cp, 2, 9, 4, "c", 10)
 	if !ok || got.Watermark != 9 || got.ObservedRows != 4 || got.UpdatedAtMs != 10 {
 		t.Fatalf("owner advance = %+v, %v", got, ok)
 	}
-	if _, ok := Advance(nil, 0, 1, 1, 1); ok {
+	if _, ok := Advance(nil, 0, 1, 1, "", 1); ok {
 		t.Fatal("absent checkpoint advanced")
 	}
 }

@@ -25,6 +25,8 @@ func checkpointGroups() []group {
 			{"PrunedWindowIsUnverifiable", testActivationUnverifiable},
 			{"ActivatedIsTerminal", testActivatedTerminal},
 			{"SourceCoverage", testSourceCoverage},
+			{"AdvanceStoresCursor", testCheckpointCursor},
+			{"TableScanIgnoresScopes", testTableScan},
 		}},
 		{"ServeGate", []testCase{
 			{"ReadsMarkerEpochAndPending", testServeGate},
@@ -441,4 +443,81 @@ func testServeGateTx(t *testing.T, h Harness) {
 		}
 		return nil
 	}))
+}
+
+// testCheckpointCursor: an advance stores the backfill's resume cursor with
+// the watermark (outside and inside a push), a reclaim keeps it, and a
+// superseded owner's cursor is never stored.
+func testCheckpointCursor(t *testing.T, h Harness) {
+	e := open(t, h)
+	_, err := e.s.DeclareCheckpoint(e.ctx, decl("p1", "proj", 1), 1)
+	must(t, err)
+	if cp := e.checkpoint("p1", "proj"); cp.Cursor != "" {
+		t.Fatalf("declared cursor = %q", cp.Cursor)
+	}
+	first, err := e.s.ClaimCheckpoint(e.ctx, decl("p1", "proj", 1), 2)
+	must(t, err)
+	ok, err := e.s.AdvanceCheckpoint(e.ctx, ports.CheckpointAdvance{Partition: "p1", Name: "proj", OwnerEpoch: first.OwnerEpoch, Watermark: 2, ObservedRows: 5, Cursor: "scan:row-05", NowMs: 3})
+	if err != nil || !ok {
+		t.Fatalf("advance = %v, %v", ok, err)
+	}
+	must(t, e.push("p1", func(tx ports.PushTx) error {
+		ok, err := tx.AdvanceCheckpoint(e.ctx, ports.CheckpointAdvance{Partition: "p1", Name: "proj", OwnerEpoch: first.OwnerEpoch, Watermark: 2, ObservedRows: 9, Cursor: "scan:row-09", NowMs: 4})
+		if err != nil || !ok {
+			return fmt.Errorf("advance in tx = %v, %v", ok, err)
+		}
+		return nil
+	}))
+	second, err := e.s.ClaimCheckpoint(e.ctx, decl("p1", "proj", 1), 5)
+	must(t, err)
+	if second.Cursor != "scan:row-09" || second.ObservedRows != 9 {
+		t.Fatalf("reclaimed = %+v, want the stored cursor", second)
+	}
+	ok, err = e.s.AdvanceCheckpoint(e.ctx, ports.CheckpointAdvance{Partition: "p1", Name: "proj", OwnerEpoch: first.OwnerEpoch, Watermark: 7, Cursor: "scan:stale", NowMs: 6})
+	if err != nil || ok {
+		t.Fatalf("superseded advance = %v, %v", ok, err)
+	}
+	if cp := e.checkpoint("p1", "proj"); cp.Cursor != "scan:row-09" {
+		t.Fatalf("cursor after a superseded advance = %q", cp.Cursor)
+	}
+}
+
+// testTableScan: ScanTable pages every current row of a table by row id,
+// across scope values, and refuses a limit below one.
+func testTableScan(t *testing.T, h Harness) {
+	e := open(t, h)
+	ts, ok := e.s.(ports.TableScanner)
+	if !ok {
+		t.Skip("storage has no table scanner")
+	}
+	must(t, e.push("p1", func(tx ports.PushTx) error {
+		for i, id := range []string{"d3", "d1", "d2", "d4"} {
+			if err := tx.UpsertRow(e.ctx, "digest", digestWrite(id, fmt.Sprint("proj-", i%2), int64(i))); err != nil {
+				return err
+			}
+		}
+		_, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "rows"})
+		return err
+	}))
+	var got []string
+	after := ""
+	for {
+		page, err := ts.ScanTable(e.ctx, "p1", ports.TableScan{Table: "digest", AfterRowID: after, Limit: 3})
+		must(t, err)
+		if len(page) == 0 {
+			break
+		}
+		for _, r := range page {
+			got = append(got, r.RowID+"/"+r.Scopes["project"])
+		}
+		after = page[len(page)-1].RowID
+	}
+	if want := "d1/proj-1 d2/proj-0 d3/proj-0 d4/proj-1"; fmt.Sprint(got) != "["+want+"]" {
+		t.Fatalf("scanned %v, want [%s]", got, want)
+	}
+	if rows, err := ts.ScanTable(e.ctx, "p2", ports.TableScan{Table: "digest", Limit: 3}); err != nil || len(rows) != 0 {
+		t.Fatalf("other partition = %v, %v", rows, err)
+	}
+	_, err := ts.ScanTable(e.ctx, "p1", ports.TableScan{Table: "digest", Limit: 0})
+	wantCode(t, err, syncerr.StorageInvalidLimit)
 }

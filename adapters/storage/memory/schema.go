@@ -311,7 +311,7 @@ func (s *Store) AdvanceCheckpoint(ctx context.Context, a ports.CheckpointAdvance
 	var ok bool
 	err := s.withPartition(ctx, a.Partition, func(p *partition) error {
 		var cp checkpoint.Checkpoint
-		cp, ok = checkpoint.Advance(p.d.checkpoints[a.Name], a.OwnerEpoch, a.Watermark, a.ObservedRows, a.NowMs)
+		cp, ok = checkpoint.Advance(p.d.checkpoints[a.Name], a.OwnerEpoch, a.Watermark, a.ObservedRows, a.Cursor, a.NowMs)
 		if ok {
 			p.d.checkpoints[a.Name] = &cp
 		}

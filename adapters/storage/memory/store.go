@@ -58,6 +58,8 @@ type Store struct {
 
 var _ ports.Storage = (*Store)(nil)
 
+var _ ports.TableScanner = (*Store)(nil)
+
 // Options configure a new in-memory database.
 type Options struct {
 	// Now is the clock of the store's own stamps (the schema marker); nil
@@ -517,6 +519,35 @@ func scanRows(d *data, q ports.RowScan) []commit.Row {
 		}
 	}
 	return out
+}
+
+// ScanTable returns committed current rows of a table by row id, without
+// a scope filter.
+func (s *Store) ScanTable(ctx context.Context, name string, q ports.TableScan) ([]commit.Row, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := s.table(q.Table); err != nil {
+		return nil, err
+	}
+	if q.Limit < 1 {
+		return nil, syncerr.Newf(syncerr.StorageInvalidLimit, "limit %d", q.Limit)
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	p := s.db.peek(name)
+	if p == nil || p.d.tables[q.Table] == nil {
+		return nil, nil
+	}
+	t := p.d.tables[q.Table]
+	ids := t.sortedIDs()
+	var out []commit.Row
+	for i := sort.SearchStrings(ids, q.AfterRowID); i < len(ids) && len(out) < q.Limit; i++ {
+		if ids[i] != q.AfterRowID {
+			out = append(out, copyRow(t.rows[ids[i]].row))
+		}
+	}
+	return out, nil
 }
 
 // GetRow returns the committed current row or nil.

@@ -544,7 +544,7 @@ func (tx *pushTx) AdvanceCheckpoint(ctx context.Context, a ports.CheckpointAdvan
 	if a.Partition != "" && a.Partition != tx.partition {
 		return false, syncerr.Newf(syncerr.InternalError, "checkpoint of partition %q advanced in a transaction of %q", a.Partition, tx.partition)
 	}
-	cp, ok := checkpoint.Advance(tx.d.checkpoints[a.Name], a.OwnerEpoch, a.Watermark, a.ObservedRows, a.NowMs)
+	cp, ok := checkpoint.Advance(tx.d.checkpoints[a.Name], a.OwnerEpoch, a.Watermark, a.ObservedRows, a.Cursor, a.NowMs)
 	if ok {
 		tx.d.checkpoints[a.Name] = &cp
 	}

@@ -11,12 +11,12 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-const checkpointCols = "partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms"
+const checkpointCols = "partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms, backfill_cursor"
 
 func scanCheckpoint(row interface{ Scan(...any) error }) (checkpoint.Checkpoint, error) {
 	var c checkpoint.Checkpoint
 	var state string
-	err := row.Scan(&c.Partition, &c.Name, &c.SchemaVersion, &state, &c.Watermark, &c.OwnerEpoch, &c.ObservedRows, &c.UpdatedAtMs)
+	err := row.Scan(&c.Partition, &c.Name, &c.SchemaVersion, &state, &c.Watermark, &c.OwnerEpoch, &c.ObservedRows, &c.UpdatedAtMs, &c.Cursor)
 	c.State = checkpoint.State(state)
 	return c, err
 }
@@ -25,7 +25,7 @@ func scanCheckpoint(row interface{ Scan(...any) error }) (checkpoint.Checkpoint,
 // one) and raises the partition's writer fence to at least its version.
 func (s *Store) installCheckpoint(ctx context.Context, q Querier, d checkpoint.Declaration, nowMs int64) error {
 	if _, err := q.ExecContext(ctx, s.q(`INSERT INTO sync_backfill_checkpoints(`+checkpointCols+`)
-VALUES (?, ?, ?, 'declared', 0, 0, 0, ?) ON CONFLICT (partition, name) DO NOTHING`),
+VALUES (?, ?, ?, 'declared', 0, 0, 0, ?, '') ON CONFLICT (partition, name) DO NOTHING`),
 		d.Partition, d.Name, d.SchemaVersion, nowMs); err != nil {
 		return fmt.Errorf("install checkpoint: %w", err)
 	}
@@ -90,9 +90,9 @@ WHERE partition=? AND name=? AND state<>'activated' RETURNING `+checkpointCols),
 
 func (s *Store) advanceCheckpoint(ctx context.Context, q Querier, a ports.CheckpointAdvance) (bool, error) {
 	res, err := q.ExecContext(ctx, s.q(`UPDATE sync_backfill_checkpoints
-SET watermark=?, observed_rows=?, updated_at_ms=?
+SET watermark=?, observed_rows=?, backfill_cursor=?, updated_at_ms=?
 WHERE partition=? AND name=? AND owner_epoch=? AND state<>'activated'`),
-		a.Watermark, a.ObservedRows, a.NowMs, a.Partition, a.Name, a.OwnerEpoch)
+		a.Watermark, a.ObservedRows, a.Cursor, a.NowMs, a.Partition, a.Name, a.OwnerEpoch)
 	if err != nil {
 		return false, fmt.Errorf("advance checkpoint: %w", err)
 	}

@@ -109,6 +109,7 @@ CREATE TABLE IF NOT EXISTS sync_backfill_checkpoints(
   owner_epoch {SEQ} NOT NULL DEFAULT 0,
   observed_rows {SEQ} NOT NULL DEFAULT 0,
   updated_at_ms {SEQ} NOT NULL,
+  backfill_cursor TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(partition, name)
 );
 CREATE TABLE IF NOT EXISTS sync_writer_fence(
@@ -129,6 +130,8 @@ var addedCoreColumns = []struct{ table, column, decl string }{
 	{"sync_commits", "writer_version", "{SEQ}"},
 	// NULL on records stored before results carried their actor.
 	{"sync_push_results", "actor_id", "TEXT"},
+	// A backfill's resume position (app/backfill), beside the reference columns.
+	{"sync_backfill_checkpoints", "backfill_cursor", "TEXT NOT NULL DEFAULT ''"},
 }
 
 // bindingsTable holds the client-id bindings (SPEC §1.5), added after the

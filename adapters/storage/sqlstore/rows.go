@@ -275,3 +275,35 @@ func (s *Store) ScanRows(ctx context.Context, partition string, q ports.RowScan)
 func (s *Store) GetRow(ctx context.Context, partition, table, rowID string) (*commit.Row, error) {
 	return s.getRow(ctx, s.rd, partition, table, rowID)
 }
+
+// ScanTable implements ports.TableScanner: one primary-key range read on
+// the read pool, no scope index involved.
+func (s *Store) ScanTable(ctx context.Context, partition string, q ports.TableScan) ([]commit.Row, error) {
+	ts, err := s.table(q.Table)
+	if err != nil {
+		return nil, err
+	}
+	if q.Limit < 1 {
+		return nil, syncerr.Newf(syncerr.StorageInvalidLimit, "table scan limit %d", q.Limit)
+	}
+	rows, err := s.rd.QueryContext(ctx, s.q(fmt.Sprintf("SELECT r.%s, %s FROM %s r WHERE r.%s=? AND r.%s>? ORDER BY r.%s LIMIT ?",
+		quoteIdent(colRowID), ts.selectCols, ts.quoted, quoteIdent(colPartition), quoteIdent(colRowID), quoteIdent(colRowID))),
+		partition, q.AfterRowID, q.Limit)
+	if err != nil {
+		return nil, internal("scan table", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []commit.Row
+	for rows.Next() {
+		var r commit.Row
+		var scopes []byte
+		if err := rows.Scan(&r.RowID, &r.Version, &scopes, &r.Payload, &r.ColumnVersions); err != nil {
+			return nil, internal("scan table", err)
+		}
+		if r.Scopes, err = decodeScopes(scopes); err != nil {
+			return nil, internal("scan table", err)
+		}
+		out = append(out, r)
+	}
+	return out, internal("scan table", rows.Err())
+}

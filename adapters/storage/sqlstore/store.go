@@ -87,6 +87,8 @@ type Store struct {
 
 var _ ports.Storage = (*Store)(nil)
 
+var _ ports.TableScanner = (*Store)(nil)
+
 // New builds a Store; the caller runs EnsureSchema before row operations.
 func New(c Config) *Store {
 	if c.Tracer != nil {
