@@ -255,6 +255,8 @@ type applier struct {
 	origins []int
 	// applied is the appended commit once its result is stored as ours.
 	applied *commit.Commit
+	// afterAppend, for a server commit, runs right after the append.
+	afterAppend func(ctx context.Context, tx ports.PushTx, seq int64) error
 }
 
 // run applies the operations and finishes the commit: appended and
@@ -309,6 +311,11 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 			return outcome{}, syncerr.Wrap(syncerr.SchemaNotReady, err)
 		}
 		return outcome{}, fmt.Errorf("append commit: %w", err)
+	}
+	if a.afterAppend != nil {
+		if err := a.afterAppend(ctx, a.tx, seq); err != nil {
+			return outcome{}, err
+		}
 	}
 	if len(reactions) > 0 {
 		src := ports.ReactionSource{ClientID: a.rq.hdr.ClientID, ClientCommitID: a.pc.ClientCommitID,

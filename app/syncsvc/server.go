@@ -1,0 +1,136 @@
+package syncsvc
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/scopes"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// ServerCommit is a commit the server writes on its own behalf, such as
+// a backfill batch. Its operations run through the same pipeline as a
+// client's (SPEC §6: validators, references, CRDT merges, reactions, the
+// idempotency record, the commit listeners that wake realtime clients),
+// as ActorID with every scope granted, so clients pull it like any other
+// commit.
+type ServerCommit struct {
+	Partition string
+	ActorID   string
+	// ClientID and ClientCommitID are the commit's idempotency key: the
+	// same pair applied twice replays the first result (cached).
+	ClientID       string
+	ClientCommitID string
+	// Operations carry wire-3 (sparse) payloads.
+	Operations []ssp2.PushOperation
+	// AfterAppend runs in the commit's transaction once the commit is
+	// appended at seq (not for a replay or a rejection): a backfill
+	// advances its checkpoint here, so the advance, the rows, the log
+	// append and the idempotency record commit together. An error rolls
+	// all of it back and is returned unchanged.
+	AfterAppend func(ctx context.Context, tx ports.PushTx, seq int64) error
+}
+
+// ServerCommitResult is an applied or replayed server commit.
+type ServerCommitResult struct {
+	// Status is applied, or cached for a replayed idempotency key.
+	Status ssp2.PushStatus
+	// CommitSeq is the applied commit's seq (0 for a replay).
+	CommitSeq int64
+}
+
+// RejectedError is a server commit the pipeline rejected (or found in
+// conflict): nothing was written but the rejected result.
+type RejectedError struct {
+	ClientCommitID string
+	OpIndex        int32
+	Code           string
+	Message        string
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("server commit %s rejected at operation %d: %s: %s", e.ClientCommitID, e.OpIndex, e.Code, e.Message)
+}
+
+// Unwrap exposes the catalog error of the rejection's code.
+func (e *RejectedError) Unwrap() error { return syncerr.New(syncerr.Code(e.Code)) }
+
+// ApplyServerCommit applies c. A stored schema newer than the running
+// one refuses with sync.schema_not_ready; pending checkpoints do not (a
+// server write serves no client, and the writer fence guards the log).
+func (s *Service) ApplyServerCommit(ctx context.Context, c ServerCommit) (ServerCommitResult, error) {
+	sch := s.o.Schema()
+	if sch == nil {
+		return ServerCommitResult{}, syncerr.Newf(syncerr.SchemaNotReady, "schema not compiled yet")
+	}
+	if c.Partition == "" || c.ActorID == "" || c.ClientID == "" || c.ClientCommitID == "" {
+		return ServerCommitResult{}, syncerr.Newf(syncerr.InvalidRequest, "server commit needs a partition, an actor, a client id and a client commit id")
+	}
+	grant := scopes.Allowed{}
+	for _, t := range sch.Tables {
+		for _, v := range t.ScopeVariables() {
+			grant[v] = []string{scopes.Wildcard}
+		}
+	}
+	pc := &ssp2.PushCommit{ClientCommitID: c.ClientCommitID, Operations: c.Operations}
+	rq := &request{s: s, sch: sch, id: ports.Identity{ActorID: c.ActorID, Partition: c.Partition},
+		wire: MaxWireVersion, now: s.o.Now(), hdr: &ssp2.ReqHeader{ClientID: c.ClientID},
+		commits: []*ssp2.PushCommit{pc}, res: scopes.Granted(grant)}
+	var out outcome
+	var applied *commit.Commit
+	err := s.o.Store.Push(ctx, c.Partition, ports.PushOptions{WriterVersion: sch.Version, ActorID: c.ActorID,
+		ClientID: c.ClientID, ClientCommitID: c.ClientCommitID}, func(tx ports.PushTx) error {
+		gate, err := tx.ReadServeGate(ctx)
+		if err != nil {
+			return fmt.Errorf("read serve gate: %w", err)
+		}
+		if r := checkpoint.GateRefusal(gate, sch.Version, nil); r != nil && r.Kind == checkpoint.RefuseSchema {
+			return r.Err()
+		}
+		if boundTo, err := tx.BindClient(ctx, c.ClientID); err != nil {
+			return fmt.Errorf("bind client id: %w", err)
+		} else if boundTo != c.ActorID {
+			return syncerr.Newf(syncerr.InvalidClientID, "server commit client id %q is bound to another actor", c.ClientID)
+		}
+		if r, ok, err := tx.GetPushResult(ctx, c.ClientID, c.ClientCommitID); err != nil {
+			return fmt.Errorf("locked idempotency lookup: %w", err)
+		} else if ok {
+			out = replay(r.Result, c.ClientCommitID)
+			return nil
+		}
+		a := &applier{s: s, rq: rq, tx: tx, pc: pc, afterAppend: c.AfterAppend}
+		a.reader = &txReader{tx: tx, rq: rq}
+		o, err := a.run(ctx)
+		out, applied = o, a.applied
+		return err
+	})
+	if err != nil {
+		return ServerCommitResult{}, err
+	}
+	if s.o.Observe != nil {
+		s.o.Observe(observation(out, len(pc.Operations)))
+	}
+	if applied != nil && len(applied.Changes) > 0 {
+		for _, l := range s.o.Listeners {
+			if l != nil {
+				l.CommitApplied(ctx, c.Partition, *applied)
+			}
+		}
+	}
+	switch res := out.result; res.Status {
+	case ssp2.PushApplied:
+		return ServerCommitResult{Status: res.Status, CommitSeq: res.CommitSeq}, nil
+	case ssp2.PushCached:
+		return ServerCommitResult{Status: res.Status}, nil
+	default:
+		rej := &RejectedError{ClientCommitID: c.ClientCommitID, Code: string(syncerr.InternalError)}
+		if len(res.Results) > 0 {
+			rej.OpIndex, rej.Code, rej.Message = res.Results[0].OpIndex, res.Results[0].Code, res.Results[0].Message
+		}
+		return ServerCommitResult{}, rej
+	}
+}
