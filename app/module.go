@@ -49,7 +49,7 @@ var CoreModule = fx.Module("syncd.core",
 		NewSchemaSource,
 		NewSchema,
 	),
-	fx.Invoke(registerPreparer, registerChecks, registerPoolMetrics),
+	fx.Invoke(registerPreparer, registerChecks, registerCheckpointWatch, registerPoolMetrics),
 )
 
 // checksFirst orders the start: fx runs OnStart hooks in the order their
@@ -380,6 +380,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		OperationsModule,
 		KeysModule,
 		TestControlModule,
+		BackfillModule,
 		fx.Options(extra...),
 		fx.Invoke(registerBanner),
 		fx.Invoke(registerDrain),

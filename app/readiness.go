@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -73,6 +74,110 @@ type Status struct {
 	Down []string `json:"down,omitempty"`
 	// Checks are the dependency checks' last results (once ready).
 	Checks map[string]CheckStatus `json:"checks,omitempty"`
+	// Checkpoints are the pending (not activated) backfill checkpoints at
+	// the running schema version, with their progress.
+	Checkpoints []CheckpointStatus `json:"checkpoints,omitempty"`
+}
+
+// CheckpointStatus is one pending checkpoint as /readyz lists it.
+type CheckpointStatus struct {
+	Partition     string `json:"partition"`
+	Name          string `json:"name"`
+	State         string `json:"state"`
+	SchemaVersion int32  `json:"schemaVersion"`
+	Watermark     int64  `json:"watermark"`
+	ObservedRows  int64  `json:"observedRows"`
+	OwnerEpoch    int64  `json:"ownerEpoch"`
+	// Declared: this process declared it, so it serves meanwhile; a
+	// pending checkpoint it did not declare keeps it not ready.
+	Declared  bool      `json:"declared"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// CheckpointReader is what the checkpoint watch reads.
+type CheckpointReader interface {
+	ReadServeGate(ctx context.Context, partition string, running int32) (checkpoint.ServeGate, error)
+	ReadCheckpoints(ctx context.Context, partition string) ([]checkpoint.Checkpoint, error)
+}
+
+// CheckpointWatch makes /readyz list pending checkpoints and, once the
+// phases are done, say not ready (reason backfill_checkpoint) while one
+// that this process did not declare is pending: a checkpoint declared
+// after the start (syncd checkpoint declare) gates requests at once, and
+// the server turns ready again by itself when it activates.
+type CheckpointWatch struct {
+	Store        CheckpointReader
+	Declarations []checkpoint.Declaration
+	// TTL is how long a read is reused (default 1 s).
+	TTL time.Duration
+	// Timeout bounds one read (default 2 s).
+	Timeout time.Duration
+}
+
+// checkpointWatch caches the watch's last read.
+type checkpointWatch struct {
+	CheckpointWatch
+	now func() time.Time
+	mu  sync.Mutex
+	at  time.Time
+	ver int32
+	ok  bool
+	cps []CheckpointStatus
+}
+
+// read lists the pending checkpoints at running; ok is false when the
+// read failed (storage not migrated yet, or down: other phases and checks
+// say so).
+func (w *checkpointWatch) read(running int32) ([]CheckpointStatus, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.now()
+	if !w.at.IsZero() && w.ver == running && now.Sub(w.at) < w.TTL && !now.Before(w.at) {
+		return w.cps, w.ok
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
+	defer cancel()
+	w.at, w.ver = now, running
+	w.cps, w.ok = nil, false
+	g, err := w.Store.ReadServeGate(ctx, "", running)
+	if err != nil {
+		return nil, false
+	}
+	byPartition := map[string][]checkpoint.Checkpoint{}
+	for _, p := range g.Pending {
+		cps, ok := byPartition[p.Partition]
+		if !ok {
+			if cps, err = w.Store.ReadCheckpoints(ctx, p.Partition); err != nil {
+				return nil, false
+			}
+			byPartition[p.Partition] = cps
+		}
+		st := CheckpointStatus{Partition: p.Partition, Name: p.Name, State: string(checkpoint.StateDeclared),
+			SchemaVersion: running, Declared: checkpoint.Declared(w.Declarations, p.Partition, p.Name)}
+		for _, cp := range cps {
+			if cp.Name == p.Name {
+				st.State, st.SchemaVersion, st.Watermark = string(cp.State), cp.SchemaVersion, cp.Watermark
+				st.ObservedRows, st.OwnerEpoch = cp.ObservedRows, cp.OwnerEpoch
+				st.UpdatedAt = time.UnixMilli(cp.UpdatedAtMs).UTC()
+			}
+		}
+		w.cps = append(w.cps, st)
+	}
+	w.ok = true
+	return w.cps, true
+}
+
+// WatchCheckpoints registers the checkpoint watch (see CheckpointWatch).
+func (r *Readiness) WatchCheckpoints(w CheckpointWatch) {
+	if w.TTL <= 0 {
+		w.TTL = time.Second
+	}
+	if w.Timeout <= 0 {
+		w.Timeout = 2 * time.Second
+	}
+	r.mu.Lock()
+	r.watch = &checkpointWatch{CheckpointWatch: w, now: r.now}
+	r.mu.Unlock()
 }
 
 // CheckStatus is one dependency check's last result.
@@ -109,6 +214,7 @@ type Readiness struct {
 	draining  bool
 	listening bool
 	checks    []*check
+	watch     *checkpointWatch
 	now       func() time.Time
 	onChange  func(Phase)
 }
@@ -254,8 +360,16 @@ func (r *Readiness) Status() Status {
 		// here, and the admin listener is not the public API.
 		st.Error = statusError(r.err)
 	}
-	listening, checks := r.listening, r.checks
+	listening, checks, watch := r.listening, r.checks, r.watch
 	r.mu.RUnlock()
+	undeclared := false
+	if watch != nil && st.SchemaVersion != 0 && st.Phase != PhaseSchemaCompile && st.Phase != PhaseStorageMigration {
+		cps, _ := watch.read(st.SchemaVersion)
+		st.Checkpoints = cps
+		for _, c := range cps {
+			undeclared = undeclared || !c.Declared
+		}
+	}
 	switch {
 	case st.Phase != PhaseReady:
 		st.Reason = string(st.Phase)
@@ -278,6 +392,9 @@ func (r *Readiness) Status() Status {
 		}
 		if len(st.Down) > 0 {
 			st.Reason = ReasonDependencyDown
+		} else if undeclared {
+			// The request gate refuses every request meanwhile.
+			st.Reason = string(PhaseBackfillCheckpoint)
 		}
 	}
 	st.Ready = st.Reason == ""

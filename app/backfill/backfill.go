@@ -77,6 +77,8 @@ type Options struct {
 	// OnProgress, when set, hears every step of a run, synchronously (it
 	// must not block for long).
 	OnProgress func(Progress)
+	// Metrics, when set, counts batches, rows, activations and runs.
+	Metrics *Metrics
 }
 
 // Phase names a step of a run.
@@ -252,15 +254,18 @@ func (r *Runner) Run(ctx context.Context, partition, name string, bf ports.Backf
 	if errors.Is(err, errSuperseded) {
 		rn.res.Outcome = OutcomeSuperseded
 		rn.report(PhaseSuperseded, "")
+		r.o.Metrics.ended(string(OutcomeSuperseded))
 		return rn.res, nil
 	}
 	if err != nil {
+		r.o.Metrics.ended("failed")
 		r.o.Log.Warn("backfill stopped", zap.String("partition", partition), zap.String("checkpoint", name),
 			zap.Int64("owner_epoch", rn.cp.OwnerEpoch), zap.Error(err))
 		return rn.res, err
 	}
 	rn.res.Outcome = OutcomeActivated
 	rn.report(PhaseActivated, "")
+	r.o.Metrics.ended(string(OutcomeActivated))
 	return rn.res, nil
 }
 
@@ -439,6 +444,7 @@ func (rn *run) write(ctx context.Context, b ports.BackfillBatch, watermark, obse
 		if err == nil {
 			rn.res.Batches++
 			rn.res.RowsWritten += int64(len(b.Operations))
+			rn.r.o.Metrics.batch(rn.cp.Name, len(b.Operations))
 			rn.r.o.Log.Debug("backfill batch committed", zap.String("partition", rn.cp.Partition),
 				zap.String("checkpoint", rn.cp.Name), zap.Int64("commit_seq", res.CommitSeq), zap.Int("rows", len(b.Operations)))
 			return nil
@@ -487,7 +493,9 @@ func (rn *run) report(p Phase, act checkpoint.Activation) {
 		zap.Int64("observed_rows", pr.ObservedRows), zap.Int("batches", pr.Batches), zap.Int64("rows_written", pr.RowsWritten)}
 	if act != "" {
 		fields = append(fields, zap.String("activation", string(act)))
+		rn.r.o.Metrics.activation(pr.Name, act)
 	}
+	rn.r.o.Metrics.progress(pr)
 	switch p {
 	case PhaseScan, PhaseCatchUp:
 		rn.r.o.Log.Debug("backfill progress", fields...)

@@ -63,6 +63,10 @@ type Config struct {
 	Operations string
 	// Mount is the route prefix of the sync API ("" or "/path").
 	Mount string
+	// Checkpoints are the backfill checkpoints this process declares at
+	// the running schema version, comma-separated partition/name: it
+	// serves while they backfill (see CheckpointList).
+	Checkpoints string
 	// Auth selects request authentication (dev or jwt). Empty resolves to
 	// dev for the embedded demo schema and is an error otherwise.
 	Auth string
@@ -258,6 +262,9 @@ func (c *Config) Validate() error {
 		strings.ContainsAny(c.Mount, " {}?#")) {
 		errs = append(errs, fmt.Errorf("--mount %q: want empty or /path without a trailing slash", c.Mount))
 	}
+	if _, err := c.CheckpointList(); err != nil {
+		errs = append(errs, err)
+	}
 	switch c.Auth {
 	case "":
 		if c.DemoSchema() || c.Dev {
@@ -342,6 +349,26 @@ func (c Config) Print(w io.Writer) {
 	}
 }
 
+// CheckpointRef names one checkpoint of --checkpoints.
+type CheckpointRef struct{ Partition, Name string }
+
+// CheckpointList parses --checkpoints.
+func (c Config) CheckpointList() ([]CheckpointRef, error) {
+	var out []CheckpointRef
+	for _, item := range strings.Split(c.Checkpoints, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		p, n, ok := strings.Cut(item, "/")
+		if !ok || p == "" || n == "" {
+			return nil, fmt.Errorf("--checkpoints %q: want partition/name, comma-separated", item)
+		}
+		out = append(out, CheckpointRef{Partition: p, Name: n})
+	}
+	return out, nil
+}
+
 // flagSet binds every setting of c to a flag.
 func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("syncd serve", flag.ContinueOnError)
@@ -351,6 +378,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.StringVar(&c.Schema, "schema", c.Schema, "schema IR file written by the Syncular CLI (syncular.ir.json); empty serves the embedded todos demo")
 	fs.StringVar(&c.Operations, "operations", c.Operations, "JSON file declaring registered remote queries against the synced tables for POST <mount>/operations (see README)")
 	fs.StringVar(&c.Mount, "mount", c.Mount, "route prefix of the sync API, e.g. /api/sync (default empty)")
+	fs.StringVar(&c.Checkpoints, "checkpoints", c.Checkpoints, "backfill checkpoints this process declares at the running schema version, comma-separated partition/name: it serves while they backfill (see syncd checkpoint)")
 	fs.StringVar(&c.Auth, "auth", c.Auth, "request authentication: dev or jwt (default dev with the demo schema or --dev, required otherwise)")
 	fs.StringVar(&c.DevAuth.Actor, "dev-actor", c.DevAuth.Actor, "--auth dev: actor of requests without an X-Syncd-Actor header (default: refuse them)")
 	fs.StringVar(&c.DevAuth.Partition, "dev-partition", c.DevAuth.Partition, "--auth dev: partition of requests without an X-Syncd-Partition header (default \"default\")")

@@ -129,7 +129,7 @@ func serve(args, environ []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	return app.Run(cfg, app.ReadStampedBuildInfo(stamp()), log, app.StorageModule, app.WithBanner(stderr))
+	return app.Run(cfg, app.ReadStampedBuildInfo(stamp()), log, app.StorageModule, app.CheckpointDeclarations(cfg), app.WithBanner(stderr))
 }
 
 func printConfig(w io.Writer, cfg config.Config) int {
