@@ -188,6 +188,9 @@ func (r *Runner) Declare(ctx context.Context, partition, name string) (checkpoin
 	return cp, nil
 }
 
+// SchemaVersion is the running schema version checkpoints are declared at.
+func (r *Runner) SchemaVersion() int32 { return r.o.Schema.Version }
+
 // List returns the partition's checkpoints ordered by name.
 func (r *Runner) List(ctx context.Context, partition string) ([]checkpoint.Checkpoint, error) {
 	return r.o.Store.ReadCheckpoints(ctx, partition)

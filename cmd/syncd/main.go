@@ -68,6 +68,8 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return runBackup(args[1:], environ, stdout, stderr)
 	case "epoch":
 		return runEpoch(args[1:], environ, stdout, stderr)
+	case "checkpoint":
+		return runCheckpoint(args[1:], environ, stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		usage(stdout)
 		return 0
@@ -102,6 +104,9 @@ Usage:
                           server runs (--database, --out)
   syncd epoch rotate ...  new log epochs for restored partitions, so clients
                           re-bootstrap (--database, --partition P | --all)
+  syncd checkpoint ...    list, declare, run and activate backfill
+                          checkpoints (the serve flags; --database,
+                          --schema; see syncd checkpoint --help)
   syncd help              show this help
 
 With no flags, "syncd serve" runs the embedded todos demo schema on
