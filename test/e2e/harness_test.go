@@ -28,6 +28,7 @@ import (
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -87,6 +88,11 @@ func (g *gatedStore) Pools() map[string]*sql.DB {
 		return p.Pools()
 	}
 	return nil
+}
+
+// ScanTable passes the engine's table scan through (backfills read it).
+func (g *gatedStore) ScanTable(ctx context.Context, partition string, q ports.TableScan) ([]commit.Row, error) {
+	return g.Storage.(ports.TableScanner).ScanTable(ctx, partition, q)
 }
 
 func (g *gatedStore) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {

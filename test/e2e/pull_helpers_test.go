@@ -51,6 +51,19 @@ type replica struct {
 	download bool
 	// segments counts the segment ids applied from references.
 	segments map[string]int
+	// cells holds every applied row's cells by table and row id.
+	cells map[string]map[string]ssptest.Cols
+}
+
+// setCells records a row's cells.
+func (r *replica) setCells(table, rowID string, c ssptest.Cols) {
+	if r.cells == nil {
+		r.cells = map[string]map[string]ssptest.Cols{}
+	}
+	if r.cells[table] == nil {
+		r.cells[table] = map[string]ssptest.Cols{}
+	}
+	r.cells[table][rowID] = c
 }
 
 func newReplica(t *testing.T, s *server, c call, clientID string) *replica {
@@ -154,12 +167,14 @@ func (r *replica) apply(resp ssptest.Resp) {
 				tbl := r.table(tname)
 				if ch.Op == ssp2.OpDelete {
 					delete(tbl, ch.RowID)
+					delete(r.cells[tname], ch.RowID)
 					continue
 				}
 				st := r.s.sch.Table(tname)
 				vals := ssptest.DecodeRow(r.t, st, ch.Row)
 				label, _ := rowcodec.ScopeString(vals[st.Columns[labelColumn(st)].Name])
 				tbl[ch.RowID] = replicaRow{version: ch.RowVersion, label: label}
+				r.setCells(tname, ch.RowID, vals)
 			}
 		case *ssp2.SegmentInline, *ssp2.SegmentRef:
 			var payload []byte
@@ -182,6 +197,7 @@ func (r *replica) apply(resp ssptest.Resp) {
 			}
 			if firstPage {
 				r.rows[st.Name] = nil
+				delete(r.cells, st.Name)
 				firstPage = false
 			}
 			tbl := r.table(st.Name)
@@ -197,6 +213,11 @@ func (r *replica) apply(resp ssptest.Resp) {
 					id, _ := rowcodec.ScopeString(row.Values[st.PKIndex])
 					label, _ := rowcodec.ScopeString(row.Values[labelColumn(st)])
 					tbl[id] = replicaRow{version: row.ServerVersion, label: label}
+					cells := ssptest.Cols{}
+					for i, c := range st.Columns {
+						cells[c.Name] = row.Values[i]
+					}
+					r.setCells(st.Name, id, cells)
 				}
 			}
 		case *ssp2.SubEnd:
