@@ -492,3 +492,47 @@ func TestNewFillRefusesWhatItCannotFill(t *testing.T) {
 		t.Fatalf("valid fill refused: %v", err)
 	}
 }
+
+// conflicting writes a client's estimate into a row right after the
+// first batch was derived, before it commits.
+type conflicting struct {
+	*backfill.Fill
+	f     *fixture
+	calls int
+}
+
+func (c *conflicting) Scan(ctx context.Context, in ports.BackfillScan) (ports.BackfillBatch, error) {
+	b, err := c.Fill.Scan(ctx, in)
+	if c.calls++; c.calls == 1 && err == nil {
+		op := ssptest.Upsert("tasks", "t1", ssptest.Sparse(c.f.t, c.f.tasks, ssptest.Cols{"id": rowcodec.String("t1"), "estimate": rowcodec.Int(7)}), -1)
+		if _, err := c.f.svc.ApplyServerCommit(ctx, syncsvc.ServerCommit{Partition: part, ActorID: "writer", ClientID: "writer-client",
+			ClientCommitID: "meanwhile", Operations: []ssp2.PushOperation{op}}); err != nil {
+			return b, err
+		}
+	}
+	return b, err
+}
+
+// TestABatchInConflictIsDerivedAgain: a client's write between a batch's
+// derivation and its commit is never overwritten: the batch conflicts
+// (its writes carry the rows' versions) and is derived again.
+func TestABatchInConflictIsDerivedAgain(t *testing.T) {
+	forEngines(t, func(t *testing.T, f *fixture) {
+		for i := range 3 {
+			f.seedTask(fmt.Sprintf("t%d", i), nil)
+		}
+		r := f.runner(backfill.Options{BatchRows: 10})
+		f.declare(r, "estimates")
+		c := &conflicting{Fill: f.fill(), f: f}
+		res, err := r.Run(f.ctx, part, "estimates", c)
+		if err != nil || res.Outcome != backfill.OutcomeActivated {
+			t.Fatalf("run = %+v, %v", res, err)
+		}
+		if got := f.estimates(); fmt.Sprint(got) != "map[t0:0 t1:7 t2:0]" {
+			t.Fatalf("estimates = %v: the client's write was overwritten", got)
+		}
+		if c.calls < 2 {
+			t.Fatalf("batch derived %d times", c.calls)
+		}
+	})
+}
