@@ -147,6 +147,7 @@ func Run(t *testing.T, e Engine) {
 	t.Run("migrate", func(t *testing.T) { migrate(t, e) })
 	t.Run("migrate_ddl", func(t *testing.T) { migrateDDL(t, e) })
 	t.Run("upgrade_client_bindings", func(t *testing.T) { upgradeClientBindings(t, e) })
+	t.Run("upgrade_checkpoint_cursor", func(t *testing.T) { upgradeCheckpointCursor(t, e) })
 	t.Run("checkpoints", func(t *testing.T) { checkpoints(t, e) })
 	t.Run("prune", func(t *testing.T) { prune(t, e) })
 	t.Run("plans", func(t *testing.T) { plans(t, e) })
@@ -775,6 +776,35 @@ func upgradeClientBindings(t *testing.T, e Engine) {
 	must(t, again.EnsureSchema(ctx, Schema(t, IR), nil))
 	if a, ok, err := again.ClientBinding(ctx, "p", "late"); err != nil || ok {
 		t.Fatalf("a later start filled bindings again: %q, %v, %v", a, ok, err)
+	}
+}
+
+// upgradeCheckpointCursor: a database whose checkpoints predate the
+// backfill cursor gets the column on the next start, its rows reading the
+// empty cursor, and advances store one.
+func upgradeCheckpointCursor(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s := e.open(t)
+	for _, q := range []string{
+		"ALTER TABLE sync_backfill_checkpoints DROP COLUMN backfill_cursor",
+		"INSERT INTO sync_backfill_checkpoints(partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms) " +
+			"VALUES ('p', 'old', 1, 'backfilling', 4, 1, 9, 1)",
+	} {
+		must(t, e.Exec(ctx, s, q))
+	}
+	up := e.Reopen(t, s)
+	must(t, up.EnsureSchema(ctx, Schema(t, IR), []checkpoint.Declaration{{Partition: "p", Name: "old", SchemaVersion: 1}}))
+	cps, err := up.ReadCheckpoints(ctx, "p")
+	must(t, err)
+	if len(cps) != 1 || cps[0].Cursor != "" || cps[0].Watermark != 4 || cps[0].ObservedRows != 9 {
+		t.Fatalf("after the upgrade: %+v", cps)
+	}
+	ok, err := up.AdvanceCheckpoint(ctx, ports.CheckpointAdvance{Partition: "p", Name: "old", OwnerEpoch: 1, Watermark: 5, ObservedRows: 10, Cursor: "scan:r9", NowMs: 2})
+	if err != nil || !ok {
+		t.Fatalf("advance = %v, %v", ok, err)
+	}
+	if cps, _ := up.ReadCheckpoints(ctx, "p"); cps[0].Cursor != "scan:r9" {
+		t.Fatalf("cursor after advance = %+v", cps[0])
 	}
 }
 
