@@ -109,6 +109,11 @@ type Progress struct {
 	RowsWritten int64
 	// Activation is the outcome of a PhaseActivation step.
 	Activation checkpoint.Activation
+	// Checkpoint is the checkpoint row as the run last stored it.
+	Checkpoint checkpoint.Checkpoint
+	// TargetSeq is the log's newest seq when the current pass or
+	// catch-up began: the watermark the run works toward (0 before).
+	TargetSeq int64
 }
 
 // Outcome is how a run ended.
@@ -231,6 +236,8 @@ type run struct {
 	res   Result
 	own   string
 	batch int
+	// target is the log's newest seq the run works toward.
+	target int64
 }
 
 // Run claims the checkpoint and runs bf until the checkpoint activates
@@ -302,6 +309,7 @@ func (rn *run) fullPass(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read log bounds: %w", err)
 		}
+		rn.target = b.MaxSeq
 		if err := rn.advance(ctx, nil, b.MaxSeq, 0, cursorScan); err != nil {
 			return err
 		}
@@ -374,6 +382,7 @@ func (rn *run) catchUp(ctx context.Context) (restart bool, err error) {
 	if b.HorizonSeq > rn.cp.Watermark {
 		return true, nil
 	}
+	rn.target = b.MaxSeq
 	sources := rn.bf.Sources()
 	for rn.cp.Watermark < b.MaxSeq {
 		span, err := rn.r.o.Store.ReadCommitRange(ctx, rn.cp.Partition, ports.CommitRange{AfterSeq: rn.cp.Watermark,
@@ -490,7 +499,7 @@ func (rn *run) advance(ctx context.Context, tx ports.PushTx, watermark, observed
 func (rn *run) report(p Phase, act checkpoint.Activation) {
 	pr := Progress{Partition: rn.cp.Partition, Name: rn.cp.Name, Phase: p, OwnerEpoch: rn.cp.OwnerEpoch,
 		Watermark: rn.cp.Watermark, ObservedRows: rn.cp.ObservedRows, Batches: rn.res.Batches,
-		RowsWritten: rn.res.RowsWritten, Activation: act}
+		RowsWritten: rn.res.RowsWritten, Activation: act, Checkpoint: rn.cp, TargetSeq: rn.target}
 	fields := []zap.Field{zap.String("partition", pr.Partition), zap.String("checkpoint", pr.Name),
 		zap.String("phase", string(p)), zap.Int64("owner_epoch", pr.OwnerEpoch), zap.Int64("watermark", pr.Watermark),
 		zap.Int64("observed_rows", pr.ObservedRows), zap.Int("batches", pr.Batches), zap.Int64("rows_written", pr.RowsWritten)}

@@ -212,7 +212,8 @@ func TestRunFillsEveryNullRowAndActivates(t *testing.T) {
 			f.seedTask(fmt.Sprintf("t%d", i), est)
 		}
 		var phases []backfill.Phase
-		r := f.runner(backfill.Options{BatchRows: 3, OnProgress: func(p backfill.Progress) { phases = append(phases, p.Phase) }})
+		var last backfill.Progress
+		r := f.runner(backfill.Options{BatchRows: 3, OnProgress: func(p backfill.Progress) { phases, last = append(phases, p.Phase), p }})
 		f.declare(r, "estimates")
 		res, err := r.Run(f.ctx, part, "estimates", f.fill())
 		if err != nil {
@@ -234,6 +235,10 @@ func TestRunFillsEveryNullRowAndActivates(t *testing.T) {
 		}
 		if phases[0] != backfill.PhaseClaimed || phases[len(phases)-1] != backfill.PhaseActivated {
 			t.Fatalf("phases = %v", phases)
+		}
+		b, _ := f.st.LogBounds(f.ctx, part)
+		if last.Checkpoint.State != checkpoint.StateActivated || last.Checkpoint.Watermark != last.Watermark || last.TargetSeq == 0 || last.TargetSeq > b.MaxSeq {
+			t.Fatalf("last progress = %+v (log %+v)", last, b)
 		}
 		// Activated is terminal: another run cannot claim it.
 		_, err = r.Run(f.ctx, part, "estimates", f.fill())
