@@ -17,7 +17,7 @@ import (
 // client's (SPEC §6: validators, references, CRDT merges, reactions, the
 // idempotency record, the commit listeners that wake realtime clients),
 // as ActorID with every scope granted, so clients pull it like any other
-// commit.
+// commit (and the event catalog hears it as any other commit).
 type ServerCommit struct {
 	Partition string
 	ActorID   string
@@ -111,8 +111,14 @@ func (s *Service) ApplyServerCommit(ctx context.Context, c ServerCommit) (Server
 	if err != nil {
 		return ServerCommitResult{}, err
 	}
+	if applied != nil {
+		out.changes = len(applied.Changes)
+	}
 	if s.o.Observe != nil {
 		s.o.Observe(observation(out, len(pc.Operations)))
+	}
+	if s.o.Events != nil {
+		s.o.Events.Emit(commitEvent(rq, pc, out))
 	}
 	if applied != nil && len(applied.Changes) > 0 {
 		for _, l := range s.o.Listeners {

@@ -7,13 +7,19 @@ import (
 
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
-type heard struct{ commits []commit.Commit }
+type heard struct {
+	commits []commit.Commit
+	events  []event.Event
+}
+
+func (h *heard) Emit(e event.Event) { h.events = append(h.events, e) }
 
 func (h *heard) CommitApplied(_ context.Context, _ string, c commit.Commit) {
 	h.commits = append(h.commits, c)
@@ -26,7 +32,7 @@ func (h *heard) CommitApplied(_ context.Context, _ string, c commit.Commit) {
 // error rolls the commit back.
 func TestServerCommit(t *testing.T) {
 	h := &heard{}
-	e := newEnv(t, func(o *syncsvc.Options) { o.Listeners = []ports.CommitListener{h} })
+	e := newEnv(t, func(o *syncsvc.Options) { o.Listeners, o.Events = []ports.CommitListener{h}, h })
 	ctx := context.Background()
 	var seenSeq int64
 	c := syncsvc.ServerCommit{Partition: "p1", ActorID: "server", ClientID: "job", ClientCommitID: "b1",
@@ -41,6 +47,12 @@ func TestServerCommit(t *testing.T) {
 	}
 	if len(h.commits) != 1 || len(h.commits[0].Changes) != 2 || h.commits[0].ClientID != "job" {
 		t.Fatalf("listeners heard %+v", h.commits)
+	}
+	if len(h.events) != 1 {
+		t.Fatalf("events %+v", h.events)
+	}
+	if ev, ok := h.events[0].(event.PushApplied); !ok || ev.CommitSeq != 1 || ev.Changes != 2 || ev.ActorID != "server" {
+		t.Fatalf("event %+v", h.events[0])
 	}
 	if res, err := e.svc.ApplyServerCommit(ctx, c); err != nil || res.Status != ssp2.PushCached || len(h.commits) != 1 {
 		t.Fatalf("replay = %+v, %v", res, err)
