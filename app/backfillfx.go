@@ -2,12 +2,14 @@ package app
 
 import (
 	"errors"
+	"sync"
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/app/backfill"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/events"
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -37,6 +39,7 @@ type BackfillParams struct {
 	Log      *zap.Logger
 	Metrics  *Metrics         `optional:"true"`
 	Progress BackfillProgress `optional:"true"`
+	Events   ports.EventSink  `optional:"true"`
 }
 
 // NewBackfillRunner builds the runner over the graph's storage and sync
@@ -58,7 +61,38 @@ func NewBackfillRunner(p BackfillParams) (*backfill.Runner, error) {
 		}
 	}
 	return backfill.New(backfill.Options{Store: st, Commits: p.Sync, Schema: p.Schema, Clock: p.Clock,
-		Log: p.Log.Named("backfill"), Metrics: m, OnProgress: p.Progress})
+		Log: p.Log.Named("backfill"), Metrics: m, OnProgress: progressHooks(p.Progress, p.Events, p.Clock)})
+}
+
+// progressHooks is the runner's progress callback: the host's hook and,
+// when something listens, checkpoint.progress events timed from each
+// run's claim; nil when neither is there.
+func progressHooks(host BackfillProgress, sink ports.EventSink, clock ports.Clock) func(backfill.Progress) {
+	if sink == nil {
+		if host == nil {
+			return nil
+		}
+		return host
+	}
+	var mu sync.Mutex
+	runs := map[[2]string]func(checkpoint.Checkpoint, int64){}
+	return func(pr backfill.Progress) {
+		if host != nil {
+			host(pr)
+		}
+		key := [2]string{pr.Partition, pr.Name}
+		mu.Lock()
+		report, ok := runs[key]
+		if !ok || pr.Phase == backfill.PhaseClaimed {
+			report = events.CheckpointReporter(sink, clock.Now)
+			runs[key] = report
+		}
+		if pr.Phase == backfill.PhaseActivated || pr.Phase == backfill.PhaseSuperseded {
+			delete(runs, key) // the run ended
+		}
+		mu.Unlock()
+		report(pr.Checkpoint, pr.TargetSeq)
+	}
 }
 
 // CheckpointDeclarations provides the declarations of --checkpoints at
