@@ -55,6 +55,9 @@ type Session struct {
 	closing     bool
 	// closeCode is the code the socket was closed with (first shutdown).
 	closeCode int
+	// closed is closed once the close handshake the first shutdown began
+	// has ended (nil before).
+	closed chan struct{}
 
 	// Presence state, guarded by hub.pres.mu: the scope keys held (the
 	// grant), set once hello is queued (pactive) and dropped at the end.
@@ -139,6 +142,9 @@ func (s *Session) Run(ctx context.Context, c ports.RealtimeConn) {
 	signal(s.wakeCh) // notices that arrived before the upgrade
 	s.read(ctx, c)
 	s.shutdown(ports.CloseNormal, "")
+	// The close frame goes out before the context ends: cancelling a
+	// write or ping in flight drops the connection without it.
+	<-s.closeDone()
 	cancel()
 	s.rounds.Wait()
 	s.out.close()
@@ -155,12 +161,26 @@ func (s *Session) shutdown(code int, reason string) {
 	s.closing = true
 	s.closeCode = code
 	c := s.conn
+	done := make(chan struct{})
+	s.closed = done
 	s.mu.Unlock()
-	if c != nil {
-		// Close waits (bounded) for the peer's close frame: neither the
-		// caller nor Run waits for it.
-		go func() { _ = c.Close(code, reason) }()
+	if c == nil {
+		close(done)
+		return
 	}
+	// Close waits (bounded) for the peer's close frame: the caller does
+	// not wait for it; Run does, before it ends the session's context.
+	go func() {
+		defer close(done)
+		_ = c.Close(code, reason)
+	}()
+}
+
+// closeDone is closed once the socket's close handshake has ended.
+func (s *Session) closeDone() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 func (s *Session) isClosing() bool {
