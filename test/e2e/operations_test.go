@@ -18,7 +18,9 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/fx"
 
+	"github.com/syncd-dev/syncd/adapters/fanout/pgnotify"
 	"github.com/syncd-dev/syncd/adapters/httpapi"
+	"github.com/syncd-dev/syncd/adapters/storage/postgres"
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/operations"
@@ -28,6 +30,7 @@ import (
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/pgtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -378,59 +381,116 @@ func TestValidatorRunsARegisteredQueryInThePushTransaction(t *testing.T) {
 // a new one after a push touching its table, on both engines.
 func TestRemoteQueryWatchesOverWebSocket(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
-		path := filepath.Join(t.TempDir(), "operations.json")
-		if err := os.WriteFile(path, []byte(operationsFile), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		s := start(t, e, serverOpts{config: func(c *config.Config) { c.Operations = path }})
+		s := start(t, e, serverOpts{config: func(c *config.Config) { c.Operations = writeOperationsFile(t) }})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		wsURL := "ws" + strings.TrimPrefix(s.url[:len(s.url)-len("/sync")], "http") + "/operations/realtime"
-		h := http.Header{}
-		h.Set("X-Syncd-Actor", "bob")
-		h.Set("X-Syncd-Scopes", `{"project_id":["p1"]}`)
-		conn, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: h})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.CloseNow()
-		str := func(s string) remoteop.Value { v, _ := remoteop.String(s); return v }
-		rev, _ := remoteop.SafeNumber(1)
-		watch, _ := remoteop.Object(remoteop.Field{Key: "revision", Value: rev}, remoteop.Field{Key: "kind", Value: str("watch")},
-			remoteop.Field{Key: "watchId", Value: str("w1")}, remoteop.Field{Key: "clientId", Value: str("watcher")},
-			remoteop.Field{Key: "operationId", Value: str("tasks.byProject")},
-			remoteop.Field{Key: "params", Value: opParams(t, remoteop.Field{Key: "project", Value: str("p1")})})
-		msg, _ := watch.Encode()
-		if err := conn.Write(ctx, websocket.MessageBinary, msg); err != nil {
-			t.Fatal(err)
-		}
-		snapshot := func() ([]string, float64) {
-			_, b, err := conn.Read(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			v, err := remoteop.Decode(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if k, _ := v.Get("kind"); k.Kind() != remoteop.KindString {
-				t.Fatalf("message %s", b)
-			} else if kind, _ := k.AsString(); kind != "snapshot" {
-				t.Fatalf("message %s", b)
-			}
-			// A snapshot carries a query result's rows and maxCommitSeq.
-			ids, seq, _ := opAnswer(t, reply{status: http.StatusOK, header: http.Header{"Content-Type": {httpapi.ContentTypeOperations}}, body: b})
-			return ids, seq
-		}
+		snapshot := watchTasks(ctx, t, s)
 		if ids, seq := snapshot(); len(ids) != 0 || seq != 0 {
 			t.Fatalf("first snapshot %v at %v", ids, seq)
 		}
-		writer := call{actor: "alice", scopes: `{"owner":["alice"],"project_id":["*"]}`}
-		ep := s.epoch(writer)
-		s.sync(writer, ssptest.Req{ClientID: "w1", SchemaVersion: s.sch.Version, Epoch: ep,
-			Commits: []*ssp2.PushCommit{ssptest.Commit("k1", ssptest.Upsert("tasks", "t1", task(t, s.sch, "t1", "p1", "one"), -1))}})
+		pushTask(t, s, "t1")
 		if ids, seq := snapshot(); !reflect.DeepEqual(ids, []string{"t1"}) || seq != 1 {
 			t.Fatalf("after the push %v at %v", ids, seq)
 		}
 	})
+}
+
+// TestRemoteQueryWatchesAcrossNodes: a watch on one node hears a commit
+// applied by another node of the same PostgreSQL through the fanout.
+func TestRemoteQueryWatchesAcrossNodes(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	shared := engine{name: "postgres", open: func(t *testing.T) ports.Storage {
+		st, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn, MaxConns: 8})
+		if err != nil {
+			t.Fatalf("open postgres: %v", err)
+		}
+		return st
+	}}
+	path := writeOperationsFile(t)
+	node := func() *server {
+		var f ports.Fanout
+		s := start(t, shared, serverOpts{
+			config: func(c *config.Config) { c.Database, c.Operations = dsn, path },
+			extra:  []fx.Option{fx.Populate(&f)},
+		})
+		pf, ok := f.(*pgnotify.Fanout)
+		if !ok {
+			t.Fatalf("fanout %T, want LISTEN/NOTIFY", f)
+		}
+		waitFor(t, "the node listening", pf.Listening)
+		return s
+	}
+	a, b := node(), node()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	snapshot := watchTasks(ctx, t, b)
+	if ids, _ := snapshot(); len(ids) != 0 {
+		t.Fatalf("first snapshot %v", ids)
+	}
+	pushTask(t, a, "t1")
+	if ids, seq := snapshot(); !reflect.DeepEqual(ids, []string{"t1"}) || seq != 1 {
+		t.Fatalf("node b after node a's push: %v at %v", ids, seq)
+	}
+}
+
+func writeOperationsFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "operations.json")
+	if err := os.WriteFile(path, []byte(operationsFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// watchTasks watches tasks.byProject for project p1 as bob on s's
+// operations socket; each call of the result reads the next snapshot's
+// row ids and maxCommitSeq.
+func watchTasks(ctx context.Context, t *testing.T, s *server) func() ([]string, float64) {
+	t.Helper()
+	wsURL := "ws" + strings.TrimPrefix(s.url[:len(s.url)-len("/sync")], "http") + "/operations/realtime"
+	h := http.Header{}
+	h.Set("X-Syncd-Actor", "bob")
+	h.Set("X-Syncd-Scopes", `{"project_id":["p1"]}`)
+	conn, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.CloseNow() })
+	str := func(s string) remoteop.Value { v, _ := remoteop.String(s); return v }
+	rev, _ := remoteop.SafeNumber(1)
+	watch, _ := remoteop.Object(remoteop.Field{Key: "revision", Value: rev}, remoteop.Field{Key: "kind", Value: str("watch")},
+		remoteop.Field{Key: "watchId", Value: str("w1")}, remoteop.Field{Key: "clientId", Value: str("watcher")},
+		remoteop.Field{Key: "operationId", Value: str("tasks.byProject")},
+		remoteop.Field{Key: "params", Value: opParams(t, remoteop.Field{Key: "project", Value: str("p1")})})
+	msg, _ := watch.Encode()
+	if err := conn.Write(ctx, websocket.MessageBinary, msg); err != nil {
+		t.Fatal(err)
+	}
+	return func() ([]string, float64) {
+		t.Helper()
+		_, b, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := remoteop.Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k, _ := v.Get("kind"); k.Kind() != remoteop.KindString {
+			t.Fatalf("message %s", b)
+		} else if kind, _ := k.AsString(); kind != "snapshot" {
+			t.Fatalf("message %s", b)
+		}
+		// A snapshot carries a query result's rows and maxCommitSeq.
+		ids, seq, _ := opAnswer(t, reply{status: http.StatusOK, header: http.Header{"Content-Type": {httpapi.ContentTypeOperations}}, body: b})
+		return ids, seq
+	}
+}
+
+// pushTask pushes task id of project p1 as alice through s.
+func pushTask(t *testing.T, s *server, id string) {
+	t.Helper()
+	writer := call{actor: "alice", scopes: `{"owner":["alice"],"project_id":["*"]}`}
+	s.sync(writer, ssptest.Req{ClientID: "w-" + id, SchemaVersion: s.sch.Version, Epoch: s.epoch(writer),
+		Commits: []*ssp2.PushCommit{ssptest.Commit("k-"+id, ssptest.Upsert("tasks", id, task(t, s.sch, id, "p1", "one"), -1))}})
 }
