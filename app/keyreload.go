@@ -60,6 +60,7 @@ type keyReloaderParams struct {
 	Config    config.Config
 	Log       *zap.Logger
 	Metrics   *Metrics
+	Clock     Clock
 	Signer    *signedurl.Signer   `optional:"true"`
 	LeaseKeys *lease.KeySet       `optional:"true"`
 	Auth      ports.Authenticator `optional:"true"`
@@ -101,7 +102,7 @@ func newKeyReloader(p keyReloaderParams) (*KeyReloader, error) {
 			// process).
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
-			go r.run(p.Config.KeyReloadInterval, hup, stop, done)
+			go r.run(p.Clock, p.Config.KeyReloadInterval, hup, stop, done)
 			return nil
 		},
 		OnStop: func(ctx context.Context) error {
@@ -168,16 +169,25 @@ func (r *KeyReloader) Check() {
 	}
 }
 
-// run checks every interval (0: never on a timer) and on each signal of
-// hup.
-func (r *KeyReloader) run(interval time.Duration, hup chan os.Signal, stop <-chan struct{}, done chan<- struct{}) {
+// run checks every interval on clk (0: never on a timer) and on each
+// signal of hup.
+func (r *KeyReloader) run(clk Clock, interval time.Duration, hup chan os.Signal, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	defer signal.Stop(hup)
-	var tick <-chan time.Time
+	var tick chan struct{}
 	if interval > 0 {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		tick = t.C
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		tick = make(chan struct{})
+		go func() {
+			for clk.Sleep(ctx, interval) == nil {
+				select {
+				case tick <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
 	}
 	for {
 		select {

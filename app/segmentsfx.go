@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +17,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/segments/memseg"
 	"github.com/syncd-dev/syncd/adapters/segments/sqlseg"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/internal/periodic"
 	"github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/app/segments"
 	"github.com/syncd-dev/syncd/domain/signedurl"
@@ -241,18 +241,17 @@ func newSegmentRoutes(p segmentRouteParams) ([]RouteHandler, error) {
 	}}, nil
 }
 
-// segmentSweeper forgets expired segments on a ticker.
+// segmentSweeper forgets expired segments, every interval on the app
+// clock.
 type segmentSweeper struct {
 	store    ports.SegmentSweeper
-	clock    ports.Clock
+	clock    Clock
 	interval time.Duration
 	log      *zap.Logger
 	removed  prometheus.Counter
-	stop     chan struct{}
-	done     sync.WaitGroup
 }
 
-func startSegmentSweeper(lc fx.Lifecycle, cfg config.Config, m *Metrics, log *zap.Logger, clk ports.Clock, s ports.SegmentStore) error {
+func startSegmentSweeper(lc fx.Lifecycle, cfg config.Config, m *Metrics, log *zap.Logger, clk Clock, s ports.SegmentStore) error {
 	if s == nil || cfg.Segments.SweepInterval <= 0 {
 		return nil
 	}
@@ -263,48 +262,28 @@ func startSegmentSweeper(lc fx.Lifecycle, cfg config.Config, m *Metrics, log *za
 	if err := m.Registry.Register(removed); err != nil {
 		return err
 	}
-	sw := &segmentSweeper{store: s, clock: clk, interval: cfg.Segments.SweepInterval, log: log.Named("segments"), removed: removed, stop: make(chan struct{})}
+	sw := &segmentSweeper{store: s, clock: clk, interval: cfg.Segments.SweepInterval, log: log.Named("segments"), removed: removed}
+	loop := periodic.New(sw.interval, clk.Sleep, sw.pass)
 	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			sw.done.Add(1)
-			go sw.run()
-			return nil
-		},
-		OnStop: func(ctx context.Context) error {
-			close(sw.stop)
-			ch := make(chan struct{})
-			go func() { sw.done.Wait(); close(ch) }()
-			select {
-			case <-ch:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		},
+		OnStart: func(context.Context) error { loop.Start(); return nil },
+		OnStop:  loop.Stop,
 	})
 	return nil
 }
 
-func (sw *segmentSweeper) run() {
-	defer sw.done.Done()
-	t := time.NewTicker(sw.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-sw.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), sw.interval)
-		res, err := sw.store.Sweep(ctx, sw.clock.Now().UnixMilli())
-		cancel()
-		if err != nil {
+// pass runs one sweep, bounded by the interval.
+func (sw *segmentSweeper) pass(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, sw.interval)
+	defer cancel()
+	res, err := sw.store.Sweep(ctx, sw.clock.Now().UnixMilli())
+	if err != nil {
+		if !errors.Is(err, context.Canceled) { // not the server stopping
 			sw.log.Warn("segment sweep failed", zap.Error(err))
-			continue
 		}
-		sw.removed.Add(float64(res.Segments))
-		if res.Publications > 0 {
-			sw.log.Debug("segments swept", zap.Int64("publications", res.Publications), zap.Int64("segments", res.Segments))
-		}
+		return
+	}
+	sw.removed.Add(float64(res.Segments))
+	if res.Publications > 0 {
+		sw.log.Debug("segments swept", zap.Int64("publications", res.Publications), zap.Int64("segments", res.Segments))
 	}
 }

@@ -155,3 +155,51 @@ func TestSegmentSweeper(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// stepClock is a clock at a fixed time whose Sleep returns each time the
+// test steps it.
+type stepClock struct {
+	now  time.Time
+	step chan struct{}
+}
+
+func (c stepClock) Now() time.Time { return c.now }
+
+func (c stepClock) Sleep(ctx context.Context, _ time.Duration) error {
+	select {
+	case <-c.step:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestSegmentSweeperRunsOnTheAppClock: the sweep waits on the app clock
+// and expires by its time, not the wall's.
+func TestSegmentSweeperRunsOnTheAppClock(t *testing.T) {
+	m, err := NewMetrics(BuildInfo{}, NewReadiness(NewClock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memseg.New()
+	b := []byte("expires in the next century")
+	later := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := store.Put(context.Background(), b, ports.SegmentPublication{SegmentKey: ports.SegmentKey{Partition: "p"},
+		SegmentID: contentaddr.Of(b), ExpiresAtMs: later.UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	clk := stepClock{now: later.Add(time.Hour), step: make(chan struct{})}
+	cfg := config.Default()
+	cfg.Segments.SweepInterval = time.Hour
+	lc := fxtest.NewLifecycle(t)
+	if err := startSegmentSweeper(lc, cfg, m, zap.NewNop(), clk, store); err != nil {
+		t.Fatal(err)
+	}
+	lc.RequireStart()
+	defer lc.RequireStop()
+	clk.step <- struct{}{} // one interval passes on the app clock: a sweep
+	clk.step <- struct{}{} // the next wait began, so the sweep is done
+	if pubs, _ := store.Publications(context.Background(), contentaddr.Of(b)); len(pubs) != 0 {
+		t.Fatalf("segment expired on the app clock still published: %v", pubs)
+	}
+}

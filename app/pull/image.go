@@ -113,7 +113,7 @@ func (s *Service) leadImage(ctx context.Context, r Request, p *plan, lim Limits,
 		s.o.Metrics.imageDeclined("one_page")
 		return ports.SegmentPublication{}, false, nil
 	}
-	start := time.Now()
+	start := s.o.Now()
 	img, n, err := s.buildImage(bctx, r, p, key, rows)
 	if errors.Is(err, sqliteimage.ErrUnrepresentable) {
 		s.declined.add(key, declinedAlways, s.o.Now().Add(s.o.SegmentTTL))
@@ -146,7 +146,7 @@ func (s *Service) leadImage(ctx context.Context, r Request, p *plan, lim Limits,
 	if err != nil {
 		return ports.SegmentPublication{}, false, fmt.Errorf("store image: %w", err)
 	}
-	s.o.Metrics.imageBuilt(n, len(img), time.Since(start))
+	s.o.Metrics.imageBuilt(n, len(img), s.o.Now().Sub(start))
 	return pub, true, nil
 }
 
