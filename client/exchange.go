@@ -53,6 +53,10 @@ func CodeOf(err error) string {
 	if errors.As(err, &fe) {
 		return fe.Code
 	}
+	var oe *OperationError
+	if errors.As(err, &oe) {
+		return oe.Code
+	}
 	return ""
 }
 

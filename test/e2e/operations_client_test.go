@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"go.uber.org/fx"
+
+	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/operations"
+	"github.com/syncd-dev/syncd/client"
+	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
+)
+
+// TestClientCallsOperations: the Go client runs registered queries and
+// commands over POST /operations on both engines; an operation failure is
+// an *OperationError with its catalog code, a transport refusal an
+// *HTTPError.
+func TestClientCallsOperations(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		path := filepath.Join(t.TempDir(), "operations.json")
+		if err := os.WriteFile(path, []byte(operationsFile), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		retitle := app.ProvideRemoteCommand(func() operations.Command {
+			return operations.Command{ID: "tasks.retitle",
+				Authorize: func(_ context.Context, who operations.AuthContext, _ remoteop.Value) (bool, error) {
+					return who.ActorID == "alice", nil
+				},
+				Run: func(ctx context.Context, c operations.CommandContext, p remoteop.Value) ([]operations.Mutation, error) {
+					row, err := c.GetRow(ctx, "tasks", "t1")
+					if err != nil || row == nil {
+						return nil, errors.New("t1 is missing")
+					}
+					next := map[string]any{}
+					for k, v := range row {
+						next[k] = v
+					}
+					title, _ := p.Get("title")
+					next["title"], _ = title.AsString()
+					return []operations.Mutation{{Table: "tasks", Values: next}}, nil
+				}}
+		})
+		s := start(t, e, serverOpts{config: func(c *config.Config) { c.Operations = path }, extra: []fx.Option{retitle}})
+		base := strings.TrimSuffix(s.url, "/sync")
+		newClient := func(actor, grant string) *client.Client {
+			h := http.Header{}
+			if actor != "" {
+				h.Set("X-Syncd-Actor", actor)
+			}
+			h.Set("X-Syncd-Scopes", grant)
+			c, err := client.New(client.Options{BaseURL: base, Schema: s.sch, ClientID: "ops-" + actor, Header: h})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		ctx := context.Background()
+		writer := newClient("alice", `{"owner":["alice"],"project_id":["*"]}`)
+		var seed []ssp2.PushOperation
+		for _, r := range []struct {
+			id, project, title string
+			estimate           int64
+		}{{"t1", "p1", "b", 1}, {"t2", "p1", "a", 5}, {"t3", "p2", "c", 8}} {
+			op, err := writer.Upsert("tasks", r.id, map[string]rowcodec.Value{"id": rowcodec.String(r.id),
+				"project_id": rowcodec.String(r.project), "title": rowcodec.String(r.title), "done": rowcodec.Bool(false),
+				"estimate": rowcodec.Int(r.estimate), "attachment": rowcodec.Null()}, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seed = append(seed, op)
+		}
+		writer.Queue(seed...)
+		if res, err := writer.Push(ctx); err != nil || res.Pushes[0].Status != ssp2.PushApplied {
+			t.Fatalf("seed push: %+v %v", res, err)
+		}
+
+		str := func(s string) remoteop.Value { v, _ := remoteop.String(s); return v }
+		obj := func(fields ...remoteop.Field) remoteop.Value {
+			v, err := remoteop.Object(fields...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		project := func(p string) remoteop.Value { return obj(remoteop.Field{Key: "project", Value: str(p)}) }
+		reader := newClient("bob", `{"project_id":["p1","p2"]}`)
+
+		got, err := reader.Query(ctx, "tasks.byProject", project("p1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids, titles []string
+		for _, row := range got.Rows {
+			if len(row) != 3 || row[0].Key != "id" || row[1].Key != "title" || row[2].Key != "estimate" {
+				t.Fatalf("row columns %+v", row)
+			}
+			id, _ := row[0].Value.AsString()
+			title, _ := row[1].Value.AsString()
+			ids, titles = append(ids, id), append(titles, title)
+		}
+		if got.OperationID != "tasks.byProject" || got.MaxCommitSeq != 1 || !reflect.DeepEqual(ids, []string{"t2", "t1"}) ||
+			!reflect.DeepEqual(titles, []string{"a", "b"}) {
+			t.Fatalf("query: %+v", got)
+		}
+
+		failures := []struct {
+			name string
+			call func() error
+			want syncerr.Code
+		}{
+			{"unknown operation", func() error { _, err := reader.Query(ctx, "nope", remoteop.Null()); return err }, syncerr.OperationUnknown},
+			{"a project outside the grant", func() error { _, err := reader.Query(ctx, "tasks.byProject", project("p3")); return err }, syncerr.OperationForbidden},
+			{"a parameter of the wrong type", func() error {
+				_, err := reader.Query(ctx, "tasks.byProject", obj(remoteop.Field{Key: "project", Value: remoteop.Integer(1)}))
+				return err
+			}, syncerr.OperationInvalid},
+			{"past maxRows", func() error {
+				_, err := writer.Query(ctx, "tasks.estimated", obj(remoteop.Field{Key: "min", Value: remoteop.Integer(0)}))
+				return err
+			}, syncerr.OperationResultTooLarge},
+			{"a command the actor may not run", func() error {
+				_, err := reader.Command(ctx, "tasks.retitle", "r1", obj(remoteop.Field{Key: "title", Value: str("x")}))
+				return err
+			}, syncerr.OperationForbidden},
+		}
+		for _, tt := range failures {
+			err := tt.call()
+			var oe *client.OperationError
+			if !errors.As(err, &oe) || oe.Code != string(tt.want) || client.CodeOf(err) != string(tt.want) {
+				t.Errorf("%s: %v, want an operation error %s", tt.name, err, tt.want)
+			}
+		}
+		// Authentication is refused before the operation: §10.1 JSON.
+		_, err = newClient("", `{}`).Query(ctx, "tasks.byProject", project("p1"))
+		var he *client.HTTPError
+		if !errors.As(err, &he) || he.Status != http.StatusUnauthorized || he.Code != string(syncerr.AuthRequired) {
+			t.Fatalf("unauthenticated: %v", err)
+		}
+
+		// A command applies once; its retry under the same request id is cached.
+		params := obj(remoteop.Field{Key: "title", Value: str("renamed")})
+		for i, want := range []remoteop.CommandStatus{remoteop.CommandApplied, remoteop.CommandCached} {
+			res, err := writer.Command(ctx, "tasks.retitle", "rename-1", params)
+			if err != nil || res.Status != want || res.CommitSeq != 2 || res.RequestID != "rename-1" || res.OperationID != "tasks.retitle" {
+				t.Fatalf("command call %d: %+v %v, want %s at seq 2", i, res, err, want)
+			}
+		}
+		got, err = reader.Query(ctx, "tasks.byProject", project("p1"))
+		if err != nil || got.MaxCommitSeq != 2 || len(got.Rows) != 2 {
+			t.Fatalf("after the command: %+v %v", got, err)
+		}
+		if title, _ := got.Rows[1][1].Value.AsString(); title != "renamed" {
+			t.Fatalf("rows after the command: %+v", got.Rows)
+		}
+	})
+}
