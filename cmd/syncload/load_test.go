@@ -35,8 +35,9 @@ func startServer(t *testing.T, minWire, seedRows int) string {
 	return startServerWith(t, schemaPath, minWire, seedRows)
 }
 
-// startServerWith is startServer serving the schema at schemaPath.
-func startServerWith(t *testing.T, schemaPath string, minWire, seedRows int) string {
+// startServerWith is startServer serving the schema at schemaPath, its
+// configuration changed by each of configure.
+func startServerWith(t *testing.T, schemaPath string, minWire, seedRows int, configure ...func(*config.Config)) string {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(dir, "syncd.db")})
@@ -49,6 +50,9 @@ func startServerWith(t *testing.T, schemaPath string, minWire, seedRows int) str
 	cfg.Schema, cfg.Auth = schemaPath, config.AuthDev
 	cfg.Database = filepath.Join(dir, "syncd.db")
 	cfg.Sync.MinWireVersion = minWire
+	for _, f := range configure {
+		f(&cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +224,67 @@ func TestBlobsScenario(t *testing.T) {
 	}
 }
 
+// TestOperationsScenario: the clients call the bench's registered query
+// beside a push mix, every answer checked; a server without the query
+// fails the run with its catalog code.
+func TestOperationsScenario(t *testing.T) {
+	schemaPath := sharedFixture()
+	if schemaPath == "" {
+		t.Skip("tasks fixture not found (set SYNCD_SHARED_DIR)")
+	}
+	ops := filepath.FromSlash("../../bench/operations.json")
+	url := startServerWith(t, schemaPath, 3, 0, func(c *config.Config) { c.Operations = ops })
+	bare := startServerWith(t, schemaPath, 3, 0)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want func(r Result) string
+	}{
+		{"queries beside pushes", []string{"--url", url, "--vus", "2", "--requests", "40", "--rows-per-client", "30", "--write-every", "4"}, 0,
+			func(r Result) string {
+				q := op(r, "query")
+				if q.Count == 0 || op(r, "push").Count == 0 || q.Items != int64(q.Count)*30 || q.Count+op(r, "push").Count+op(r, "pull").Count != r.Requests {
+					return "not a query and push mix of 30-row answers"
+				}
+				if op(r, "seed").Items != 60 || r.Notes["operation"] != "tasks.byProject" {
+					return "not 30 seeded rows per client"
+				}
+				return ""
+			}},
+		{"queries only", []string{"--url", url, "--vus", "1", "--requests", "10"}, 0, func(r Result) string {
+			if op(r, "query").Count != 9 || op(r, "push").Count != 0 || op(r, "query").Items != 9*100 {
+				return "not 9 queries of 100 rows after the epoch"
+			}
+			return ""
+		}},
+		{"a server without the query", []string{"--url", bare, "--vus", "1", "--requests", "5", "--max-errors", "1"}, 1, func(r Result) string {
+			if r.ErrorCodes["operation.unknown"] == 0 {
+				return "no operation.unknown"
+			}
+			return ""
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run0(context.Background(), append([]string{"--schema", schemaPath, "--duration", "2m", "--json", "-"}, append(tc.args, "operations")...), &out, &errb)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s%s", code, tc.code, out.String(), errb.String())
+			}
+			var res []Result
+			if err := json.Unmarshal([]byte(out.String()[strings.Index(out.String(), "\n["):]), &res); err != nil {
+				t.Fatal(err)
+			}
+			if len(res) != 1 || (tc.code == 0 && res[0].Errors != 0) {
+				t.Fatalf("results: %+v", res)
+			}
+			if why := tc.want(res[0]); why != "" {
+				t.Fatalf("%s: %+v", why, res[0])
+			}
+		})
+	}
+}
+
 func op(r Result, kind string) OpResult {
 	for _, o := range r.Ops {
 		if o.Kind == kind {
@@ -232,7 +297,8 @@ func op(r Result, kind string) OpResult {
 func TestUsage(t *testing.T) {
 	var out, errb bytes.Buffer
 	for _, args := range [][]string{{}, {"nope"}, {"--wire", "4", "push-pull"}, {"--vus", "0", "push-pull"}, {"-H", "bad", "push-pull"},
-		{"--transport", "udp", "push-pull"}, {"--idle-sockets", "-1", "propagation"}, {"engine-commit"}} {
+		{"--transport", "udp", "push-pull"}, {"--idle-sockets", "-1", "propagation"}, {"engine-commit"},
+		{"--write-every", "-1", "operations"}, {"--operation", "", "operations"}} {
 		if code := run0(context.Background(), args, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}

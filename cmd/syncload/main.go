@@ -7,7 +7,8 @@
 //
 // Scenarios: push-pull, bootstrap-storm, catch-up, mixed-soak,
 // maintenance-churn, slow-bodies, reconnect-storm, propagation, blobs
-// (PUT and GET /blobs/{id}), engine-commit (the storage engine alone, no
+// (PUT and GET /blobs/{id}), operations (registered queries over POST
+// /operations), engine-commit (the storage engine alone, no
 // server; "syncload -h" describes each). With --transport ws the clients run their rounds
 // over the realtime socket (GET /realtime). The virtual clients are
 // the project's Go client (package client); any protocol error
@@ -79,6 +80,9 @@ type options struct {
 	engineDatabase string
 	engineRead     bool
 	blobBytes      int64
+	operation      string
+	operationParam string
+	writeEvery     int
 }
 
 // headerList is a repeatable "Name: value" flag.
@@ -101,6 +105,9 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.StringVar(&o.url, "url", "http://127.0.0.1:8787", "base URL of the SSP2 server (its mount included); POST {url}/sync, GET {url}/segments/{id}")
 	fs.StringVar(&o.adminURL, "admin-url", "", "admin listener of the server, to sample process_resident_memory_bytes from /metrics (e.g. http://127.0.0.1:8788)")
 	fs.Int64Var(&o.blobBytes, "blob-bytes", 1<<20, "blobs: size of each blob uploaded and downloaded")
+	fs.StringVar(&o.operation, "operation", "tasks.byProject", "operations: the registered query each client calls")
+	fs.StringVar(&o.operationParam, "operation-param", "project", "operations: the query parameter that takes the client's scope value")
+	fs.IntVar(&o.writeEvery, "write-every", 0, "operations: every Nth step pushes --ops upserts over the client's rows instead of querying (0: queries only)")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "pid of a server on this machine, to sample VmRSS/VmHWM from /proc")
 	fs.IntVar(&o.vus, "vus", 10, "virtual clients")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each scenario runs")
@@ -180,6 +187,10 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 		return nil, nil, fmt.Errorf("--transport %q: want http or ws", o.transport)
 	case o.idleSockets < 0 || o.dialers < 1:
 		return nil, nil, errors.New("--idle-sockets must not be negative, --dialers must be positive")
+	case o.operation == "" || o.operationParam == "":
+		return nil, nil, errors.New("--operation and --operation-param must name a registered query and its parameter")
+	case o.writeEvery < 0:
+		return nil, nil, errors.New("--write-every must not be negative")
 	case o.slowConns < 0 || o.slowDeclared < 1 || o.slowInterval <= 0:
 		return nil, nil, errors.New("--slow-conns must not be negative, --slow-declared-bytes and --slow-interval must be positive")
 	}

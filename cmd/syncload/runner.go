@@ -299,7 +299,7 @@ type Result struct {
 }
 
 // requestKinds are the operations that are one HTTP request each.
-var requestKinds = map[string]bool{"push": true, "pull": true, "commit": true}
+var requestKinds = map[string]bool{"push": true, "pull": true, "commit": true, "query": true}
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
