@@ -8,13 +8,14 @@
 // or through an upload grant) and downloads (direct or through a
 // presigned URL, verified), gzip and zstd both ways, the realtime
 // channel (Connect: sync rounds over the socket, deltas applied and
-// acknowledged, wake-ups served by a round), and a small in-memory replica
-// of the rows it was sent.
+// acknowledged, wake-ups served by a round), remote operations (registered
+// queries and commands over POST /operations, live watches of queries),
+// and a small in-memory replica of the rows it was sent.
 //
 // It is a regular package rather than a test helper so the load tool
 // (cmd/syncload) and other programs can drive a server with it; it is
 // built only on the domain codec (domain/ssp2, domain/rowcodec,
-// domain/sqliteimage, domain/realtime), the standard HTTP client, a
+// domain/sqliteimage, domain/realtime, domain/remoteop), the standard HTTP client, a
 // WebSocket library and the pure-Go SQLite driver, never on the server's
 // own packages.
 //

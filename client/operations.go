@@ -58,7 +58,14 @@ func (c *Client) Query(ctx context.Context, operationID string, params remoteop.
 	if err != nil {
 		return nil, err
 	}
+	return decodeQueryResult(v)
+}
+
+// decodeQueryResult reads a query answer or a watch snapshot: its
+// operationId, rows and maxCommitSeq.
+func decodeQueryResult(v remoteop.Value) (*QueryResult, error) {
 	r := &QueryResult{}
+	var err error
 	if r.OperationID, err = wantString(v, "operationId"); err != nil {
 		return nil, err
 	}
@@ -155,18 +162,28 @@ func (c *Client) operation(ctx context.Context, kind remoteop.RequestKind, opera
 	}
 	switch got {
 	case "error":
-		e := &OperationError{}
-		if e.Code, err = wantString(v, "code"); err != nil {
+		e, err := decodeOperationError(v)
+		if err != nil {
 			return remoteop.Value{}, err
 		}
-		e.Message, _ = getField(v, "message").AsString()
-		e.Retryable, _ = getField(v, "retryable").AsBool()
 		return remoteop.Value{}, e
 	case string(kind):
 		return v, nil
 	default:
 		return remoteop.Value{}, answerErr("answer kind %q to a %s", got, kind)
 	}
+}
+
+// decodeOperationError reads a kind "error" answer or a watch_error.
+func decodeOperationError(v remoteop.Value) (*OperationError, error) {
+	e := &OperationError{}
+	var err error
+	if e.Code, err = wantString(v, "code"); err != nil {
+		return nil, err
+	}
+	e.Message, _ = getField(v, "message").AsString()
+	e.Retryable, _ = getField(v, "retryable").AsBool()
+	return e, nil
 }
 
 func encodeOperationRequest(kind remoteop.RequestKind, clientID, operationID, requestID string, params remoteop.Value) ([]byte, error) {

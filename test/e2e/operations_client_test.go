@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/fx"
 
@@ -162,6 +163,114 @@ func TestClientCallsOperations(t *testing.T) {
 		}
 		if title, _ := got.Rows[1][1].Value.AsString(); title != "renamed" {
 			t.Fatalf("rows after the command: %+v", got.Rows)
+		}
+	})
+}
+
+// TestClientWatchesOperations: the Go client's live watch socket gets a
+// snapshot at once and a new one after a push touching the query's
+// table, a watch_error with its code for a forbidden watch; on both
+// engines.
+func TestClientWatchesOperations(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		path := filepath.Join(t.TempDir(), "operations.json")
+		if err := os.WriteFile(path, []byte(operationsFile), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := start(t, e, serverOpts{config: func(c *config.Config) { c.Operations = path }})
+		base := strings.TrimSuffix(s.url, "/sync")
+		newClient := func(actor, grant string) *client.Client {
+			h := http.Header{}
+			if actor != "" {
+				h.Set("X-Syncd-Actor", actor)
+			}
+			h.Set("X-Syncd-Scopes", grant)
+			c, err := client.New(client.Options{BaseURL: base, Schema: s.sch, ClientID: "watch-" + actor, Header: h})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := newClient("", `{}`).OpenWatches(ctx, client.WatchOptions{}); !errors.As(err, new(*client.HTTPError)) ||
+			client.CodeOf(err) != string(syncerr.AuthRequired) {
+			t.Fatalf("unauthenticated upgrade: %v", err)
+		}
+		w, err := newClient("bob", `{"project_id":["p1"]}`).OpenWatches(ctx, client.WatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = w.Close() }()
+		project := func(p string) remoteop.Value {
+			v, _ := remoteop.String(p)
+			o, err := remoteop.Object(remoteop.Field{Key: "project", Value: v})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}
+		next := func() client.WatchEvent {
+			ev, err := w.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ev
+		}
+		ids := func(r *client.QueryResult) []string {
+			out := []string{}
+			for _, row := range r.Rows {
+				id, _ := row[0].Value.AsString()
+				out = append(out, id)
+			}
+			return out
+		}
+		if err := w.Watch(ctx, "w1", "tasks.byProject", project("p1")); err != nil {
+			t.Fatal(err)
+		}
+		if ev := next(); ev.WatchID != "w1" || ev.Result == nil || len(ev.Result.Rows) != 0 || ev.Result.MaxCommitSeq != 0 {
+			t.Fatalf("first snapshot %+v", ev)
+		}
+		if err := w.Watch(ctx, "w2", "tasks.byProject", project("p3")); err != nil {
+			t.Fatal(err)
+		}
+		if ev := next(); ev.WatchID != "w2" || ev.Err == nil || ev.Err.Code != string(syncerr.OperationForbidden) {
+			t.Fatalf("forbidden watch %+v", ev)
+		}
+		// A failed watch stays registered (its query reruns on each commit)
+		// until the client ends it.
+		if err := w.Unwatch(ctx, "w2"); err != nil {
+			t.Fatal(err)
+		}
+		writer := newClient("alice", `{"owner":["alice"],"project_id":["*"]}`)
+		push := func(id string) {
+			op, err := writer.Upsert("tasks", id, map[string]rowcodec.Value{"id": rowcodec.String(id), "project_id": rowcodec.String("p1"),
+				"title": rowcodec.String("task " + id), "done": rowcodec.Bool(false), "estimate": rowcodec.Int(1), "attachment": rowcodec.Null()}, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writer.Queue(op)
+			if res, err := writer.Push(ctx); err != nil || res.Pushes[0].Status != ssp2.PushApplied {
+				t.Fatalf("push %s: %+v %v", id, res, err)
+			}
+		}
+		push("t1")
+		if ev := next(); ev.WatchID != "w1" || ev.Result == nil || !reflect.DeepEqual(ids(ev.Result), []string{"t1"}) || ev.Result.MaxCommitSeq != 1 {
+			t.Fatalf("after the push %+v", ev)
+		}
+		// w1 ends; the new watch w3 hears the next commit.
+		if err := w.Unwatch(ctx, "w1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Watch(ctx, "w3", "tasks.byProject", project("p1")); err != nil {
+			t.Fatal(err)
+		}
+		if ev := next(); ev.WatchID != "w3" || ev.Result == nil || ev.Result.MaxCommitSeq != 1 {
+			t.Fatalf("w3 snapshot %+v", ev)
+		}
+		push("t2")
+		if ev := next(); ev.WatchID != "w3" || ev.Result == nil || !reflect.DeepEqual(ids(ev.Result), []string{"t1", "t2"}) || ev.Result.MaxCommitSeq != 2 {
+			t.Fatalf("w3 after the second push %+v", ev)
 		}
 	})
 }
