@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.uber.org/fx"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
@@ -391,7 +392,9 @@ func TestShutdownTimeoutBoundsInFlight(t *testing.T) {
 		got <- &harness{listeners: l, readiness: r}
 	})
 	exit := make(chan int, 1)
-	go func() { exit <- app.Run(cfg, app.ReadBuildInfo("test"), zaptest.NewLogger(t), route, capture) }()
+	// Not the test's logger: the stop hooks the timeout cut short still
+	// run, and log, after the test has ended.
+	go func() { exit <- app.Run(cfg, app.ReadBuildInfo("test"), zap.NewNop(), route, capture) }()
 	h := <-got
 	waitReadyz(t, h, 200)
 	go func() { _, _ = http.Post(h.url(app.ServerSync, "/sync"), "text/plain", nil) }()
