@@ -31,23 +31,33 @@ type Request struct {
 	Params Value
 }
 
+// decodeEnvelope decodes a client message of revision 1 (what names it in
+// refusals) and returns it with its kind ("" when not a string).
+func decodeEnvelope(body []byte, what string) (Value, string, error) {
+	v, err := Decode(body)
+	if err != nil {
+		return Value{}, "", err
+	}
+	if v.Kind() != KindObject {
+		return Value{}, "", invalid(what + " is not an object")
+	}
+	if rev, ok := v.Get("revision"); !ok || !isRevision(rev) {
+		return Value{}, "", invalid(what + " revision is not 1")
+	}
+	kind, _ := stringField(v, "kind")
+	return v, kind, nil
+}
+
 // DecodeRequest decodes and checks a request body: an object value with
 // revision 1 (a number), kind "query" or "command", non-empty string
 // clientId and operationId, a present params value, and for a command a
 // non-empty string requestId. Any violation is operation.invalid_request.
 func DecodeRequest(body []byte) (Request, error) {
-	v, err := Decode(body)
+	v, kind, err := decodeEnvelope(body, "request")
 	if err != nil {
 		return Request{}, err
 	}
-	if v.Kind() != KindObject {
-		return Request{}, invalid("request is not an object")
-	}
-	if rev, ok := v.Get("revision"); !ok || !isRevision(rev) {
-		return Request{}, invalid("request revision is not 1")
-	}
 	var r Request
-	kind, _ := stringField(v, "kind")
 	switch RequestKind(kind) {
 	case KindQuery, KindCommand:
 		r.Kind = RequestKind(kind)

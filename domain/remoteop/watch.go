@@ -29,18 +29,11 @@ type WatchMessage struct {
 // clientId and operationId and a params value. Any violation is
 // operation.invalid_request.
 func DecodeWatchMessage(body []byte) (WatchMessage, error) {
-	v, err := Decode(body)
+	v, kind, err := decodeEnvelope(body, "message")
 	if err != nil {
 		return WatchMessage{}, err
 	}
-	if v.Kind() != KindObject {
-		return WatchMessage{}, invalid("message is not an object")
-	}
-	if rev, ok := v.Get("revision"); !ok || !isRevision(rev) {
-		return WatchMessage{}, invalid("message revision is not 1")
-	}
 	var m WatchMessage
-	kind, _ := stringField(v, "kind")
 	m.Kind = WatchKind(kind)
 	if m.Kind != KindWatch && m.Kind != KindUnwatch {
 		return WatchMessage{}, invalid("message kind is not watch or unwatch")
