@@ -378,3 +378,42 @@ WHEN NEW.client_commit_id = 'boom' BEGIN SELECT RAISE(ROLLBACK, 'boom'); END`); 
 		t.Fatalf("%d commits", len(cs))
 	}
 }
+
+// TestGroupGateAfterEpochMint: a group's members share the serve gate its
+// first push read, except across a single-statement write that joined the
+// group: a push after a first-use touch sees the epoch it minted.
+func TestGroupGateAfterEpochMint(t *testing.T) {
+	s := groupStore(t)
+	release := hold(t, s)
+	readGate := func(got *string) func() error {
+		return func() error {
+			return s.Push(context.Background(), "q", ports.PushOptions{WriterVersion: 1, ActorID: "a"}, func(tx ports.PushTx) error {
+				g, err := tx.ReadServeGate(context.Background())
+				*got = g.LogEpoch
+				return err
+			})
+		}
+	}
+	var before, after, minted string
+	b := queue(t, s, readGate(&before))
+	m := queue(t, s, func() (err error) {
+		minted, err = s.TouchPartition(context.Background(), "q", 1)
+		return err
+	})
+	a := queue(t, s, readGate(&after))
+	commits := sqlite.Commits(s)
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan error{b, m, a} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sqlite.Commits(s) - commits; got != 1 {
+		t.Fatalf("%d COMMITs, want the three in the holder's group", got)
+	}
+	if before != "" || minted == "" || after != minted {
+		t.Fatalf("epoch before the touch %q, minted %q, seen after %q", before, minted, after)
+	}
+}

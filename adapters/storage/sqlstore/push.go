@@ -93,6 +93,38 @@ type pushTx struct {
 	// must then report that failure.
 	seq         *seqAhead
 	constrained bool
+	// seen is what GetRow read last of one row, good until the push
+	// writes; memo is the SQLite group's (runGrouped), nil elsewhere.
+	seen *rowSeen
+	memo *groupMemo
+}
+
+// rowSeen is what a push read of one row under the lock: whether it
+// exists, its stored scopes and whether a tombstone is kept for it.
+type rowSeen struct {
+	table, rowID string
+	exists, tomb bool
+	scopes       []byte
+}
+
+// groupMemo is what a SQLite group's transaction has established for its
+// later members: the partitions whose row exists, and the serve gates
+// read. The group holds the database's only write lock and none of its
+// pushes writes what the gate reads (pushbatch.go), so a gate read by
+// one member is the gate of every later one, until a single-statement
+// write (which may mint an epoch) joins the group.
+type groupMemo struct {
+	locked map[string]bool
+	gates  map[gateKey]checkpoint.ServeGate
+}
+
+type gateKey struct {
+	partition string
+	running   int32
+}
+
+func newGroupMemo() *groupMemo {
+	return &groupMemo{locked: map[string]bool{}, gates: map[gateKey]checkpoint.ServeGate{}}
 }
 
 // seqAhead is a grouped push's view of its partition's last commit seq,
@@ -115,7 +147,7 @@ const savepointName = "sync_push_apply"
 // beforeWrite takes the savepoint DiscardWrites returns to, before the
 // transaction's first write (nothing precedes it but the lock and reads).
 func (t *pushTx) beforeWrite(ctx context.Context) error {
-	t.tomb, t.row = nil, nil
+	t.tomb, t.row, t.seen = nil, nil, nil
 	if t.savepoint || t.discardTo != "" {
 		return nil
 	}
@@ -138,7 +170,16 @@ func (t *pushTx) ReadServeGate(ctx context.Context) (checkpoint.ServeGate, error
 			return *g, nil
 		}
 	}
+	key := gateKey{t.partition, t.writerVersion}
+	if t.memo != nil {
+		if g, ok := t.memo.gates[key]; ok {
+			return g, internal("read serve gate", ctx.Err())
+		}
+	}
 	g, err := t.s.serveGate(ctx, t.tx, t.partition, t.writerVersion)
+	if err == nil && t.memo != nil {
+		t.memo.gates[key] = g
+	}
 	return g, internal("read serve gate", err)
 }
 
@@ -197,6 +238,7 @@ func (t *pushTx) GetRow(ctx context.Context, table, rowID string) (*commit.Row, 
 			return nil, internal("get row", err)
 		}
 	}
+	t.seen = &rowSeen{table: table, rowID: rowID, exists: version.Valid, tomb: tomb.Valid, scopes: scopes}
 	if !version.Valid {
 		t.tomb = &tombRead{table: table, rowID: rowID, seq: tomb.Int64, ok: tomb.Valid}
 		return nil, nil
@@ -257,6 +299,10 @@ func (t *pushTx) UpsertRow(ctx context.Context, table string, w ports.RowWrite) 
 	if err != nil {
 		return err
 	}
+	seen := t.seen
+	if seen != nil && (seen.table != table || seen.rowID != w.RowID) {
+		seen = nil
+	}
 	if err := t.beforeWrite(ctx); err != nil {
 		return err
 	}
@@ -274,7 +320,8 @@ func (t *pushTx) UpsertRow(ctx context.Context, table string, w ports.RowWrite) 
 	if payload == nil {
 		payload = []byte{}
 	}
-	args = append(args, w.Version, encodeScopes(w.Scopes), payload, nilIfEmpty(w.ColumnVersions))
+	enc := encodeScopes(w.Scopes)
+	args = append(args, w.Version, enc, payload, nilIfEmpty(w.ColumnVersions))
 	if t.s.d.CombinedWrites() {
 		t.constrained = t.constrained || mayViolate(ts, w)
 		return t.exec(ctx, t.s.combinedUpsert(ts, len(w.Scopes)), t.s.combinedUpsertArgs(args, t.partition, ts, w.RowID, w.Scopes),
@@ -283,11 +330,19 @@ func (t *pushTx) UpsertRow(ctx context.Context, table string, w ports.RowWrite) 
 	if _, err := t.tx.ExecContext(ctx, ts.upsert, args...); err != nil {
 		return t.constraint("upsert row", err, table, w.OpIndex)
 	}
-	if err := t.s.writeRowScopes(ctx, t.tx, t.partition, ts, w.RowID, w.Scopes); err != nil {
-		return internal("upsert row scopes", err)
+	// What the push read of the row under the lock spares statements: an
+	// existing row keeps its scope index when its scopes stay the same
+	// (every write of a row writes both), and a row without a tombstone
+	// has none to clear.
+	if seen == nil || !seen.exists || string(seen.scopes) != enc {
+		if err := t.s.writeRowScopes(ctx, t.tx, t.partition, ts, w.RowID, w.Scopes); err != nil {
+			return internal("upsert row scopes", err)
+		}
 	}
-	if _, err := t.tx.ExecContext(ctx, ts.tombDel, t.partition, table, w.RowID); err != nil {
-		return internal("clear tombstone", err)
+	if seen == nil || seen.tomb {
+		if _, err := t.tx.ExecContext(ctx, ts.tombDel, t.partition, table, w.RowID); err != nil {
+			return internal("clear tombstone", err)
+		}
 	}
 	return nil
 }
@@ -618,7 +673,7 @@ VALUES (?, ?, ?, ?, ?) ON CONFLICT (partition, client_id, client_commit_id) DO N
 }
 
 func (t *pushTx) DiscardWrites(ctx context.Context) error {
-	t.tomb, t.row, t.constrained = nil, nil, false
+	t.tomb, t.row, t.seen, t.constrained = nil, nil, nil, false
 	if t.seq != nil {
 		t.seq.last = t.seq.base
 	}

@@ -355,10 +355,11 @@ func (b *pushBatcher) lead(s *Store, self *pushReq) {
 	}
 	group := make([]*pushReq, 0, 8)
 	opened := b.now()
+	memo := newGroupMemo()
 	var broken error
 	for r := self; r != nil; r = b.next(len(group), opened) {
 		group = append(group, r)
-		if broken = s.runGrouped(tx, r); broken != nil {
+		if broken = s.runGrouped(tx, r, memo); broken != nil {
 			break
 		}
 	}
@@ -441,23 +442,36 @@ func lastOK(group []*pushReq) *pushReq {
 // runGrouped runs one request of a group in its own savepoint. It sets
 // r's outcome; a non-nil return means the transaction itself is lost
 // (SQLite rolled it back) and the group must be abandoned.
-func (s *Store) runGrouped(tx WriteTx, r *pushReq) error {
+func (s *Store) runGrouped(tx WriteTx, r *pushReq, memo *groupMemo) error {
 	if err := r.ctx.Err(); err != nil {
 		r.err = err // cancelled while queued: never run
 		return nil
 	}
 	bg := context.WithoutCancel(r.ctx)
+	q := pushQuerier{tx: tx, db: s.db.DB}
+	if r.one == nil && !memo.locked[r.partition] {
+		// Before the member's savepoint, once per partition and group: the
+		// row must outlive a member whose writes are discarded (its
+		// rejection is still appended, which moves the row's seq).
+		if err := s.d.LockPartition(bg, tx, r.partition); err != nil {
+			r.err = err
+			return err
+		}
+		memo.locked[r.partition] = true
+	}
 	if _, err := tx.ExecContext(bg, "SAVEPOINT "+groupSavepoint); err != nil {
 		r.err = err
 		return err
 	}
-	q := pushQuerier{tx: tx, db: s.db.DB}
 	var ptx *pushTx
 	var err error
 	if r.one != nil {
+		// A single-statement write may mint the partition's epoch.
+		clear(memo.gates)
 		err = callGuarded(r, func() error { return r.one(q) })
-	} else if err = s.d.LockPartition(r.ctx, q, r.partition); err == nil {
-		ptx = &pushTx{s: s, tx: q, partition: r.partition, writerVersion: r.opts.WriterVersion, actorID: r.opts.ActorID}
+	} else {
+		ptx = &pushTx{s: s, tx: q, partition: r.partition, writerVersion: r.opts.WriterVersion, actorID: r.opts.ActorID,
+			discardTo: groupSavepoint, memo: memo}
 		err = callGuarded(r, func() error {
 			err := r.fn(ptx)
 			r.fnErr = err

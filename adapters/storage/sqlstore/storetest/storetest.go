@@ -138,6 +138,7 @@ func PushItems(ctx context.Context, s ports.Storage, partition string, ws []port
 // Run runs the shared engine tests.
 func Run(t *testing.T, e Engine) {
 	t.Run("basic", func(t *testing.T) { basic(t, e) })
+	t.Run("read_then_write", func(t *testing.T) { readThenWrite(t, e) })
 	t.Run("concurrent", func(t *testing.T) { concurrent(t, e) })
 	t.Run("rollback_and_discard", func(t *testing.T) { rollback(t, e) })
 	t.Run("constraint", func(t *testing.T) { constraint(t, e) })
@@ -153,6 +154,81 @@ func Run(t *testing.T, e Engine) {
 	t.Run("plans", func(t *testing.T) { plans(t, e) })
 	t.Run("concurrent_ensure", func(t *testing.T) { concurrentEnsure(t, e) })
 	t.Run("migration_barrier", func(t *testing.T) { migrationBarrier(t, e) })
+}
+
+// readThenWrite: a push that reads a row under the lock and then writes
+// it (what the applier does) leaves the row's scope index and tombstone
+// as a blind write would, whatever the read found: a new row, the same
+// scopes, moved scopes, a deleted row written again.
+func readThenWrite(t *testing.T, e Engine) {
+	ctx := context.Background()
+	s := e.open(t)
+	write := func(id, org string) {
+		t.Helper()
+		must(t, s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "a"}, func(tx ports.PushTx) error {
+			if _, err := tx.GetRow(ctx, "items", id); err != nil {
+				return err
+			}
+			w := Item(id, org, 0)
+			if err := tx.UpsertRow(ctx, "items", w); err != nil {
+				return err
+			}
+			_, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", Changes: []commit.Change{Change(w)}})
+			return err
+		}))
+	}
+	remove := func(id string) {
+		t.Helper()
+		must(t, s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "a"}, func(tx ports.PushTx) error {
+			if _, err := tx.GetRow(ctx, "items", id); err != nil {
+				return err
+			}
+			if err := tx.DeleteRow(ctx, "items", id, 0); err != nil {
+				return err
+			}
+			_, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a",
+				Changes: []commit.Change{{Table: "items", RowID: id, Op: commit.OpDelete, Scopes: map[string]string{"org": "a"}}}})
+			return err
+		}))
+	}
+	scanned := func(org string) []string {
+		t.Helper()
+		rows, err := s.ScanRows(ctx, "p", ports.RowScan{Table: "items", ScopeFilter: map[string][]string{"org": {org}}, Limit: 10})
+		must(t, err)
+		var ids []string
+		for _, r := range rows {
+			ids = append(ids, r.RowID)
+		}
+		return ids
+	}
+	for _, step := range []struct {
+		name      string
+		do        func()
+		a, b      []string
+		tombstone bool
+	}{
+		{"a new row is indexed under its scope", func() { write("x", "a") }, []string{"x"}, nil, false},
+		{"the same scopes keep it there", func() { write("x", "a") }, []string{"x"}, nil, false},
+		{"moved scopes move it", func() { write("x", "b") }, nil, []string{"x"}, false},
+		{"moved back", func() { write("x", "a") }, []string{"x"}, nil, false},
+		{"a delete unindexes it and keeps a tombstone", func() { remove("x") }, nil, nil, true},
+		{"written again it is indexed and its tombstone cleared", func() { write("x", "a") }, []string{"x"}, nil, false},
+	} {
+		step.do()
+		if got := scanned("a"); fmt.Sprint(got) != fmt.Sprint(step.a) {
+			t.Fatalf("%s: under org a %v, want %v", step.name, got, step.a)
+		}
+		if got := scanned("b"); fmt.Sprint(got) != fmt.Sprint(step.b) {
+			t.Fatalf("%s: under org b %v, want %v", step.name, got, step.b)
+		}
+		must(t, s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1}, func(tx ports.PushTx) error {
+			_, ok, err := tx.TombstoneSeq(ctx, "items", "x")
+			if err == nil && ok != step.tombstone {
+				err = fmt.Errorf("%s: tombstone kept %v, want %v", step.name, ok, step.tombstone)
+			}
+			return err
+		}))
+	}
 }
 
 // migrationBarrier: while a schema bump holds the migration lock (on
