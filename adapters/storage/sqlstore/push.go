@@ -322,19 +322,23 @@ func (t *pushTx) UpsertRow(ctx context.Context, table string, w ports.RowWrite) 
 	}
 	enc := encodeScopes(w.Scopes)
 	args = append(args, w.Version, enc, payload, nilIfEmpty(w.ColumnVersions))
+	// What the push read of the row under the lock spares work: an
+	// existing row keeps its scope index when its scopes stay the same
+	// (every write of a row writes both), and a row without a tombstone
+	// has none to clear.
+	sameScopes := seen != nil && seen.exists && string(seen.scopes) == enc
 	if t.s.d.CombinedWrites() {
 		t.constrained = t.constrained || mayViolate(ts, w)
-		return t.exec(ctx, t.s.combinedUpsert(ts, len(w.Scopes)), t.s.combinedUpsertArgs(args, t.partition, ts, w.RowID, w.Scopes),
-			func(err error) error { return t.constraint("upsert row", err, table, w.OpIndex) })
+		fail := func(err error) error { return t.constraint("upsert row", err, table, w.OpIndex) }
+		if sameScopes && !seen.tomb {
+			return t.exec(ctx, ts.upsert, args, fail)
+		}
+		return t.exec(ctx, t.s.combinedUpsert(ts, len(w.Scopes)), t.s.combinedUpsertArgs(args, t.partition, ts, w.RowID, w.Scopes), fail)
 	}
 	if _, err := t.tx.ExecContext(ctx, ts.upsert, args...); err != nil {
 		return t.constraint("upsert row", err, table, w.OpIndex)
 	}
-	// What the push read of the row under the lock spares statements: an
-	// existing row keeps its scope index when its scopes stay the same
-	// (every write of a row writes both), and a row without a tombstone
-	// has none to clear.
-	if seen == nil || !seen.exists || string(seen.scopes) != enc {
+	if !sameScopes {
 		if err := t.s.writeRowScopes(ctx, t.tx, t.partition, ts, w.RowID, w.Scopes); err != nil {
 			return internal("upsert row scopes", err)
 		}
