@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlstore/storetest"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -415,5 +417,49 @@ func TestGroupGateAfterEpochMint(t *testing.T) {
 	}
 	if before != "" || minted == "" || after != minted {
 		t.Fatalf("epoch before the touch %q, minted %q, seen after %q", before, minted, after)
+	}
+}
+
+// TestGroupGateAfterCommit: a gated push gets, as its read-verify, the
+// serve gate its group read last, which nothing can change before the
+// group's COMMIT on the one writer; a group that read none leaves it to
+// the caller.
+func TestGroupGateAfterCommit(t *testing.T) {
+	s := groupStore(t)
+	ctx := context.Background()
+	if _, err := s.TouchPartition(ctx, "p", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeclareCheckpoint(ctx, checkpoint.Declaration{Partition: "p", Name: "proj", SchemaVersion: 1}, 2); err != nil {
+		t.Fatal(err)
+	}
+	gated := func(readGate bool) (checkpoint.ServeGate, bool, error) {
+		return s.PushThenReadGate(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "a"}, func(tx ports.PushTx) error {
+			if readGate {
+				_, err := tx.ReadServeGate(ctx)
+				return err
+			}
+			return nil
+		})
+	}
+	want, err := s.ReadServeGate(ctx, "p", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Pending) != 1 || want.LogEpoch == "" {
+		t.Fatalf("gate %+v, want the epoch and one pending checkpoint", want)
+	}
+	for _, tc := range []struct {
+		name     string
+		readGate bool
+		wantOK   bool
+	}{
+		{"a push that read the gate", true, true},
+		{"a push that read none", false, false},
+	} {
+		g, ok, err := gated(tc.readGate)
+		if err != nil || ok != tc.wantOK || (ok && !reflect.DeepEqual(g, want)) {
+			t.Errorf("%s: gate %+v (read %v, %v), want read %v of %+v", tc.name, g, ok, err, tc.wantOK, want)
+		}
 	}
 }

@@ -221,9 +221,10 @@ func (s *Store) pushGroupedGate(ctx context.Context, partition string, opts port
 // PushThenReadGate implements ports.GatedPushStore: on a
 // PartitionGroupCommitter dialect whose transactions can read after their
 // COMMIT in its round trip (GateCommitter), the group reads the gate once
-// for all its members that asked.
+// for all its members that asked; on SQLite's one writer, the gate its
+// group read last is the gate at its COMMIT (groupMemo).
 func (s *Store) PushThenReadGate(ctx context.Context, partition string, opts ports.PushOptions, fn func(tx ports.PushTx) error) (checkpoint.ServeGate, bool, error) {
-	if s.parts == nil {
+	if s.parts == nil && s.pushes == nil {
 		return checkpoint.ServeGate{}, false, s.Push(ctx, partition, opts, fn)
 	}
 	return s.pushGroupedGate(ctx, partition, opts, fn, true)
@@ -361,6 +362,15 @@ func (b *pushBatcher) lead(s *Store, self *pushReq) {
 		group = append(group, r)
 		if broken = s.runGrouped(tx, r, memo); broken != nil {
 			break
+		}
+	}
+	// Nothing else can write before this group's COMMIT: a gate it read
+	// (after its last single-statement write) is the gate once it commits,
+	// the read-verify a gated push asks for (pushGroupedGate hands it on
+	// only when the push and the COMMIT succeeded).
+	for _, r := range group {
+		if g, ok := memo.gates[gateKey{r.partition, r.opts.WriterVersion}]; ok && r.wantGate {
+			r.after, r.afterOK = g, true
 		}
 	}
 	b.finish(tx, self, group, broken, nil)
