@@ -209,6 +209,12 @@ func TestWatches(t *testing.T) {
 	// Unwatch removes a watch: later commits send nothing.
 	c.in <- unwatchMsg("w1")
 	c.in <- unwatchMsg("w4")
+	// The socket's messages are handled in order, so the answer to a
+	// later refusal proves both unwatches were handled before the commit.
+	c.in <- watchMsg("w5", "c1", "nope", p1)
+	if e := c.next(t); e.watchID != "w5" || e.code != "operation.unknown" {
+		t.Fatalf("probe after unwatch %+v", e)
+	}
 	f.task("t4", "p1", "d", false, nil)
 	hub.Commit(ports.CommitNotice{Partition: "part", CommitSeq: f.seq})
 	c.quiet(t)
