@@ -207,14 +207,16 @@ var errCommitRolledBack = errors.New("postgres: commit of the push group was rol
 // held statement fail, nothing is committed and the transaction stays
 // open: a *sqlstore.DeferredFailure says so, the caller rolls back to the
 // last savepoint and commits again.
-func (t *groupTx) Commit() error { return t.CommitReading(nil) }
+func (t *groupTx) Commit() error { return t.CommitReading(nil, nil) }
 
 var _ sqlstore.GateCommitter = (*groupTx)(nil)
 
 // CommitReading implements sqlstore.GateCommitter: the held statements,
-// the COMMIT and after's query in one round trip; after runs only once
-// the COMMIT succeeded, outside the transaction.
-func (t *groupTx) CommitReading(after *sqlstore.ReadAhead) error {
+// the savepoint's RELEASE and closing (when there is one), the COMMIT and
+// after's query in one round trip; after runs only once the COMMIT
+// succeeded, outside the transaction. The engine skips what follows a
+// failed statement up to the batch's end, COMMIT included.
+func (t *groupTx) CommitReading(closing *sqlstore.Statement, after *sqlstore.ReadAhead) error {
 	if t.done {
 		return sql.ErrTxDone
 	}
@@ -230,6 +232,10 @@ func (t *groupTx) CommitReading(after *sqlstore.ReadAhead) error {
 		for _, h := range held {
 			b.Queue(h.query, h.args...)
 		}
+		if closing != nil {
+			b.Queue("RELEASE " + t.savepoint)
+			b.Queue(closing.SQL, closing.Args...)
+		}
 		b.Queue("COMMIT")
 		if after != nil {
 			b.Queue(after.Query, after.Args...)
@@ -239,6 +245,14 @@ func (t *groupTx) CommitReading(after *sqlstore.ReadAhead) error {
 			if _, err := br.Exec(); err != nil {
 				_ = br.Close()
 				return &sqlstore.DeferredFailure{Err: h.fail(err)}
+			}
+		}
+		if closing != nil {
+			for range 2 {
+				if _, err := br.Exec(); err != nil {
+					_ = br.Close()
+					return err
+				}
 			}
 		}
 		ct, err := br.Exec()

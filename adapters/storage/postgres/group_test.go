@@ -724,11 +724,12 @@ func TestGroupFirstRowReadAhead(t *testing.T) {
 	}
 }
 
-// TestGroupHeldAppendChecksItsSeq: a member's commit append is held back
-// with the seq assigned from the partition's last seq read with its
-// savepoint; should anything else have moved that seq in between (here a
+// TestGroupHeldAppendChecksItsSeq: a member's commit append takes the seq
+// its group hands out from the partition's last seq, read once under the
+// lock, and the group's COMMIT moves the partition row only if it still
+// holds that seq; should anything else have moved it in between (here a
 // trigger on the row table, which no real deployment has), the push fails
-// rather than acknowledge a seq the commit was not stored at.
+// rather than acknowledge a seq the log does not agree with.
 func TestGroupHeldAppendChecksItsSeq(t *testing.T) {
 	s := groupStore(t)
 	ctx := context.Background()
@@ -799,5 +800,100 @@ func TestGroupDiscardThenAppend(t *testing.T) {
 	}
 	if seqs != [2]int64{before + 1, before + 1} || maxSeq(t, s, "p") != before+1 || x0 != nil {
 		t.Fatalf("seqs %v (max %d, discarded row present %v), want both %d", seqs, maxSeq(t, s, "p"), x0 != nil, before+1)
+	}
+}
+
+// TestGroupMovesSeqOnce: a group's members append at the seqs the group
+// hands out and the partition row is written once, with the COMMIT,
+// whatever path each append takes (held back, run at once after a write
+// that may fail a constraint, or statement by statement past a combined
+// statement's size) and whichever members fail; the log stays dense and
+// the next group starts after it.
+func TestGroupMovesSeqOnce(t *testing.T) {
+	s := groupStore(t)
+	ctx := context.Background()
+	exec(t, s, `CREATE TABLE seq_moves(n INT)`)
+	exec(t, s, `CREATE FUNCTION count_seq_move() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO seq_moves VALUES (1); RETURN NEW; END $$`)
+	exec(t, s, `CREATE TRIGGER count_seq_move AFTER UPDATE ON sync_partitions FOR EACH ROW
+WHEN (OLD.max_commit_seq IS DISTINCT FROM NEW.max_commit_seq) EXECUTE FUNCTION count_seq_move()`)
+	moves := func() int {
+		t.Helper()
+		var n int
+		if err := s.DB().DB.QueryRowContext(ctx, "SELECT count(*) FROM seq_moves").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	big := func(id string, seq *int64) func() error {
+		return func() error {
+			ws := make([]ports.RowWrite, 70)
+			for i := range ws {
+				ws[i] = storetest.Item(fmt.Sprint(id, "-", i), "o", i)
+			}
+			n, err := storetest.PushItems(ctx, s, "p", ws, id)
+			*seq = n
+			return err
+		}
+	}
+	// A unique-index write keeps its failure for the append to report:
+	// this one fails, and the append never runs.
+	dup := storetest.Item("dup", "o", 0)
+	dup.Values[2] = storetest.Item("holder", "o", 0).Values[2]
+	// An append without a row write (items has a unique index, so its
+	// writes keep the append from being held back).
+	appendOnly := func(id string, seq *int64) func() error {
+		return func() error {
+			return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "a"}, func(tx ports.PushTx) error {
+				n, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: id,
+					Changes: []commit.Change{storetest.Change(storetest.Item(id, "o", 0))}})
+				*seq = n
+				return err
+			})
+		}
+	}
+	var seqA, seqW, seqBig, seqC int64
+	release := hold(t, s, "p")
+	pushes := []struct {
+		name string
+		ok   bool
+		done <-chan error
+	}{
+		{"held append", true, queue(t, s, appendOnly("a", &seqA))},
+		{"append after a row write", true, queue(t, s, func() error { return push(ctx, s, "p", "w", nil, &seqW) })},
+		{"refused", false, queue(t, s, func() error {
+			return push(ctx, s, "p", "r", func(context.Context, ports.PushTx) error { return errRefused }, nil)
+		})},
+		{"unique violation", false, queue(t, s, func() error {
+			_, err := storetest.PushItems(ctx, s, "p", []ports.RowWrite{dup}, "dup")
+			return err
+		})},
+		{"70 changes", true, queue(t, s, big("big", &seqBig))},
+		{"held append after them", true, queue(t, s, appendOnly("c", &seqC))},
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pushes {
+		if err := <-p.done; (err == nil) != p.ok {
+			t.Errorf("%s: %v, want success %v", p.name, err, p.ok)
+		}
+	}
+	if seqA != 2 || seqW != 3 || seqBig != 4 || seqC != 5 || maxSeq(t, s, "p") != 5 {
+		t.Fatalf("seqs a %d, w %d, big %d, c %d, max %d; want 2, 3, 4, 5, 5", seqA, seqW, seqBig, seqC, maxSeq(t, s, "p"))
+	}
+	if n := moves(); n != 1 {
+		t.Errorf("the partition row moved %d times for one group, want once", n)
+	}
+	var next int64
+	if err := push(ctx, s, "p", "next", nil, &next); err != nil || next != 6 {
+		t.Fatalf("the next group's push: seq %d, %v; want 6", next, err)
+	}
+	var commits, top int64
+	if err := s.DB().DB.QueryRowContext(ctx, "SELECT count(*), max(commit_seq) FROM sync_commits WHERE partition='p'").Scan(&commits, &top); err != nil {
+		t.Fatal(err)
+	}
+	if commits != 6 || top != 6 {
+		t.Fatalf("%d commits up to %d, want a dense 6", commits, top)
 	}
 }

@@ -87,10 +87,11 @@ type pushTx struct {
 	// row is the first row read ahead for a grouped push, good until the
 	// push writes.
 	row *rowAhead
-	// seq is the partition's last commit seq as this grouped push knows
-	// it (nil: unknown): its appends are then held back too, unless a
-	// held row write may fail a constraint (constrained): AppendCommit
-	// must then report that failure.
+	// seq is the partition's last commit seq as this grouped push's group
+	// knows it (nil: unknown, the appends allocate from the partition
+	// row): its appends take the next seqs and leave the row to the
+	// group; they are held back too, unless a held row write may fail a
+	// constraint (constrained).
 	seq         *seqAhead
 	constrained bool
 	// seen is what GetRow read last of one row, good until the push
@@ -128,7 +129,7 @@ func newGroupMemo() *groupMemo {
 }
 
 // seqAhead is a grouped push's view of its partition's last commit seq,
-// read with its savepoint under the partition lock: only the push's own
+// as its group holds it under the partition lock: only the push's own
 // appends move it while it runs.
 type seqAhead struct {
 	base int64 // at the savepoint (what DiscardWrites returns to)
@@ -513,39 +514,46 @@ func (t *pushTx) AppendCommit(ctx context.Context, c ports.NewCommit) (int64, er
 		}
 		return internal("append commit", err)
 	}
-	if d := t.deferred(); d != nil && t.seq != nil && !t.constrained && t.s.d.CombinedWrites() && len(c.Changes) <= chunkRows {
-		// The seq is known: the append answers nothing the push waits
-		// for, so it is held back like the row writes. The statement
-		// checks the seq it allocates is the one assigned here and fails
-		// (division by zero) otherwise.
+	if t.seq != nil {
+		// The group owns the partition's seq (pushgroup.go): the append
+		// writes the next one and leaves the partition row to the group,
+		// which moves it once, with its COMMIT. Answering nothing the push
+		// waits for, the append is held back like the row writes, unless
+		// a held row write may fail a constraint (constrained): the
+		// append must then report that failure.
 		seq := t.seq.last + 1
-		text, args := t.s.appendCommitStatement(t.partition, t.writerVersion, c, seq)
-		if err := d.Defer(ctx, text, args, fail); err != nil {
+		if d := t.deferred(); d != nil && !t.constrained && t.s.d.CombinedWrites() && len(c.Changes) <= chunkRows {
+			text, args := t.s.appendCommitStatement(t.partition, t.writerVersion, c, seq)
+			if err := d.Defer(ctx, text, args, fail); err != nil {
+				return 0, fail(err)
+			}
+		} else if _, err := t.s.appendCommit(ctx, t.tx, t.partition, t.writerVersion, c, seq); err != nil {
 			return 0, fail(err)
 		}
 		t.seq.last = seq
 		return seq, nil
 	}
-	seq, err := t.s.appendCommit(ctx, t.tx, t.partition, t.writerVersion, c)
+	seq, err := t.s.appendCommit(ctx, t.tx, t.partition, t.writerVersion, c, 0)
 	if err != nil {
 		return 0, fail(err)
-	}
-	if t.seq != nil {
-		t.seq.last = seq
 	}
 	return seq, nil
 }
 
 // appendCommit allocates the next dense seq (the partition row is locked)
 // and writes the commit, its changes, the scope index and tombstones.
-func (s *Store) appendCommit(ctx context.Context, q Querier, partition string, wv int32, c ports.NewCommit) (int64, error) {
+// With given > 0 the commit takes that seq and the partition row is left
+// as it is (a group's member: the group moves it).
+func (s *Store) appendCommit(ctx context.Context, q Querier, partition string, wv int32, c ports.NewCommit, given int64) (int64, error) {
 	if s.d.CombinedWrites() && len(c.Changes) <= chunkRows {
-		return s.appendCommitCombined(ctx, q, partition, wv, c)
+		return s.appendCommitCombined(ctx, q, partition, wv, c, given)
 	}
-	var seq int64
-	if err := q.QueryRowContext(ctx, s.q("UPDATE sync_partitions SET max_commit_seq=max_commit_seq+1 WHERE partition=? RETURNING max_commit_seq"),
-		partition).Scan(&seq); err != nil {
-		return 0, fmt.Errorf("allocate commit seq: %w", err)
+	seq := given
+	if given == 0 {
+		if err := q.QueryRowContext(ctx, s.q("UPDATE sync_partitions SET max_commit_seq=max_commit_seq+1 WHERE partition=? RETURNING max_commit_seq"),
+			partition).Scan(&seq); err != nil {
+			return 0, fmt.Errorf("allocate commit seq: %w", err)
+		}
 	}
 	if _, err := q.ExecContext(ctx, s.q(`INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
 VALUES (?, ?, ?, ?, ?, ?, ?)`), partition, seq, c.ClientID, c.ClientCommitID, c.ActorID, c.CreatedAtMs, wv); err != nil {
@@ -743,8 +751,8 @@ func changeKeys(changes []commit.Change) (scopes [][3]string, tombs [][2]string)
 // appendCommitCombined is appendCommit as one statement of data-modifying
 // CTEs (seq allocation, commit, changes, scope index, tombstones) for
 // engines that support them; typed VALUES lists carry the rows.
-func (s *Store) appendCommitCombined(ctx context.Context, q Querier, partition string, wv int32, c ports.NewCommit) (int64, error) {
-	text, args := s.appendCommitStatement(partition, wv, c, 0)
+func (s *Store) appendCommitCombined(ctx context.Context, q Querier, partition string, wv int32, c ports.NewCommit, given int64) (int64, error) {
+	text, args := s.appendCommitStatement(partition, wv, c, given)
 	var seq int64
 	if ok, err := queryOne(ctx, q, text, args, &seq); err != nil || !ok {
 		return 0, errors.Join(err, errNoSeq(ok))
@@ -752,13 +760,17 @@ func (s *Store) appendCommitCombined(ctx context.Context, q Querier, partition s
 	return seq, nil
 }
 
-// appendCommitStatement is appendCommitCombined's statement and arguments.
-// With want > 0 it returns no row and fails unless the seq it allocates is
-// want (a held-back append's check).
-func (s *Store) appendCommitStatement(partition string, wv int32, c ports.NewCommit, want int64) (string, []any) {
+// appendCommitStatement is appendCommitCombined's statement and
+// arguments; it returns the commit's seq. With given > 0 the commit takes
+// that seq and the partition row is not written.
+func (s *Store) appendCommitStatement(partition string, wv int32, c ports.NewCommit, given int64) (string, []any) {
 	scopes, tombs := changeKeys(c.Changes)
 	args := make([]any, 0, 8+8*len(c.Changes)+3*len(scopes)+2*len(tombs))
-	args = append(args, partition, partition, c.ClientID, c.ClientCommitID, c.ActorID, c.CreatedAtMs, int64(wv))
+	var first any = partition
+	if given > 0 {
+		first = given
+	}
+	args = append(args, first, partition, c.ClientID, c.ClientCommitID, c.ActorID, c.CreatedAtMs, int64(wv))
 	if len(c.Changes) > 0 {
 		args = append(args, partition)
 		for i, ch := range c.Changes {
@@ -784,18 +796,21 @@ func (s *Store) appendCommitStatement(partition string, wv int32, c ports.NewCom
 			args = append(args, k[0], k[1])
 		}
 	}
-	shape := stmtShape{commit: true, changes: len(c.Changes), scopes: len(scopes), tombs: len(tombs), checked: want > 0}
-	if want > 0 {
-		args = append(args, want)
-	}
+	shape := stmtShape{commit: true, changes: len(c.Changes), scopes: len(scopes), tombs: len(tombs), given: given > 0}
 	return s.shaped(shape, func() string { return s.buildAppendCommit(shape) }), args
 }
 
 // buildAppendCommit renders appendCommitCombined's statement for a shape.
 func (s *Store) buildAppendCommit(shape stmtShape) string {
 	var b strings.Builder
-	b.WriteString(`WITH seq AS (UPDATE sync_partitions SET max_commit_seq=max_commit_seq+1 WHERE partition=? RETURNING max_commit_seq AS s),
-c AS (INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
+	if shape.given {
+		b.WriteString(`WITH seq AS (SELECT CAST(? AS BIGINT) AS s),
+`)
+	} else {
+		b.WriteString(`WITH seq AS (UPDATE sync_partitions SET max_commit_seq=max_commit_seq+1 WHERE partition=? RETURNING max_commit_seq AS s),
+`)
+	}
+	b.WriteString(`c AS (INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version)
   SELECT ?, s, ?, ?, ?, CAST(? AS BIGINT), CAST(? AS BIGINT) FROM seq)`)
 	if shape.changes > 0 {
 		b.WriteString(`, ch AS (INSERT INTO sync_changes(partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
@@ -830,11 +845,7 @@ c AS (INSERT INTO sync_commits(partition, commit_seq, client_id, client_commit_i
 		}
 		b.WriteString(") AS v(t, r) ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq=excluded.commit_seq)")
 	}
-	if shape.checked {
-		b.WriteString(" SELECT 1/(SELECT count(*) FROM seq WHERE s=CAST(? AS BIGINT))")
-	} else {
-		b.WriteString(" SELECT s FROM seq")
-	}
+	b.WriteString(" SELECT s FROM seq")
 	return s.q(b.String())
 }
 
@@ -845,8 +856,8 @@ type stmtShape struct {
 	// (a schema change makes new ones).
 	table                  *tableSQL
 	changes, scopes, tombs int
-	// checked: a held-back append's form, checking its seq.
-	checked bool
+	// given: the seq is an argument, the partition row is not written.
+	given bool
 }
 
 // maxShapes bounds the composed statements kept.

@@ -174,6 +174,10 @@ type pushReq struct {
 	wantGate bool
 	after    checkpoint.ServeGate
 	afterOK  bool
+	// seqGiven: the push's appends took seqs from its group (groupSeq),
+	// the first after seqBase.
+	seqGiven bool
+	seqBase  int64
 }
 
 // errGroupAborted is returned to the innocent pushes of a group that
@@ -232,12 +236,15 @@ func (s *Store) PushThenReadGate(ctx context.Context, partition string, opts por
 
 var _ ports.GatedPushStore = (*Store)(nil)
 
-// GateCommitter is a GroupTx that runs a one-row read right after its
-// COMMIT, in the same round trip.
+// GateCommitter is a GroupTx whose COMMIT's round trip carries the
+// group's closing write before it and a one-row read after it.
 type GateCommitter interface {
-	// CommitReading commits as Commit does and then runs after's query
-	// outside the transaction; after.Err is the read's own failure.
-	CommitReading(after *ReadAhead) error
+	// CommitReading commits as Commit does. closing, when not nil, runs
+	// first, outside every savepoint: should it fail, nothing is
+	// committed and the transaction is lost. after, when not nil, runs
+	// once the COMMIT succeeded, outside the transaction; after.Err is
+	// the read's own failure.
+	CommitReading(closing *Statement, after *ReadAhead) error
 }
 
 // writeGrouped is writeOne through the group committer: single-statement
@@ -373,18 +380,27 @@ func (b *pushBatcher) lead(s *Store, self *pushReq) {
 			r.after, r.afterOK = g, true
 		}
 	}
-	b.finish(tx, self, group, broken, nil)
+	b.finish(tx, self, group, broken, nil, nil)
 }
 
 // finish ends a group's transaction: rolled back when broken (the members
 // not yet failed are retried), committed when a member succeeded; then
 // every member but self is woken with its outcome.
-func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken error, after *gateRead) {
+//
+// On a GateCommitter, the COMMIT carries after's read and closing's write
+// (a PostgreSQL group's move of its partition's seq, asked for at each
+// COMMIT: a late failure changes it).
+func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken error, after *gateRead, gs *groupSeq) {
 	commit := func() error {
-		if gc, ok := tx.(GateCommitter); ok && after != nil {
-			return gc.CommitReading(&after.q)
+		gc, ok := tx.(GateCommitter)
+		if !ok {
+			return tx.Commit()
 		}
-		return tx.Commit()
+		var read *ReadAhead
+		if after != nil {
+			read = &after.q
+		}
+		return gc.CommitReading(gs.closing(), read)
 	}
 	committed := false
 	for _, r := range group {
@@ -407,7 +423,7 @@ func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken
 			// The last member to succeed failed late (the COMMIT did not
 			// run): fail it alone and commit the others.
 			last := lastOK(group)
-			if end = failLate(tx, last, df); end == nil {
+			if end = failLate(tx, last, df, gs); end == nil {
 				if lastOK(group) != nil {
 					end = commit()
 				} else {

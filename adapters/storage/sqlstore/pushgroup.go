@@ -36,6 +36,14 @@ import (
 // keeps a bounded group within the engine's per-backend cache of
 // subtransaction ids.
 //
+// The partition's commit seq is the group's too: read once, with the
+// first member's savepoint, it is advanced in Go by the members' appends,
+// which write the seq they are given, and the partition row is written
+// once, with the COMMIT (groupSeq). A row updated in each member's
+// subtransaction, under the top-level lock, would leave a new row
+// version per member, each with a multixact as its xmax, for every
+// reader of the row to walk.
+//
 // Serial equivalence holds as for SQLite (pushbatch.go): the members run
 // one after another in queue order on the one transaction, each seeing the
 // committed state, read afresh by every statement (READ COMMITTED), plus
@@ -56,7 +64,8 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 		self.err = err
 		return
 	}
-	ahead := s.gateAhead(self)
+	gs := groupSeq{s: s, partition: self.partition}
+	ahead := s.gateAhead(self, &gs)
 	tx, err := b.set.g.BeginGroup(self.ctx, self.partition, groupSavepoint, ahead.reads()...)
 	if err != nil {
 		self.err = err
@@ -75,7 +84,7 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 		switch {
 		case r == self:
 		case pending:
-			ahead = s.gateAhead(r)
+			ahead = s.gateAhead(r, &gs)
 			// A failure here loses the transaction before r ran: r is
 			// retried with the group's other innocent members.
 			broken = tx.NextSavepoint(context.WithoutCancel(r.ctx), groupSavepoint, ahead.reads()...)
@@ -87,17 +96,51 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 		if errors.As(broken, &df) {
 			// The member before failed late: roll it back alone; its
 			// savepoint, clean again, serves r as is.
-			broken = failLate(tx, lastOK(group), df)
+			broken = failLate(tx, lastOK(group), df, &gs)
 			ahead = nil
 		}
 		if broken != nil {
 			break
 		}
-		if pending, broken = s.runMember(tx, r, ahead); broken != nil {
+		if pending, broken = s.runMember(tx, r, ahead, &gs); broken != nil {
 			break
 		}
 	}
-	b.finish(tx, self, group, broken, s.gateAfter(group))
+	b.finish(tx, self, group, broken, s.gateAfter(group), &gs)
+}
+
+// groupSeq is a PostgreSQL group's hold on its partition's commit seq.
+type groupSeq struct {
+	s         *Store
+	partition string
+	known     bool
+	stored    int64 // the partition row's max_commit_seq in the transaction
+	last      int64 // the last seq appended by a member that succeeded
+}
+
+// learn takes the seq read ahead under the lock, while the group holds
+// none: the partition row is then current (only appends without a given
+// seq ran, each moving it).
+func (g *groupSeq) learn(ahead *gateRead) {
+	if !g.known && ahead != nil && ahead.q.Err == nil && ahead.maxSeq.Valid {
+		g.known, g.stored, g.last = true, ahead.maxSeq.Int64, ahead.maxSeq.Int64
+	}
+}
+
+// closing is the partition row's move to the group's last seq, to run
+// outside every savepoint just before the COMMIT (nil: nothing to move).
+// It fails the COMMIT (division by zero) unless the row still holds the
+// seq the group read and the log holds exactly the seqs after it up to
+// the last: a dense log is never left behind a wrong count.
+func (g *groupSeq) closing() *Statement {
+	if g == nil || !g.known || g.last == g.stored {
+		return nil
+	}
+	return &Statement{SQL: g.s.q(`WITH u AS (UPDATE sync_partitions SET max_commit_seq=? WHERE partition=? AND max_commit_seq=?
+  AND (SELECT count(*) FROM sync_commits WHERE partition=? AND commit_seq>?)=?
+  AND (SELECT max(commit_seq) FROM sync_commits WHERE partition=?)=? RETURNING 1)
+SELECT 1/(SELECT count(*) FROM u)`),
+		Args: []any{g.last, g.partition, g.stored, g.partition, g.stored, g.last - g.stored, g.partition, g.last}}
 }
 
 // gateAfter is the serve gate read to run after the group's COMMIT, for
@@ -119,8 +162,11 @@ func (s *Store) gateAfter(group []*pushReq) *gateRead {
 // function returned (reported by the next send, while r's savepoint is
 // still open), and rolls back to that savepoint. A non-nil return means
 // the transaction is lost.
-func failLate(tx WriteTx, r *pushReq, df *DeferredFailure) error {
+func failLate(tx WriteTx, r *pushReq, df *DeferredFailure, g *groupSeq) error {
 	r.ok, r.err = false, df.Err
+	if r.seqGiven && g != nil {
+		g.last = r.seqBase // members run in turn: r was the last to move it
+	}
 	_, err := tx.ExecContext(context.WithoutCancel(r.ctx), "ROLLBACK TO SAVEPOINT "+groupSavepoint)
 	return err
 }
@@ -176,16 +222,24 @@ const aheadIdem = `,
 const aheadSeq = `,
   (SELECT max_commit_seq FROM sync_partitions WHERE partition=?)`
 
-func (s *Store) gateAhead(r *pushReq) *gateRead {
+// gateAhead is member r's read ahead; it reads the partition's seq only
+// while the group does not hold it (gs).
+func (s *Store) gateAhead(r *pushReq, gs *groupSeq) *gateRead {
 	g := &gateRead{}
-	g.q = ReadAhead{Query: s.q(gateQuery + aheadSeq), Args: []any{r.partition, r.opts.WriterVersion, r.partition}}
-	g.q.Dest = []any{&g.version, &g.epoch, &g.pending, &g.maxSeq}
+	query := gateQuery
+	g.q = ReadAhead{Args: []any{r.partition, r.opts.WriterVersion}, Dest: []any{&g.version, &g.epoch, &g.pending}}
+	if !gs.known {
+		query += aheadSeq
+		g.q.Args = append(g.q.Args, r.partition)
+		g.q.Dest = append(g.q.Dest, &g.maxSeq)
+	}
 	if o := r.opts; o.ClientCommitID != "" {
 		g.idem = true
-		g.q.Query = s.q(gateQuery + aheadSeq + aheadIdem)
+		query += aheadIdem
 		g.q.Args = append(g.q.Args, r.partition, o.ClientID, o.ClientCommitID, r.partition, o.ClientID, o.ClientCommitID)
 		g.q.Dest = append(g.q.Dest, &g.result, &g.owner)
 	}
+	g.q.Query = s.q(query)
 	if k := r.opts.FirstRow; k.Table != "" {
 		if ts, err := s.table(k.Table); err == nil {
 			ra := &rowAhead{table: k.Table, rowID: k.RowID}
@@ -201,7 +255,7 @@ func (s *Store) gateAhead(r *pushReq) *gateRead {
 // reports success (the savepoint stays open until the next member or the
 // COMMIT); on failure the savepoint is rolled back to, clean for the next
 // member. A non-nil broken means the transaction is lost.
-func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead) (ok bool, broken error) {
+func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead, gs *groupSeq) (ok bool, broken error) {
 	ptx := &pushTx{s: s, partition: r.partition, writerVersion: r.opts.WriterVersion, actorID: r.opts.ActorID,
 		discardTo: groupSavepoint}
 	ran := markRan{WriteTx: pushQuerier{tx: tx, db: s.db.DB}, ran: &ptx.ran}
@@ -219,9 +273,6 @@ func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead) (ok bool, bro
 		err = internal("get row", ahead.row.q.Err)
 	case ahead != nil:
 		ptx.row = ahead.row
-		if _, ok := tx.(Pipeliner); ok && ahead.maxSeq.Valid {
-			ptx.seq = &seqAhead{base: ahead.maxSeq.Int64, last: ahead.maxSeq.Int64}
-		}
 		if ahead.pending == 0 {
 			ptx.gate = &checkpoint.ServeGate{StoredSchemaVersion: int32(ahead.version.Int64), LogEpoch: ahead.epoch.String}
 		}
@@ -230,6 +281,12 @@ func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead) (ok bool, bro
 			// member stores a result, which only it can.
 			ptx.idem = &idemAhead{clientID: r.opts.ClientID, clientCommitID: r.opts.ClientCommitID, found: ahead.result.Valid,
 				rec: ports.PushRecord{Result: []byte(ahead.result.String), ActorID: ahead.owner.String}}
+		}
+	}
+	if _, ok := tx.(Pipeliner); ok && err == nil {
+		gs.learn(ahead)
+		if gs.known {
+			ptx.seq = &seqAhead{base: gs.last, last: gs.last}
 		}
 	}
 	if err == nil {
@@ -245,6 +302,10 @@ func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead) (ok bool, bro
 	if err == nil {
 		r.ok = true
 		r.wrote, r.bound = ptx.written, ptx.bound
+		if ptx.seq != nil {
+			r.seqGiven, r.seqBase = true, ptx.seq.base
+			gs.last = ptx.seq.last
+		}
 		return true, nil
 	}
 	r.err = err

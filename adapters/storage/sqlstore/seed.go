@@ -56,7 +56,7 @@ func (s *Store) SeedRows(ctx context.Context, partition, table string, rows []po
 			seq, err = s.appendCommit(ctx, tx, partition, o.WriterVersion, ports.NewCommit{
 				CreatedAtMs: o.CreatedAtMs, ActorID: o.ActorID, ClientID: o.ClientID,
 				ClientCommitID: fmt.Sprint(o.ClientCommitPrefix, lo), Changes: changes,
-			})
+			}, 0)
 			if err != nil && s.d.FenceRejected(err) {
 				return syncerr.Wrap(syncerr.StorageWriterFenceRejected, err)
 			}
