@@ -53,13 +53,30 @@ type groupTx struct {
 	savepoint string
 	done      bool
 	held      []heldStmt
+	// failed is the first held statement failure a send met since the
+	// last TakeFailure: a later one cannot hide it.
+	failed *sqlstore.DeferredFailure
 }
 
-// heldStmt is a statement held back, with the mapping of its failure.
+// heldStmt is a statement held back, with its owner and the mapping of
+// its failure.
 type heldStmt struct {
+	owner any
 	query string
 	args  []any
 	fail  func(error) error
+}
+
+// failure records and returns h's failure.
+func (t *groupTx) failure(h heldStmt, err error) *sqlstore.DeferredFailure {
+	if h.fail != nil {
+		err = h.fail(err)
+	}
+	df := &sqlstore.DeferredFailure{Owner: h.owner, Err: err}
+	if t.failed == nil {
+		t.failed = df
+	}
+	return df
 }
 
 var (
@@ -99,12 +116,28 @@ func (t *groupTx) QueryRowContext(ctx context.Context, q string, args ...any) *s
 }
 
 // Defer implements sqlstore.Pipeliner.
-func (t *groupTx) Defer(query string, args []any, fail func(error) error) {
-	t.held = append(t.held, heldStmt{query: query, args: args, fail: fail})
+func (t *groupTx) Defer(owner any, query string, args []any, fail func(error) error) {
+	t.held = append(t.held, heldStmt{owner: owner, query: query, args: args, fail: fail})
 }
 
 // DropDeferred implements sqlstore.Pipeliner.
-func (t *groupTx) DropDeferred() { t.held = t.held[:0] }
+func (t *groupTx) DropDeferred(owner any) {
+	kept := t.held[:0]
+	for _, h := range t.held {
+		if h.owner != owner {
+			kept = append(kept, h)
+		}
+	}
+	clear(t.held[len(kept):])
+	t.held = kept
+}
+
+// TakeFailure implements sqlstore.Pipeliner.
+func (t *groupTx) TakeFailure() *sqlstore.DeferredFailure {
+	df := t.failed
+	t.failed = nil
+	return df
+}
 
 // QueryOne implements sqlstore.Pipeliner: the held statements and q in
 // one round trip.
@@ -114,7 +147,7 @@ func (t *groupTx) QueryOne(ctx context.Context, q string, args []any, dest ...an
 	var df *sqlstore.DeferredFailure
 	switch {
 	case errors.As(err, &df):
-		return false, df.Err // a statement of the same push: its own failure
+		return false, df.Err // its owner's, the group learns (TakeFailure)
 	case err != nil:
 		return false, err
 	case errors.Is(ra.Err, pgx.ErrNoRows):
@@ -162,7 +195,7 @@ func (t *groupTx) send(ctx context.Context, b *pgx.Batch, ahead []*sqlstore.Read
 		for _, h := range held {
 			if _, err := br.Exec(); err != nil {
 				_ = br.Close()
-				return &sqlstore.DeferredFailure{Err: h.fail(err)}
+				return t.failure(h, err)
 			}
 		}
 		for range n {
@@ -244,7 +277,7 @@ func (t *groupTx) CommitReading(closing *sqlstore.Statement, after *sqlstore.Rea
 		for _, h := range held {
 			if _, err := br.Exec(); err != nil {
 				_ = br.Close()
-				return &sqlstore.DeferredFailure{Err: h.fail(err)}
+				return t.failure(h, err)
 			}
 		}
 		if closing != nil {

@@ -2,9 +2,11 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -895,5 +897,161 @@ WHEN (OLD.max_commit_seq IS DISTINCT FROM NEW.max_commit_seq) EXECUTE FUNCTION c
 	}
 	if commits != 6 || top != 6 {
 		t.Fatalf("%d commits up to %d, want a dense 6", commits, top)
+	}
+}
+
+// prefetchGroup runs pushes as one group whose members all queued before
+// it began, so their reads go ahead with its BEGIN: a holder's group,
+// closed by time once the holder returns, keeps them queued meanwhile.
+func prefetchGroup(t *testing.T, pushes ...func(s *postgres.Store) error) (*postgres.Store, []error) {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), postgres.Options{DSN: pgtest.DSN(t), MaxConns: 8, PushGroupOpen: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.EnsureSchema(context.Background(), storetest.Schema(t, storetest.IR), nil); err != nil {
+		t.Fatal(err)
+	}
+	return s, runPrefetched(t, s, pushes...)
+}
+
+func runPrefetched(t *testing.T, s *postgres.Store, pushes ...func(s *postgres.Store) error) []error {
+	t.Helper()
+	release := hold(t, s, "p")
+	chans := make([]<-chan error, len(pushes))
+	for i, p := range pushes {
+		chans[i] = queue(t, s, func() error { return p(s) })
+	}
+	time.Sleep(5 * time.Millisecond) // the holder's group is closed by then
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, len(pushes))
+	for i, ch := range chans {
+		errs[i] = <-ch
+	}
+	return errs
+}
+
+// versionSeen pushes a write of row id at version v after reading it (the
+// push's first row, read ahead), recording the version it found (0: none).
+func versionSeen(id string, v int64, seen *atomic.Int64) func(s *postgres.Store) error {
+	return func(s *postgres.Store) error {
+		ctx := context.Background()
+		o := ports.PushOptions{WriterVersion: 1, ActorID: "a", FirstRow: ports.RowKey{Table: "items", RowID: id}}
+		return s.Push(ctx, "p", o, func(tx ports.PushTx) error {
+			r, err := tx.GetRow(ctx, "items", id)
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				seen.Store(r.Version)
+			}
+			w := storetest.Item(id, "o", 0)
+			w.Version = v
+			if err := tx.UpsertRow(ctx, "items", w); err != nil {
+				return err
+			}
+			_, err = tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c",
+				ClientCommitID: fmt.Sprint(id, v), Changes: []commit.Change{storetest.Change(w)}})
+			return err
+		})
+	}
+}
+
+// TestGroupPrefetchedReadsSeeEarlierMembers: a member whose row or
+// idempotency record was read with the BEGIN, before an earlier member of
+// the group wrote it, reads it again and sees that write, as a serial run
+// would have shown it.
+func TestGroupPrefetchedReadsSeeEarlierMembers(t *testing.T) {
+	var first, second, other atomic.Int64
+	var found atomic.Bool
+	dup := func(s *postgres.Store) error {
+		ctx := context.Background()
+		o := ports.PushOptions{WriterVersion: 1, ActorID: "a", ClientID: "c", ClientCommitID: "dup"}
+		return s.Push(ctx, "p", o, func(tx ports.PushTx) error {
+			if _, ok, err := tx.GetPushResult(ctx, "c", "dup"); err != nil || ok {
+				found.Store(ok)
+				return err
+			}
+			_, err := tx.PutPushResult(ctx, "c", "dup", []byte(`{"status":"applied"}`))
+			return err
+		})
+	}
+	s, errs := prefetchGroup(t, versionSeen("x", 1, &first), versionSeen("x", 2, &second), versionSeen("y", 1, &other), dup, dup)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("push %d: %v", i, err)
+		}
+	}
+	if first.Load() != 0 || second.Load() != 1 || other.Load() != 0 {
+		t.Fatalf("versions seen: first %d, second %d, other %d; want 0, 1, 0", first.Load(), second.Load(), other.Load())
+	}
+	if !found.Load() {
+		t.Fatal("the second push of a commit id did not find the first one's record")
+	}
+	if got := maxSeq(t, s, "p"); got != 4 {
+		t.Fatalf("max seq %d, want 4 (the holder and three commits)", got)
+	}
+}
+
+// TestGroupPrefetchedLateFailure: in a group whose members' reads went
+// with the BEGIN, a member's held statement failing while later members'
+// statements wait behind it fails that member alone; the members after it
+// run again and commit, with dense seqs, and nothing of the failed one
+// stays.
+func TestGroupPrefetchedLateFailure(t *testing.T) {
+	pushes := []func(*postgres.Store) error{}
+	ids := []string{"a", "late-b", "c", "d", "late-e"}
+	for _, id := range ids {
+		pushes = append(pushes, func(s *postgres.Store) error {
+			ctx := context.Background()
+			return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "a", ClientID: "c", ClientCommitID: id}, func(tx ports.PushTx) error {
+				if _, ok, err := tx.GetPushResult(ctx, "c", id); err != nil || ok {
+					return fmt.Errorf("record of %s: %v %v", id, ok, err)
+				}
+				if _, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c",
+					ClientCommitID: id, Changes: []commit.Change{storetest.Change(storetest.Item(id, "o", 0))}}); err != nil {
+					return err
+				}
+				_, err := tx.PutPushResult(ctx, "c", id, []byte(`{"status":"applied"}`))
+				return err
+			})
+		})
+	}
+	s, err := postgres.Open(context.Background(), postgres.Options{DSN: pgtest.DSN(t), MaxConns: 8, PushGroupOpen: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.EnsureSchema(context.Background(), storetest.Schema(t, storetest.IR), nil); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, s, `CREATE FUNCTION late() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.client_commit_id LIKE 'late%' THEN RAISE EXCEPTION 'late result'; END IF; RETURN NEW; END $$`)
+	exec(t, s, `CREATE TRIGGER late BEFORE INSERT ON sync_push_results FOR EACH ROW EXECUTE FUNCTION late()`)
+	errs := runPrefetched(t, s, pushes...)
+	var seqs []int64
+	for i, id := range ids {
+		late := id[0] == 'l'
+		if (errs[i] != nil) != late {
+			t.Errorf("%s: %v, want failure %v", id, errs[i], late)
+		}
+		var seq sql.NullInt64
+		if err := s.DB().DB.QueryRowContext(context.Background(),
+			"SELECT max(commit_seq) FROM sync_commits WHERE partition='p' AND client_commit_id=$1", id).Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		if seq.Valid == late {
+			t.Errorf("%s: commit stored %v, want %v", id, seq.Valid, !late)
+		}
+		if seq.Valid {
+			seqs = append(seqs, seq.Int64)
+		}
+	}
+	slices.Sort(seqs) // the members run again in the order they queued again
+	if !reflect.DeepEqual(seqs, []int64{2, 3, 4}) || maxSeq(t, s, "p") != 4 {
+		t.Fatalf("seqs %v, max %d; want [2 3 4], 4", seqs, maxSeq(t, s, "p"))
 	}
 }

@@ -16,30 +16,41 @@ import "context"
 // statement carries the mapping of its failure (fail), so the error a push
 // sees is the one the statement itself would have returned.
 //
-// A failure reported by a member's own statement is that member's (it
-// fails, is rolled back to its savepoint). One reported by NextSavepoint or
-// Commit belongs to the member before: those return a *DeferredFailure
-// (the savepoint that member ran in is still open), the group fails that
-// member alone, rolls back to the savepoint and goes on.
+// Members whose reads went ahead with the group's BEGIN (pushgroup.go)
+// hold their savepoints back too, so several members' statements may wait
+// for one send. Each held statement names its member (owner): a failure,
+// wherever it is reported (the member's own next read, a later member's,
+// the next savepoint, the COMMIT), is that member's. The engine skipped
+// everything after it, so the last savepoint taken is that member's: the
+// group rolls back to it, fails that member alone, retries the members
+// after it and goes on (groupRun.rewind).
 
 // Pipeliner is a GroupTx that holds statements back.
 type Pipeliner interface {
-	// Defer holds query back until the next statement sent; fail maps
-	// its failure to what the caller would have returned.
-	Defer(query string, args []any, fail func(error) error)
+	// Defer holds query back until the next statement sent; owner is the
+	// member it belongs to (nil: the group's own), fail (nil: none) maps
+	// its failure to what the owner would have returned.
+	Defer(owner any, query string, args []any, fail func(error) error)
 	// QueryOne sends what is held back and query in one round trip and
 	// scans query's row into dest (ok false: no row). A held-back
 	// statement's failure is returned (mapped); query then did not run.
 	QueryOne(ctx context.Context, query string, args []any, dest ...any) (ok bool, err error)
-	// DropDeferred forgets what is held back (a rollback to the savepoint
-	// follows, which would undo it anyway).
-	DropDeferred()
+	// DropDeferred forgets what owner holds back (a rollback to the
+	// savepoint follows, which would undo it anyway).
+	DropDeferred(owner any)
+	// TakeFailure returns, and forgets, the first held-back statement
+	// failure a send met since it was last called (nil: none). The engine
+	// skipped everything sent after it in that send.
+	TakeFailure() *DeferredFailure
 }
 
-// DeferredFailure is a held-back statement's failure reported by
-// NextSavepoint or Commit: it belongs to the member before, whose
-// savepoint is still open.
-type DeferredFailure struct{ Err error }
+// DeferredFailure is a held-back statement's failure, reported by a later
+// send (a later statement of its member, a later member's, the COMMIT's):
+// Owner is the member it belongs to, Err its mapped error.
+type DeferredFailure struct {
+	Owner any
+	Err   error
+}
 
 func (e *DeferredFailure) Error() string { return "deferred statement failed: " + e.Err.Error() }
 func (e *DeferredFailure) Unwrap() error { return e.Err }
@@ -59,10 +70,12 @@ func queryOne(ctx context.Context, q Querier, query string, args []any, dest ...
 
 // memberPipe is a group member's view of a Pipeliner: statements check the
 // member's context first and then run uncancellable (as pushQuerier's do),
-// and mark that the member ran a statement of its own.
+// and mark that the member ran a statement of its own; what it holds back
+// is owner's.
 type memberPipe struct {
 	markRan
-	p Pipeliner
+	p     Pipeliner
+	owner *pushReq
 }
 
 func (m memberPipe) Defer(ctx context.Context, query string, args []any, fail func(error) error) error {
@@ -70,7 +83,7 @@ func (m memberPipe) Defer(ctx context.Context, query string, args []any, fail fu
 		return err
 	}
 	*m.ran = true
-	m.p.Defer(query, args, fail)
+	m.p.Defer(m.owner, query, args, fail)
 	return nil
 }
 
@@ -109,6 +122,6 @@ func (t *pushTx) exec(ctx context.Context, query string, args []any, fail func(e
 // savepoint.
 func (t *pushTx) dropDeferred() {
 	if m, ok := t.tx.(memberPipe); ok {
-		m.p.DropDeferred()
+		m.p.DropDeferred(m.owner)
 	}
 }

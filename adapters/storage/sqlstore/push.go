@@ -98,6 +98,10 @@ type pushTx struct {
 	// writes; memo is the SQLite group's (runGrouped), nil elsewhere.
 	seen *rowSeen
 	memo *groupMemo
+	// grp is the PostgreSQL group's run (pushgroup.go), nil elsewhere: a
+	// push notes there what it writes that a later member's read ahead
+	// may have read.
+	grp *groupRun
 }
 
 // rowSeen is what a push read of one row under the lock: whether it
@@ -300,6 +304,7 @@ func (t *pushTx) UpsertRow(ctx context.Context, table string, w ports.RowWrite) 
 	if err != nil {
 		return err
 	}
+	t.grp.touch(table, w.RowID)
 	seen := t.seen
 	if seen != nil && (seen.table != table || seen.rowID != w.RowID) {
 		seen = nil
@@ -454,6 +459,7 @@ func (t *pushTx) DeleteRow(ctx context.Context, table, rowID string, opIndex int
 	if err != nil {
 		return err
 	}
+	t.grp.touch(table, rowID)
 	if err := t.beforeWrite(ctx); err != nil {
 		return err
 	}
@@ -508,6 +514,9 @@ func (t *pushTx) AppendCommit(ctx context.Context, c ports.NewCommit) (int64, er
 		return 0, err
 	}
 	t.written += len(c.Changes)
+	for _, ch := range c.Changes {
+		t.grp.touch(ch.Table, ch.RowID) // its tombstone, for a delete
+	}
 	fail := func(err error) error {
 		if t.s.d.FenceRejected(err) {
 			return syncerr.Wrap(syncerr.StorageWriterFenceRejected, err)
@@ -653,6 +662,9 @@ func (t *pushTx) PutPushResult(ctx context.Context, clientID, clientCommitID str
 	if err := t.beforeWrite(ctx); err != nil {
 		return nil, err
 	}
+	if t.grp != nil {
+		t.grp.stored[[2]string{clientID, clientCommitID}] = true
+	}
 	owner := sql.NullString{String: t.actorID, Valid: t.actorID != ""}
 	if d := t.deferred(); d != nil && t.takeAbsent(clientID, clientCommitID) {
 		// This transaction read the record as absent under the partition
@@ -715,6 +727,9 @@ func (t *pushTx) DiscardWrites(ctx context.Context) error {
 func (t *pushTx) AdvanceCheckpoint(ctx context.Context, a ports.CheckpointAdvance) (bool, error) {
 	if err := t.beforeWrite(ctx); err != nil {
 		return false, err
+	}
+	if t.grp != nil {
+		t.grp.gateDirty = true
 	}
 	ok, err := t.s.advanceCheckpoint(ctx, t.tx, a)
 	return ok, internal("advance checkpoint", err)

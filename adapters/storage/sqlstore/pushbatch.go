@@ -174,9 +174,10 @@ type pushReq struct {
 	wantGate bool
 	after    checkpoint.ServeGate
 	afterOK  bool
-	// seqGiven: the push's appends took seqs from its group (groupSeq),
-	// the first after seqBase.
-	seqGiven bool
+	// ran: the push ran in a PostgreSQL group (groupRun), which held
+	// its seq as seqKnown and seqBase when it began.
+	ran      bool
+	seqKnown bool
 	seqBase  int64
 }
 
@@ -310,6 +311,21 @@ func (s *Store) submit(r *pushReq) {
 	}
 }
 
+// take takes up to n of the oldest queued requests into the group.
+func (b *pushBatcher) take(n int) []*pushReq {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n = max(0, min(n, len(b.queue)))
+	out := make([]*pushReq, n)
+	copy(out, b.queue[:n])
+	for i := range n {
+		b.queue[i] = nil
+		out[i].state = reqRunning
+	}
+	b.queue = b.queue[n:]
+	return out
+}
+
 // next takes the oldest queued request into the group, or returns nil when
 // the group is full, has been open too long, or nothing is queued.
 func (b *pushBatcher) next(n int, opened time.Time) *pushReq {
@@ -390,7 +406,7 @@ func (b *pushBatcher) lead(s *Store, self *pushReq) {
 // On a GateCommitter, the COMMIT carries after's read and closing's write
 // (a PostgreSQL group's move of its partition's seq, asked for at each
 // COMMIT: a late failure changes it).
-func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken error, after *gateRead, gs *groupSeq) {
+func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken error, after *gateRead, g *groupRun) {
 	commit := func() error {
 		gc, ok := tx.(GateCommitter)
 		if !ok {
@@ -400,7 +416,11 @@ func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken
 		if after != nil {
 			read = &after.q
 		}
-		return gc.CommitReading(gs.closing(), read)
+		var closing *Statement
+		if g != nil {
+			closing = g.seq.closing()
+		}
+		return gc.CommitReading(closing, read)
 	}
 	committed := false
 	for _, r := range group {
@@ -418,18 +438,23 @@ func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken
 		}
 	case committed:
 		end = commit()
-		var df *DeferredFailure
-		if errors.As(end, &df) {
-			// The last member to succeed failed late (the COMMIT did not
-			// run): fail it alone and commit the others.
-			last := lastOK(group)
-			if end = failLate(tx, last, df, gs); end == nil {
-				if lastOK(group) != nil {
-					end = commit()
-				} else {
-					end = tx.Rollback()
-				}
+		for g != nil && end != nil {
+			// A member's held statement failed (the COMMIT did not run):
+			// the group goes back to that member, fails it and retries
+			// those after it, and commits the others.
+			var df *DeferredFailure
+			if !errors.As(end, &df) {
+				break
 			}
+			if end = g.settle(end); end != nil {
+				_ = tx.Rollback()
+				break
+			}
+			if lastOK(group) == nil {
+				end = tx.Rollback()
+				break
+			}
+			end = commit()
 		}
 	default:
 		end = tx.Rollback()

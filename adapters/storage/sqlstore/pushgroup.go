@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/ports"
@@ -21,10 +23,18 @@ import (
 //
 // A group transaction costs, beside the members' own statements, one round
 // trip to open it (BEGIN, the partition lock and the first savepoint sent
-// together), one between members (RELEASE and the next SAVEPOINT together)
-// and the COMMIT; and each of these carries the next member's serve gate
-// read, its first statement, so a member pays no round trip of its own
-// for it. The partition lock is taken at the top level, outside
+// together) and the COMMIT. The pushes already queued when it opens join
+// at once: their reads ahead (serve gate, idempotency record, first row)
+// go with the BEGIN, and their savepoints are held back with their writes,
+// so a member whose reads were all read ahead pays no round trip of its
+// own; the whole group's statements go with the COMMIT. A read ahead is
+// used only while no earlier member wrote what it read (groupRun.ahead);
+// else, and for a push that queued after the BEGIN, the round trip
+// between members (RELEASE and the next SAVEPOINT together) carries the
+// member's reads. Under load a round trip is a wait for two schedulers
+// (the engine's backend and this process's), several times the cost of
+// the statements, and the partition's members run one after another:
+// the round trips were the group's length. The partition lock is taken at the top level, outside
 // every savepoint, so no member's rollback can release it. A member that
 // fails is rolled back to its savepoint, which then still marks the same
 // clean point and serves the next member as is. A member whose function
@@ -64,49 +74,209 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 		self.err = err
 		return
 	}
-	gs := groupSeq{s: s, partition: self.partition}
-	ahead := s.gateAhead(self, &gs)
-	tx, err := b.set.g.BeginGroup(self.ctx, self.partition, groupSavepoint, ahead.reads()...)
+	g := &groupRun{s: s, seq: groupSeq{s: s, partition: self.partition}, touched: map[[2]string]bool{}, stored: map[[2]string]bool{}}
+	// The pushes queued now join at once: their reads go with the BEGIN.
+	batch := append([]*pushReq{self}, b.take(b.maxPushes-1)...)
+	reads := g.prefetch(batch)
+	tx, err := b.set.g.BeginGroup(self.ctx, self.partition, groupSavepoint, reads...)
 	if err != nil {
 		self.err = err
+		for _, r := range g.batch {
+			r.err = fmt.Errorf("%w: %w", errGroupAborted, err) // retried
+			r.wake <- false
+		}
 		return
 	}
-	group := make([]*pushReq, 0, 8)
+	g.tx = tx
+	g.p, _ = tx.(Pipeliner)
 	opened := b.now()
 	pending := false // the last member succeeded and its savepoint is still open
-	var broken error
-	for r := self; r != nil; r = b.next(len(group), opened) {
-		group = append(group, r)
+	broken := g.dropFailedReads()
+	for r := self; r != nil && broken == nil; r = g.next(b, opened) {
+		g.group = append(g.group, r)
 		if err := r.ctx.Err(); err != nil {
 			r.err = err // cancelled while queued: never run
 			continue
 		}
+		ahead := g.ahead(r)
 		switch {
 		case r == self:
+		case pending && ahead != nil && g.p != nil:
+			// Read with the BEGIN and still good: the next savepoint needs
+			// no round trip of its own.
+			g.p.Defer(nil, "RELEASE "+groupSavepoint, nil, nil)
+			g.p.Defer(nil, "SAVEPOINT "+groupSavepoint, nil, nil)
 		case pending:
-			ahead = s.gateAhead(r, &gs)
-			// A failure here loses the transaction before r ran: r is
-			// retried with the group's other innocent members.
-			broken = tx.NextSavepoint(context.WithoutCancel(r.ctx), groupSavepoint, ahead.reads()...)
-			pending = false
-		default:
-			ahead = nil // the savepoint is clean as it is: nothing to send along
+			ahead = s.gateAhead(r, &g.seq)
+			if err := tx.NextSavepoint(context.WithoutCancel(r.ctx), groupSavepoint, ahead.reads()...); err != nil {
+				// A held statement's failure belongs to a member before
+				// r (rewound); any other loses the transaction before r
+				// ran: r is retried with the group's innocent members.
+				broken = g.settle(err)
+				ahead = nil
+			}
 		}
-		var df *DeferredFailure
-		if errors.As(broken, &df) {
-			// The member before failed late: roll it back alone; its
-			// savepoint, clean again, serves r as is.
-			broken = failLate(tx, lastOK(group), df, &gs)
-			ahead = nil
-		}
-		if broken != nil {
-			break
-		}
-		if pending, broken = s.runMember(tx, r, ahead, &gs); broken != nil {
-			break
+		pending = false
+		if broken == nil {
+			pending, broken = g.runMember(r, ahead)
 		}
 	}
-	b.finish(tx, self, group, broken, s.gateAfter(group), &gs)
+	// Those taken with the BEGIN that a broken transaction left unrun
+	// are retried with the group's innocent members.
+	g.group = append(g.group, g.batch...)
+	g.batch = nil
+	b.finish(tx, self, g.group, broken, s.gateAfter(g.group), g)
+}
+
+// groupRun is a PostgreSQL group's state while it runs.
+type groupRun struct {
+	s     *Store
+	tx    GroupTx
+	p     Pipeliner // nil when tx holds nothing back
+	seq   groupSeq
+	group []*pushReq
+	// batch are the members taken with the BEGIN, not yet run, and
+	// their reads ahead.
+	batch []*pushReq
+	reads map[*pushReq]*gateRead
+	first *gateRead // self's
+	// What the members run so far wrote that a read ahead may have read
+	// before them: rows (table, id), idempotency records (client id,
+	// commit id), checkpoints (which the serve gate reads).
+	touched, stored map[[2]string]bool
+	gateDirty       bool
+}
+
+// touch notes a row a member writes (g may be nil: no group).
+func (g *groupRun) touch(table, rowID string) {
+	if g != nil {
+		g.touched[[2]string{table, rowID}] = true
+	}
+}
+
+// prefetch builds the reads ahead of batch's members, in order: the first
+// reads the partition's seq too.
+func (g *groupRun) prefetch(batch []*pushReq) []*ReadAhead {
+	g.batch = batch[1:]
+	g.reads = make(map[*pushReq]*gateRead, len(batch))
+	var reads []*ReadAhead
+	known := groupSeq{known: true}
+	for i, r := range batch {
+		if r.ctx.Err() != nil {
+			continue
+		}
+		seq := &known
+		if i == 0 {
+			seq = &g.seq
+		}
+		a := g.s.gateAhead(r, seq)
+		g.reads[r] = a
+		reads = append(reads, a.reads()...)
+	}
+	g.first = g.reads[batch[0]]
+	return reads
+}
+
+// dropFailedReads forgets the reads ahead of later members once one
+// failed (the engine skipped those after it); when the failed one is not
+// self's, the transaction is rolled back to self's clean savepoint. Self's
+// own failed read fails self (runMember).
+func (g *groupRun) dropFailedReads() error {
+	failed := false
+	for _, r := range g.batch {
+		a := g.reads[r]
+		if a == nil {
+			continue
+		}
+		if a.q.Err != nil || (a.row != nil && a.row.q.Err != nil) {
+			failed = true
+		}
+		if failed {
+			delete(g.reads, r)
+		}
+	}
+	if !failed || g.first == nil || g.first.q.Err != nil || (g.first.row != nil && g.first.row.q.Err != nil) {
+		return nil
+	}
+	_, err := g.tx.ExecContext(context.Background(), "ROLLBACK TO SAVEPOINT "+groupSavepoint)
+	return err
+}
+
+// next is the group's next member: one taken with the BEGIN, else one
+// queued since, while the group is open.
+func (g *groupRun) next(b *pushBatcher, opened time.Time) *pushReq {
+	if len(g.batch) > 0 {
+		r := g.batch[0]
+		g.batch = g.batch[1:]
+		return r
+	}
+	return b.next(len(g.group), opened)
+}
+
+// ahead is r's read ahead when it is still what r would read now: no
+// member before it wrote what it read.
+func (g *groupRun) ahead(r *pushReq) *gateRead {
+	a := g.reads[r]
+	if a == nil {
+		return nil
+	}
+	delete(g.reads, r)
+	if r == g.group[0] {
+		return a // read in its own savepoint, before any write
+	}
+	o := r.opts
+	switch {
+	case g.gateDirty:
+		return nil
+	case a.idem && g.stored[[2]string{o.ClientID, o.ClientCommitID}]:
+		return nil
+	case a.row != nil && g.touched[[2]string{a.row.table, a.row.rowID}]:
+		return nil
+	}
+	return a
+}
+
+// settle handles a send's failure: a held statement's (a member's,
+// reported later) rewinds the group to that member; any other, or one of
+// the group's own statements, loses the transaction.
+func (g *groupRun) settle(err error) error {
+	if g.p == nil {
+		return err
+	}
+	df := g.p.TakeFailure()
+	if df == nil {
+		return err
+	}
+	return g.rewind(df)
+}
+
+// rewind undoes the group back to the start of the member whose held
+// statement failed: the engine skipped everything sent after it, so the
+// last savepoint it took is that member's. The member fails with its
+// statement's error; every member run after it is retried (it may have
+// read what the member wrote) and its appends' seqs are handed out again.
+func (g *groupRun) rewind(df *DeferredFailure) error {
+	j, _ := df.Owner.(*pushReq)
+	at := -1
+	for i, r := range g.group {
+		if r == j {
+			at = i
+		}
+	}
+	if at < 0 {
+		return df.Err // the group's own statement: the transaction is lost
+	}
+	if _, err := g.tx.ExecContext(context.WithoutCancel(j.ctx), "ROLLBACK TO SAVEPOINT "+groupSavepoint); err != nil {
+		return err
+	}
+	j.ok, j.err, j.fnErr = false, df.Err, nil
+	for _, r := range g.group[at+1:] {
+		if r.ran {
+			r.ok, r.err, r.fnErr = false, errGroupAborted, nil
+		}
+	}
+	g.seq.known, g.seq.last = j.seqKnown, j.seqBase
+	return nil
 }
 
 // groupSeq is a PostgreSQL group's hold on its partition's commit seq.
@@ -156,19 +326,6 @@ func (s *Store) gateAfter(group []*pushReq) *gateRead {
 		}
 	}
 	return nil
-}
-
-// failLate fails member r, whose held-back statement failed after r's
-// function returned (reported by the next send, while r's savepoint is
-// still open), and rolls back to that savepoint. A non-nil return means
-// the transaction is lost.
-func failLate(tx WriteTx, r *pushReq, df *DeferredFailure, g *groupSeq) error {
-	r.ok, r.err = false, df.Err
-	if r.seqGiven && g != nil {
-		g.last = r.seqBase // members run in turn: r was the last to move it
-	}
-	_, err := tx.ExecContext(context.WithoutCancel(r.ctx), "ROLLBACK TO SAVEPOINT "+groupSavepoint)
-	return err
 }
 
 // gateRead is a member's serve gate read ahead, with its savepoint
@@ -255,13 +412,14 @@ func (s *Store) gateAhead(r *pushReq, gs *groupSeq) *gateRead {
 // reports success (the savepoint stays open until the next member or the
 // COMMIT); on failure the savepoint is rolled back to, clean for the next
 // member. A non-nil broken means the transaction is lost.
-func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead, gs *groupSeq) (ok bool, broken error) {
+func (g *groupRun) runMember(r *pushReq, ahead *gateRead) (ok bool, broken error) {
+	s, tx, gs := g.s, g.tx, &g.seq
 	ptx := &pushTx{s: s, partition: r.partition, writerVersion: r.opts.WriterVersion, actorID: r.opts.ActorID,
-		discardTo: groupSavepoint}
+		discardTo: groupSavepoint, grp: g}
 	ran := markRan{WriteTx: pushQuerier{tx: tx, db: s.db.DB}, ran: &ptx.ran}
 	ptx.tx = ran
-	if p, ok := tx.(Pipeliner); ok {
-		ptx.tx = memberPipe{markRan: ran, p: p}
+	if g.p != nil {
+		ptx.tx = memberPipe{markRan: ran, p: g.p, owner: r}
 	}
 	var err error
 	switch {
@@ -277,24 +435,34 @@ func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead, gs *groupSeq)
 			ptx.gate = &checkpoint.ServeGate{StoredSchemaVersion: int32(ahead.version.Int64), LogEpoch: ahead.epoch.String}
 		}
 		if ahead.idem {
-			// Under the lock, in the member's savepoint: good until the
-			// member stores a result, which only it can.
+			// Under the lock: good until a member stores that result.
 			ptx.idem = &idemAhead{clientID: r.opts.ClientID, clientCommitID: r.opts.ClientCommitID, found: ahead.result.Valid,
 				rec: ports.PushRecord{Result: []byte(ahead.result.String), ActorID: ahead.owner.String}}
 		}
 	}
-	if _, ok := tx.(Pipeliner); ok && err == nil {
+	r.ran = true
+	if g.p != nil && err == nil {
 		gs.learn(ahead)
 		if gs.known {
 			ptx.seq = &seqAhead{base: gs.last, last: gs.last}
 		}
 	}
+	r.seqKnown, r.seqBase = gs.known, gs.last
 	if err == nil {
 		err = callGuarded(r, func() error {
 			err := r.fn(ptx)
 			r.fnErr = err
 			return err
 		})
+	}
+	if g.p != nil {
+		// A failure of r's own held statement was r's to handle (it was
+		// reported to r, which failed or discarded its writes); one of
+		// an earlier member's, or of the group's, was not.
+		if df := g.p.TakeFailure(); df != nil && df.Owner != r {
+			ptx.dropDeferred()
+			return false, g.rewind(df)
+		}
 	}
 	if err == nil && tx.Aborted() {
 		err = internal("push", errStatementFailed)
@@ -303,13 +471,17 @@ func (s *Store) runMember(tx GroupTx, r *pushReq, ahead *gateRead, gs *groupSeq)
 		r.ok = true
 		r.wrote, r.bound = ptx.written, ptx.bound
 		if ptx.seq != nil {
-			r.seqGiven, r.seqBase = true, ptx.seq.base
 			gs.last = ptx.seq.last
 		}
 		return true, nil
 	}
 	r.err = err
 	ptx.dropDeferred()
+	if g.p != nil && !tx.Aborted() {
+		// Held back too: its failure is the group's own (settle).
+		g.p.Defer(nil, "ROLLBACK TO SAVEPOINT "+groupSavepoint, nil, nil)
+		return false, nil
+	}
 	if _, err := tx.ExecContext(context.WithoutCancel(r.ctx), "ROLLBACK TO SAVEPOINT "+groupSavepoint); err != nil {
 		return false, err
 	}
