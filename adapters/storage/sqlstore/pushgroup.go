@@ -74,10 +74,12 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 		self.err = err
 		return
 	}
-	g := &groupRun{s: s, seq: groupSeq{s: s, partition: self.partition}, touched: map[[2]string]bool{}, stored: map[[2]string]bool{}}
+	g := &groupRun{s: s, seq: groupSeq{s: s, partition: self.partition}, touched: map[[2]string]bool{}, stored: map[[2]string]bool{},
+		reads: map[*pushReq]*gateRead{}}
 	// The pushes queued now join at once: their reads go with the BEGIN.
-	batch := append([]*pushReq{self}, b.take(b.maxPushes-1)...)
-	reads := g.prefetch(batch)
+	more := b.take(b.maxPushes - 1)
+	g.reads[self] = s.gateAhead(self, &g.seq)
+	reads := g.readAhead(g.reads[self], more)
 	tx, err := b.set.g.BeginGroup(self.ctx, self.partition, groupSavepoint, reads...)
 	if err != nil {
 		self.err = err
@@ -91,7 +93,7 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 	g.p, _ = tx.(Pipeliner)
 	opened := b.now()
 	pending := false // the last member succeeded and its savepoint is still open
-	broken := g.dropFailedReads()
+	broken := g.dropFailedReads(more)
 	for r := self; r != nil && broken == nil; r = g.next(b, opened) {
 		g.group = append(g.group, r)
 		if err := r.ctx.Err(); err != nil {
@@ -107,13 +109,25 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 			g.p.Defer(nil, "RELEASE "+groupSavepoint, nil, nil)
 			g.p.Defer(nil, "SAVEPOINT "+groupSavepoint, nil, nil)
 		case pending:
+			// The pushes queued since join too, their reads going with
+			// r's savepoint.
 			ahead = s.gateAhead(r, &g.seq)
-			if err := tx.NextSavepoint(context.WithoutCancel(r.ctx), groupSavepoint, ahead.reads()...); err != nil {
+			var more []*pushReq
+			if b.now().Sub(opened) < b.maxOpen {
+				more = b.take(b.maxPushes - len(g.group) - len(g.batch))
+			}
+			reads := g.readAhead(ahead, more)
+			if err := tx.NextSavepoint(context.WithoutCancel(r.ctx), groupSavepoint, reads...); err != nil {
 				// A held statement's failure belongs to a member before
 				// r (rewound); any other loses the transaction before r
 				// ran: r is retried with the group's innocent members.
 				broken = g.settle(err)
 				ahead = nil
+				for _, m := range more {
+					delete(g.reads, m)
+				}
+			} else {
+				broken = g.dropFailedReads(more)
 			}
 		}
 		pending = false
@@ -135,11 +149,12 @@ type groupRun struct {
 	p     Pipeliner // nil when tx holds nothing back
 	seq   groupSeq
 	group []*pushReq
-	// batch are the members taken with the BEGIN, not yet run, and
-	// their reads ahead.
+	// batch are the members taken into the group, not yet run, and
+	// reads their reads ahead; first is the reads of the member whose
+	// savepoint the last send opened.
 	batch []*pushReq
 	reads map[*pushReq]*gateRead
-	first *gateRead // self's
+	first *gateRead
 	// What the members run so far wrote that a read ahead may have read
 	// before them: rows (table, id), idempotency records (client id,
 	// commit id), checkpoints (which the serve gate reads).
@@ -154,36 +169,32 @@ func (g *groupRun) touch(table, rowID string) {
 	}
 }
 
-// prefetch builds the reads ahead of batch's members, in order: the first
-// reads the partition's seq too.
-func (g *groupRun) prefetch(batch []*pushReq) []*ReadAhead {
-	g.batch = batch[1:]
-	g.reads = make(map[*pushReq]*gateRead, len(batch))
-	var reads []*ReadAhead
-	known := groupSeq{known: true}
-	for i, r := range batch {
+// readAhead is what a send that opens a savepoint reads: lead's reads
+// (the member it opens the savepoint for), then those of more, pushes
+// taken into the group now, to run after the members before them.
+func (g *groupRun) readAhead(lead *gateRead, more []*pushReq) []*ReadAhead {
+	g.first = lead
+	reads := lead.reads()
+	known := groupSeq{known: true} // only lead's reads the seq
+	for _, r := range more {
+		g.batch = append(g.batch, r)
 		if r.ctx.Err() != nil {
 			continue
 		}
-		seq := &known
-		if i == 0 {
-			seq = &g.seq
-		}
-		a := g.s.gateAhead(r, seq)
+		a := g.s.gateAhead(r, &known)
 		g.reads[r] = a
 		reads = append(reads, a.reads()...)
 	}
-	g.first = g.reads[batch[0]]
 	return reads
 }
 
-// dropFailedReads forgets the reads ahead of later members once one
-// failed (the engine skipped those after it); when the failed one is not
-// self's, the transaction is rolled back to self's clean savepoint. Self's
-// own failed read fails self (runMember).
-func (g *groupRun) dropFailedReads() error {
+// dropFailedReads forgets the reads ahead of more once one failed (the
+// engine skipped those after it); when lead's did not fail, the
+// transaction is rolled back to lead's clean savepoint (a failed read of
+// lead's own fails lead: runMember).
+func (g *groupRun) dropFailedReads(more []*pushReq) error {
 	failed := false
-	for _, r := range g.batch {
+	for _, r := range more {
 		a := g.reads[r]
 		if a == nil {
 			continue
@@ -195,14 +206,14 @@ func (g *groupRun) dropFailedReads() error {
 			delete(g.reads, r)
 		}
 	}
-	if !failed || g.first == nil || g.first.q.Err != nil || (g.first.row != nil && g.first.row.q.Err != nil) {
+	if !failed || g.first.q.Err != nil || (g.first.row != nil && g.first.row.q.Err != nil) {
 		return nil
 	}
 	_, err := g.tx.ExecContext(context.Background(), "ROLLBACK TO SAVEPOINT "+groupSavepoint)
 	return err
 }
 
-// next is the group's next member: one taken with the BEGIN, else one
+// next is the group's next member: one taken already, else one
 // queued since, while the group is open.
 func (g *groupRun) next(b *pushBatcher, opened time.Time) *pushReq {
 	if len(g.batch) > 0 {
