@@ -24,7 +24,13 @@ import (
 // decides a group's members by what it queues.
 func groupStore(t *testing.T) *postgres.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), postgres.Options{DSN: pgtest.DSN(t), MaxConns: 8, PushGroupOpen: time.Hour})
+	return groupStoreOpen(t, time.Hour)
+}
+
+// groupStoreOpen opens a store whose groups take pushes for open.
+func groupStoreOpen(t *testing.T, open time.Duration) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), postgres.Options{DSN: pgtest.DSN(t), MaxConns: 8, PushGroupOpen: open})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -905,14 +911,7 @@ WHEN (OLD.max_commit_seq IS DISTINCT FROM NEW.max_commit_seq) EXECUTE FUNCTION c
 // closed by time once the holder returns, keeps them queued meanwhile.
 func prefetchGroup(t *testing.T, pushes ...func(s *postgres.Store) error) (*postgres.Store, []error) {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), postgres.Options{DSN: pgtest.DSN(t), MaxConns: 8, PushGroupOpen: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.EnsureSchema(context.Background(), storetest.Schema(t, storetest.IR), nil); err != nil {
-		t.Fatal(err)
-	}
+	s := groupStoreOpen(t, time.Millisecond)
 	return s, runPrefetched(t, s, pushes...)
 }
 
@@ -1020,14 +1019,7 @@ func TestGroupPrefetchedLateFailure(t *testing.T) {
 			})
 		})
 	}
-	s, err := postgres.Open(context.Background(), postgres.Options{DSN: pgtest.DSN(t), MaxConns: 8, PushGroupOpen: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.EnsureSchema(context.Background(), storetest.Schema(t, storetest.IR), nil); err != nil {
-		t.Fatal(err)
-	}
+	s := groupStoreOpen(t, time.Millisecond)
 	exec(t, s, `CREATE FUNCTION late() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN IF NEW.client_commit_id LIKE 'late%' THEN RAISE EXCEPTION 'late result'; END IF; RETURN NEW; END $$`)
 	exec(t, s, `CREATE TRIGGER late BEFORE INSERT ON sync_push_results FOR EACH ROW EXECUTE FUNCTION late()`)
