@@ -157,9 +157,9 @@ func (t *groupTx) QueryOne(ctx context.Context, q string, args []any, dest ...an
 	}
 }
 
-// NextSavepoint implements sqlstore.GroupTx: what the last member held
+// NextSavepoint implements sqlstore.GroupTx: what the members before held
 // back, RELEASE, SAVEPOINT and the reads ahead as one pipeline. A held
-// statement's failure is a *sqlstore.DeferredFailure.
+// statement's failure is a *sqlstore.DeferredFailure naming its owner.
 func (t *groupTx) NextSavepoint(ctx context.Context, savepoint string, ahead ...*sqlstore.ReadAhead) error {
 	b := &pgx.Batch{}
 	b.Queue("RELEASE " + savepoint)

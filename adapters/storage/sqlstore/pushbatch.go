@@ -42,8 +42,10 @@ type GroupTx interface {
 	WriteTx
 	// NextSavepoint releases savepoint and takes it again, then runs the
 	// reads ahead in order, in one round trip where the engine allows.
-	// An error is the transaction's loss; a read's own failure is in its
-	// Err (and in the Err of the reads after it).
+	// An error is the transaction's loss, unless it is a held statement's
+	// failure (Pipeliner.TakeFailure), which the group rewinds to its
+	// member; a read's own failure is in its Err (and in the Err of the
+	// reads after it).
 	NextSavepoint(ctx context.Context, savepoint string, ahead ...*ReadAhead) error
 	// Aborted reports, without a round trip, that a statement failed and
 	// the transaction accepts nothing but a rollback (to a savepoint).
