@@ -1047,3 +1047,115 @@ BEGIN IF NEW.client_commit_id LIKE 'late%' THEN RAISE EXCEPTION 'late result'; E
 		t.Fatalf("seqs %v, max %d; want [2 3 4], 4", seqs, maxSeq(t, s, "p"))
 	}
 }
+
+// TestGroupBeginFailureWakesTheBatch: the pushes taken into a group with
+// its BEGIN are answered when the BEGIN fails (here its leader is
+// cancelled while it waits for the partition lock), and run again in a
+// group of their own.
+func TestGroupBeginFailureWakesTheBatch(t *testing.T) {
+	s := groupStoreOpen(t, time.Millisecond)
+	ctx := context.Background()
+	if err := push(ctx, s, "p", "first", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Another transaction holds the partition lock: every BEGIN waits.
+	lock, err := s.DB().DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback() }()
+	if _, err := lock.ExecContext(ctx, "SELECT 1 FROM sync_partitions WHERE partition='p' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	holderCtx, cancelHolder := context.WithCancel(ctx)
+	holder := make(chan error, 1)
+	go func() { holder <- push(holderCtx, s, "p", "h", nil, nil) }()
+	time.Sleep(50 * time.Millisecond) // the holder leads and waits for the lock
+	leadCtx, cancelLead := context.WithCancel(ctx)
+	lead := queue(t, s, func() error { return push(leadCtx, s, "p", "a", nil, nil) })
+	taken := queue(t, s, func() error { return push(ctx, s, "p", "b", nil, nil) })
+	cancelHolder()
+	if err := <-holder; !errors.Is(err, context.Canceled) {
+		t.Fatalf("holder: %v, want its cancellation", err)
+	}
+	// a leads the next group and takes b with its BEGIN, which waits.
+	waitFor("b taken into a's group", func() bool { return s.PushesQueued() == 0 })
+	cancelLead()
+	if err := <-lead; !errors.Is(err, context.Canceled) {
+		t.Fatalf("leader: %v, want its cancellation", err)
+	}
+	if err := lock.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-taken:
+		if err != nil {
+			t.Fatalf("the push taken with the failed BEGIN: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the push taken with the failed BEGIN was never answered")
+	}
+	if !present(t, s, "p", "b") || present(t, s, "p", "a") || present(t, s, "p", "h") {
+		t.Fatal("rows: want b only of the three")
+	}
+}
+
+// TestGroupFailedReadAheadSparesTheLeader: a later member's read ahead
+// failing with the BEGIN (here its row cannot be read: a division by zero
+// at execution) leaves the transaction aborted; the group rolls back to
+// the leader's clean savepoint, so the leader commits and only that
+// member fails.
+func TestGroupFailedReadAheadSparesTheLeader(t *testing.T) {
+	leader := func(s *postgres.Store) error {
+		ctx := context.Background()
+		return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "a"}, func(tx ports.PushTx) error {
+			_, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "lead",
+				Changes: []commit.Change{storetest.Change(storetest.Item("lead", "o", 0))}})
+			return err
+		})
+	}
+	var seen atomic.Int64
+	s := groupStoreOpen(t, time.Millisecond)
+	exec(t, s, "DROP TABLE items CASCADE")
+	exec(t, s, `CREATE VIEW items AS SELECT 'p'::text AS _sync_partition, 'x'::text AS _sync_row_id,
+  (1/(random()*0)::int)::bigint AS _sync_server_version, NULL::jsonb AS _sync_scopes, NULL::bytea AS _sync_payload,
+  NULL::bytea AS _sync_column_versions`)
+	// A holder that writes no row keeps the two queued behind its group.
+	running, rel := make(chan struct{}), make(chan struct{})
+	holder := make(chan error, 1)
+	go func() {
+		holder <- s.Push(context.Background(), "p", ports.PushOptions{WriterVersion: 1}, func(ports.PushTx) error {
+			close(running)
+			<-rel
+			return nil
+		})
+	}()
+	<-running
+	first := queue(t, s, func() error { return leader(s) })
+	second := queue(t, s, func() error { return versionSeen("x", 1, &seen)(s) })
+	time.Sleep(5 * time.Millisecond) // the holder's group is closed by then
+	close(rel)
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the leader, whose own reads succeeded: %v", err)
+	}
+	var se *syncerr.Error
+	if err := <-second; !errors.As(err, &se) || se.Code != syncerr.InternalError {
+		t.Fatalf("the member whose table is gone: %v, want %s", err, syncerr.InternalError)
+	}
+	var n int
+	if err := s.DB().DB.QueryRowContext(context.Background(),
+		"SELECT count(*) FROM sync_commits WHERE partition='p' AND client_commit_id='lead'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the leader's commit stored %d times (%v), want once", n, err)
+	}
+}
