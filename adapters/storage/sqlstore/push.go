@@ -662,9 +662,7 @@ func (t *pushTx) PutPushResult(ctx context.Context, clientID, clientCommitID str
 	if err := t.beforeWrite(ctx); err != nil {
 		return nil, err
 	}
-	if t.grp != nil {
-		t.grp.stored[[2]string{clientID, clientCommitID}] = true
-	}
+	t.grp.store(clientID, clientCommitID)
 	owner := sql.NullString{String: t.actorID, Valid: t.actorID != ""}
 	if d := t.deferred(); d != nil && t.takeAbsent(clientID, clientCommitID) {
 		// This transaction read the record as absent under the partition
@@ -727,9 +725,6 @@ func (t *pushTx) DiscardWrites(ctx context.Context) error {
 func (t *pushTx) AdvanceCheckpoint(ctx context.Context, a ports.CheckpointAdvance) (bool, error) {
 	if err := t.beforeWrite(ctx); err != nil {
 		return false, err
-	}
-	if t.grp != nil {
-		t.grp.gateDirty = true
 	}
 	ok, err := t.s.advanceCheckpoint(ctx, t.tx, a)
 	return ok, internal("advance checkpoint", err)

@@ -156,16 +156,23 @@ type groupRun struct {
 	reads map[*pushReq]*gateRead
 	first *gateRead
 	// What the members run so far wrote that a read ahead may have read
-	// before them: rows (table, id), idempotency records (client id,
-	// commit id), checkpoints (which the serve gate reads).
+	// before them: rows (table, id) and idempotency records (client id,
+	// commit id). The serve gate needs none: no push writes what it
+	// reads (the schema marker, the epoch, the checkpoints' states).
 	touched, stored map[[2]string]bool
-	gateDirty       bool
 }
 
 // touch notes a row a member writes (g may be nil: no group).
 func (g *groupRun) touch(table, rowID string) {
 	if g != nil {
 		g.touched[[2]string{table, rowID}] = true
+	}
+}
+
+// store notes an idempotency record a member writes (g may be nil).
+func (g *groupRun) store(clientID, clientCommitID string) {
+	if g != nil {
+		g.stored[[2]string{clientID, clientCommitID}] = true
 	}
 }
 
@@ -237,8 +244,6 @@ func (g *groupRun) ahead(r *pushReq) *gateRead {
 	}
 	o := r.opts
 	switch {
-	case g.gateDirty:
-		return nil
 	case a.idem && g.stored[[2]string{o.ClientID, o.ClientCommitID}]:
 		return nil
 	case a.row != nil && g.touched[[2]string{a.row.table, a.row.rowID}]:
