@@ -129,11 +129,15 @@ func newStorage(cfg config.Config, clk ports.Clock, tp trace.TracerProvider) (co
 	if err != nil {
 		return nil, err
 	}
+	recent := cfg.Sync.PullRecentLogBytes
+	if recent == 0 {
+		recent = -1 // none kept
+	}
 	switch kind {
 	case config.Postgres:
-		return postgres.New(postgres.Options{DSN: dsn, TouchInterval: touchInterval, Now: clk.Now, Tracer: tp})
+		return postgres.New(postgres.Options{DSN: dsn, TouchInterval: touchInterval, Now: clk.Now, Tracer: tp, RecentLogBytes: recent})
 	case config.SQLite:
-		return sqlite.New(sqlite.Options{Path: dsn, TouchInterval: touchInterval, Now: clk.Now, Tracer: tp})
+		return sqlite.New(sqlite.Options{Path: dsn, TouchInterval: touchInterval, Now: clk.Now, Tracer: tp, RecentLogBytes: recent})
 	}
 	return nil, fmt.Errorf("database: unsupported engine %q", kind)
 }

@@ -364,6 +364,20 @@ type LogReader interface {
 	ProbeCommitWindow(ctx context.Context, partition string, p WindowProbe) (WindowSummary, error)
 }
 
+// RecentWindowReader is implemented by stores that keep a partition's
+// newest commits in memory, as this process committed them. A window held
+// whole is answered from memory: complete, whatever a prune deletes
+// meanwhile, and read from no database snapshot later than the one its
+// bounds came from, so a pull needs neither its horizon re-check nor a
+// gate re-read for it.
+type RecentWindowReader interface {
+	// ReadRecentWindow answers w as ReadCommitWindow would, for the log
+	// epoch the window's bounds were read with; ok is false when some
+	// commit of the window is not held (read the log instead). The
+	// commits' scopes and rows are shared: read-only.
+	ReadRecentWindow(partition, logEpoch string, w CommitWindow) (commits []commit.Commit, ok bool)
+}
+
 // TableScan selects every current row of one table in the partition,
 // whatever its scopes, keyset-paged by row id (byte order).
 type TableScan struct {

@@ -156,6 +156,12 @@ func TestLoadPrecedence(t *testing.T) {
 			}
 		}, ""},
 		{"negative catch-up threshold", []string{"--pull-catchup-changes", "-1"}, nil, nil, "--pull-catchup-changes"},
+		{"recent log off", []string{"--pull-recent-log-bytes", "0"}, []string{"SYNCD_PULL_RECENT_LOG_BYTES=5"}, func(t *testing.T, c config.Config) {
+			if c.Sync.PullRecentLogBytes != 0 || config.DefaultSync().PullRecentLogBytes != 16<<20 {
+				t.Fatalf("got %d", c.Sync.PullRecentLogBytes)
+			}
+		}, ""},
+		{"negative recent log", []string{"--pull-recent-log-bytes", "-1"}, nil, nil, "--pull-recent-log-bytes"},
 		{"bad listen", []string{"--listen", "8787"}, nil, nil, "want host:port"},
 		{"same listeners", []string{"--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"}, nil, nil, "must differ"},
 		{"bad mount", []string{"--mount", "api/"}, nil, nil, "--mount"},

@@ -30,6 +30,10 @@ type Sync struct {
 	// (and more than one response carries) is answered through bootstrap
 	// segments. 0: off.
 	PullCatchUpChanges int
+	// PullRecentLogBytes bounds the newest commits the storage keeps in
+	// memory, so an incremental pull whose window they hold whole reads no
+	// index. 0: none kept.
+	PullRecentLogBytes int64
 
 	// PruneInterval is how often the server prunes the commit log (0: never;
 	// "syncd prune" runs a pass on demand).
@@ -50,7 +54,7 @@ type Sync struct {
 func DefaultSync() Sync {
 	return Sync{
 		MinWireVersion: 3, MaxOperations: 500, MaxBodyBytes: 16 << 20, MaxDecodedBodyBytes: 64 << 20,
-		PullSpoolMemoryBytes: 4 << 20, PullResponseBudgetBytes: 64 << 20, PullCatchUpChanges: 10_000,
+		PullSpoolMemoryBytes: 4 << 20, PullResponseBudgetBytes: 64 << 20, PullCatchUpChanges: 10_000, PullRecentLogBytes: 16 << 20,
 		PruneInterval: time.Hour, RetentionActiveWindow: 14 * 24 * time.Hour,
 		RetentionForceAge: 30 * 24 * time.Hour, RetentionKeepCommits: 1000,
 		ClientRecordRefresh: 30 * time.Second,
@@ -65,6 +69,7 @@ func (s *Sync) flags(fs *flag.FlagSet) {
 	fs.IntVar(&s.PullSpoolMemoryBytes, "pull-spool-memory-bytes", s.PullSpoolMemoryBytes, "bytes of one /sync response kept in memory until the serve gate is re-read; the rest spills to a temporary file")
 	fs.Int64Var(&s.PullResponseBudgetBytes, "pull-response-budget-bytes", s.PullResponseBudgetBytes, "soft cap on one pull response: past it no further bootstrap page or commit is added (negative: none)")
 	fs.IntVar(&s.PullCatchUpChanges, "pull-catchup-changes", s.PullCatchUpChanges, "a pull whose window holds more matching changes than this is answered with bootstrap segments at a fresh pin instead of the commits (a window with a delete: with a reset); 0: off")
+	fs.Int64Var(&s.PullRecentLogBytes, "pull-recent-log-bytes", s.PullRecentLogBytes, "memory for the newest commits of each partition, kept to answer incremental pulls without reading the log's index (0: none)")
 	fs.DurationVar(&s.PruneInterval, "prune-interval", s.PruneInterval, "how often the server prunes the commit log (0: never; see syncd prune)")
 	fs.DurationVar(&s.RetentionActiveWindow, "retention-active-window", s.RetentionActiveWindow, "clients seen within this window hold the pruning horizon at their cursor (at least 336h)")
 	fs.DurationVar(&s.RetentionForceAge, "retention-force-age", s.RetentionForceAge, "commits older than this are pruned regardless of laggard cursors (at least 720h)")
@@ -88,6 +93,9 @@ func (s Sync) validate() []error {
 	}
 	if s.PullCatchUpChanges < 0 {
 		errs = append(errs, fmt.Errorf("--pull-catchup-changes %d: must not be negative", s.PullCatchUpChanges))
+	}
+	if s.PullRecentLogBytes < 0 {
+		errs = append(errs, fmt.Errorf("--pull-recent-log-bytes %d: must not be negative", s.PullRecentLogBytes))
 	}
 	if s.PruneInterval < 0 {
 		errs = append(errs, fmt.Errorf("--prune-interval %s: must not be negative", s.PruneInterval))

@@ -25,6 +25,7 @@ type Metrics struct {
 	imageBytes    prometheus.Counter
 	imageSeconds  prometheus.Histogram
 	catchUps      *prometheus.CounterVec
+	windows       *prometheus.CounterVec
 }
 
 // NewMetrics registers the pull counters on reg.
@@ -92,8 +93,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "syncd_pull_catchups_total",
 		Help: "Far-behind incremental pulls answered through segments (SPEC §8.4), by outcome (segments: a bootstrap section in the same response; reset: a forced re-bootstrap, the window holding deletes).",
 	}, []string{"outcome"})
+	m.windows = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "syncd_pull_windows_total",
+		Help: "Incremental commit windows read, by source (memory: held whole by the store's recent log; log: read from the database).",
+	}, []string{"source"})
 	for _, c := range []prometheus.Collector{m.builds, m.reuses, m.sections, m.commitsN, m.restarts, m.expired, m.spills, m.skips,
-		m.imageBuilds, m.imageReuses, m.imageDeclines, m.imageRows, m.imageBytes, m.imageSeconds, m.catchUps} {
+		m.imageBuilds, m.imageReuses, m.imageDeclines, m.imageRows, m.imageBytes, m.imageSeconds, m.catchUps, m.windows} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -129,6 +134,25 @@ func (m *Metrics) restart() {
 	if m != nil {
 		m.restarts.Inc()
 	}
+}
+
+func (m *Metrics) window(source string) {
+	if m != nil {
+		m.windows.WithLabelValues(source).Inc()
+	}
+}
+
+// Windows returns how many commit windows were read from source
+// ("memory" or "log"); 0 for a nil *Metrics.
+func (m *Metrics) Windows(source string) float64 {
+	if m == nil {
+		return 0
+	}
+	var out dto.Metric
+	if err := m.windows.WithLabelValues(source).Write(&out); err != nil {
+		return 0
+	}
+	return out.GetCounter().GetValue()
 }
 
 func (m *Metrics) horizonResets() {

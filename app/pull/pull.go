@@ -366,17 +366,27 @@ func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
 			if sub.Cursor == bounds.MaxSeq {
 				continue // an empty window needs no read
 			}
-			p.commits, err = s.o.Store.ReadCommitWindow(ctx, r.Partition, ports.CommitWindow{
+			w := ports.CommitWindow{
 				Table:        sub.Table,
 				ScopeFilter:  p.effective,
 				AfterSeq:     sub.Cursor,
 				ThroughSeq:   bounds.MaxSeq,
 				LimitChanges: lim.Commits + 1,
-			})
-			if err != nil {
-				return fmt.Errorf("read commit window: %w", err)
 			}
-			p.read = true
+			held := false
+			if rr, ok := s.o.Store.(ports.RecentWindowReader); ok && r.LogEpoch != "" {
+				// Held whole in memory: complete, so no recheck (p.read).
+				p.commits, held = rr.ReadRecentWindow(r.Partition, r.LogEpoch, w)
+			}
+			if held {
+				s.o.Metrics.window("memory")
+			} else {
+				if p.commits, err = s.o.Store.ReadCommitWindow(ctx, r.Partition, w); err != nil {
+					return fmt.Errorf("read commit window: %w", err)
+				}
+				p.read = true
+				s.o.Metrics.window("log")
+			}
 			if s.o.CatchUpChanges > 0 && changeCount(p.commits) > lim.Commits {
 				if err := s.catchUp(ctx, r, p, bounds); err != nil {
 					return err

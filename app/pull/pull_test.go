@@ -15,6 +15,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/segments/memseg"
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
 	"github.com/syncd-dev/syncd/app/pull"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
@@ -724,5 +725,105 @@ func TestClientRecordWrittenOnRecord(t *testing.T) {
 	}
 	if err := e.svc.RecordClient(ctx, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// heldLog answers windows as a recent log holding the whole log would (at
+// epoch only), pruning through prune meanwhile, and counts the horizon
+// re-checks.
+type heldLog struct {
+	*memory.Store
+	epoch    string
+	prune    int64
+	rechecks int
+}
+
+func (h *heldLog) ReadRecentWindow(partition, epoch string, w ports.CommitWindow) ([]commit.Commit, bool) {
+	if epoch != h.epoch {
+		return nil, false
+	}
+	cs, err := h.Store.ReadCommitWindow(context.Background(), partition, w)
+	if err != nil {
+		return nil, false
+	}
+	if _, err := h.Store.PruneCommitsThrough(context.Background(), partition, ports.PruneRequest{LogEpoch: h.epoch, ThroughSeq: h.prune}); err != nil {
+		return nil, false
+	}
+	return cs, true
+}
+
+func (h *heldLog) ReadCommitWindow(ctx context.Context, partition string, w ports.CommitWindow) ([]commit.Commit, error) {
+	cs, err := h.Store.ReadCommitWindow(ctx, partition, w)
+	if _, perr := h.Store.PruneCommitsThrough(ctx, partition, ports.PruneRequest{LogEpoch: h.epoch, ThroughSeq: h.prune}); perr != nil {
+		return nil, perr
+	}
+	return cs, err
+}
+
+func (h *heldLog) ReadBoundsAndGate(ctx context.Context, partition string, running int32) (ports.LogBounds, checkpoint.ServeGate, bool, error) {
+	h.rechecks++
+	return h.Store.ReadBoundsAndGate(ctx, partition, running)
+}
+
+// A window held whole in memory is complete whatever a prune deletes
+// meanwhile: the section stays active with every commit, no horizon
+// re-check runs, and the gate read with the bounds stands for the
+// read-verify. A window read from the log keeps §4.6's re-check.
+func TestHeldWindowNeedsNoRecheck(t *testing.T) {
+	tests := []struct {
+		name         string
+		epoch        string // the request's
+		wantStatus   ssp2.SubStatus
+		wantCommits  int
+		wantRechecks int
+		wantVerified bool
+		wantSource   string
+	}{
+		{"held in memory", "", ssp2.SubActive, 4, 0, true, "memory"},
+		{"another epoch reads the log", "other", ssp2.SubReset, 0, 1, true, "log"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var h *heldLog
+			e := newEnv(t, func(o *pull.Options) {
+				h = &heldLog{Store: o.Store.(*memory.Store), prune: 3}
+				o.Store = h
+			})
+			h.epoch = e.epoch
+			for i := range 5 {
+				e.seed("alice", fmt.Sprintf("a%d", i), 1)
+			}
+			ctx := context.Background()
+			bounds, gate, _, err := h.Store.ReadBoundsAndGate(ctx, part, e.sch.Version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			epoch := tc.epoch
+			if epoch == "" {
+				epoch = e.epoch
+			}
+			hdr := inlineOnly
+			r := pull.Request{Partition: part, ActorID: "alice", ClientID: "c1", WireVersion: 3, LogEpoch: epoch, Schema: e.sch,
+				Header: &hdr, Scopes: scopes.Granted(aliceGrant), Bounds: &bounds, Gate: &gate,
+				Subscriptions: []*ssp2.Subscription{{ID: "s", Table: "projects", Scopes: ssp2.ScopeListsFromMap(map[string][]string{"owner": {"alice"}}), Cursor: 1}}}
+			sp := e.svc.NewSpool()
+			defer sp.Close()
+			if err := e.svc.Pull(ctx, r, sp); err != nil {
+				t.Fatal(err)
+			}
+			served := sp.Served()
+			status := ssp2.SubActive
+			if served.Reset == 1 {
+				status = ssp2.SubReset
+			}
+			_, verified := sp.VerifiedGate()
+			if status != tc.wantStatus || served.Commits != tc.wantCommits || h.rechecks != tc.wantRechecks || verified != tc.wantVerified {
+				t.Fatalf("status %v, %d commits, %d rechecks, verified %v; want %v, %d, %d, %v",
+					status, served.Commits, h.rechecks, verified, tc.wantStatus, tc.wantCommits, tc.wantRechecks, tc.wantVerified)
+			}
+			if e.m.Windows(tc.wantSource) != 1 {
+				t.Fatalf("windows from %s: %v", tc.wantSource, e.m.Windows(tc.wantSource))
+			}
+		})
 	}
 }

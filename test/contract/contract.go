@@ -21,6 +21,10 @@
 //   - Log, Rows: scope-filtered windows (multi-variable, limits that keep
 //     commits whole), keyset scans in byte order, argument refusals.
 //   - Prune: epoch binding, atomic horizon, monotonicity, pushes racing.
+//   - RecentLog: run when the storage implements ports.RecentWindowReader:
+//     windows answered from memory equal the log's, only committed
+//     commits are held, another writer's commit or a rotated epoch ends
+//     what is answered.
 //   - Partitions, Clients: registry, rotation, cursor rules, floors.
 //   - Bindings: client ids bound to the first actor (also racing, and
 //     beside an open push), with the push transaction, kept by rotation,
@@ -119,7 +123,7 @@ type group struct {
 // allGroups lists every case group, in run order.
 func allGroups() []group {
 	var gs []group
-	for _, part := range [][]group{adminGroups(), checkpointGroups(), clientGroups(), engineGroups(), healthGroups(), logGroups(), operationGroups(), pushGroups(), reactionGroups(), schemaGroups()} {
+	for _, part := range [][]group{adminGroups(), checkpointGroups(), clientGroups(), engineGroups(), healthGroups(), logGroups(), operationGroups(), pushGroups(), reactionGroups(), recentGroups(), schemaGroups()} {
 		gs = append(gs, part...)
 	}
 	return gs
@@ -388,27 +392,33 @@ func (e *env) commitTasks(partition string, createdAt int64, ups []task, dels []
 	e.t.Helper()
 	var seq int64
 	err := e.push(partition, func(tx ports.PushTx) error {
-		var changes []commit.Change
-		for _, k := range dels {
-			if err := tx.DeleteRow(e.ctx, "tasks", k.id, 0); err != nil {
-				return err
-			}
-			changes = append(changes, k.deletion())
-		}
-		for i, k := range ups {
-			if err := tx.UpsertRow(e.ctx, "tasks", k.write(i)); err != nil {
-				return err
-			}
-			changes = append(changes, k.upsert())
-		}
 		var err error
-		seq, err = tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: createdAt, ActorID: "actor", ClientID: "client", ClientCommitID: fmt.Sprintf("cc-%d-%d", createdAt, len(ups)), Changes: changes})
+		seq, err = e.stageTasks(tx, createdAt, ups, dels)
 		return err
 	})
 	if err != nil {
 		e.t.Fatalf("push: %v", err)
 	}
 	return seq
+}
+
+// stageTasks writes the rows in tx and appends one commit with their
+// changes (deletes for rows listed in dels); it returns the seq.
+func (e *env) stageTasks(tx ports.PushTx, createdAt int64, ups, dels []task) (int64, error) {
+	var changes []commit.Change
+	for _, k := range dels {
+		if err := tx.DeleteRow(e.ctx, "tasks", k.id, 0); err != nil {
+			return 0, err
+		}
+		changes = append(changes, k.deletion())
+	}
+	for i, k := range ups {
+		if err := tx.UpsertRow(e.ctx, "tasks", k.write(i)); err != nil {
+			return 0, err
+		}
+		changes = append(changes, k.upsert())
+	}
+	return tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: createdAt, ActorID: "actor", ClientID: "client", ClientCommitID: fmt.Sprintf("cc-%d-%d", createdAt, len(ups)), Changes: changes})
 }
 
 // ---- assertions ----

@@ -1007,6 +1007,9 @@ func TestGroupPrefetchedLateFailure(t *testing.T) {
 		pushes = append(pushes, func(s *postgres.Store) error {
 			ctx := context.Background()
 			return s.Push(ctx, "p", ports.PushOptions{WriterVersion: 1, ActorID: "a", ClientID: "c", ClientCommitID: id}, func(tx ports.PushTx) error {
+				if _, err := tx.ReadServeGate(ctx); err != nil {
+					return err
+				}
 				if _, ok, err := tx.GetPushResult(ctx, "c", id); err != nil || ok {
 					return fmt.Errorf("record of %s: %v %v", id, ok, err)
 				}
@@ -1020,6 +1023,10 @@ func TestGroupPrefetchedLateFailure(t *testing.T) {
 		})
 	}
 	s := groupStoreOpen(t, time.Millisecond)
+	epoch, err := s.TouchPartition(context.Background(), "p", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	exec(t, s, `CREATE FUNCTION late() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN IF NEW.client_commit_id LIKE 'late%' THEN RAISE EXCEPTION 'late result'; END IF; RETURN NEW; END $$`)
 	exec(t, s, `CREATE TRIGGER late BEFORE INSERT ON sync_push_results FOR EACH ROW EXECUTE FUNCTION late()`)
@@ -1045,6 +1052,13 @@ BEGIN IF NEW.client_commit_id LIKE 'late%' THEN RAISE EXCEPTION 'late result'; E
 	slices.Sort(seqs) // the members run again in the order they queued again
 	if !reflect.DeepEqual(seqs, []int64{2, 3, 4}) || maxSeq(t, s, "p") != 4 {
 		t.Fatalf("seqs %v, max %d; want [2 3 4], 4", seqs, maxSeq(t, s, "p"))
+	}
+	// The members rewound and run again are held as they committed.
+	w := ports.CommitWindow{Table: "items", ScopeFilter: map[string][]string{"org": {"o"}}, AfterSeq: 1, ThroughSeq: 4, LimitChanges: 10}
+	held, ok := s.ReadRecentWindow("p", epoch, w)
+	logged, err := s.ReadCommitWindow(context.Background(), "p", w)
+	if err != nil || !ok || !reflect.DeepEqual(held, logged) {
+		t.Fatalf("held %v %+v, logged %+v (%v)", ok, held, logged, err)
 	}
 }
 

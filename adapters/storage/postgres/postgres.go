@@ -55,6 +55,9 @@ type Options struct {
 	PushGroupOpen time.Duration
 	// Tracer: see sqlstore.Config.
 	Tracer trace.TracerProvider
+	// RecentLogBytes bounds the commits kept in memory to answer pulls:
+	// see sqlstore.Config.
+	RecentLogBytes int64
 }
 
 // Store is the PostgreSQL storage engine.
@@ -127,7 +130,7 @@ func New(o Options) (*Store, error) {
 	}
 	st.Store = sqlstore.New(sqlstore.Config{
 		Dialect: d, DB: db, ReadDB: db, Reader: pool,
-		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now, Tracer: o.Tracer,
+		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now, Tracer: o.Tracer, RecentLogBytes: o.RecentLogBytes,
 		Close: pool.Close,
 	})
 	return st, nil

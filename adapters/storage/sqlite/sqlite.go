@@ -59,6 +59,9 @@ type Options struct {
 	PushGroupOpen time.Duration
 	// Tracer: see sqlstore.Config.
 	Tracer trace.TracerProvider
+	// RecentLogBytes bounds the commits kept in memory to answer pulls:
+	// see sqlstore.Config.
+	RecentLogBytes int64
 }
 
 // Store is the SQLite storage engine.
@@ -155,7 +158,7 @@ func New(o Options) (*Store, error) {
 	st := &Store{writer: w, reader: r, w: d.w, path: o.Path}
 	st.Store = sqlstore.New(sqlstore.Config{
 		Dialect: d, DB: wdb, ReadDB: rdb, Reader: rs,
-		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now, Tracer: o.Tracer,
+		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now, Tracer: o.Tracer, RecentLogBytes: o.RecentLogBytes,
 		Close: func() error {
 			d.w.close()
 			rs.Close()

@@ -55,6 +55,7 @@ func (s *Store) RotateLogEpoch(ctx context.Context, partition string) (string, e
 		_, err = tx.ExecContext(ctx, s.q("DELETE FROM sync_clients WHERE partition=?"), partition)
 		return err
 	})
+	s.recent.forget(partition)
 	return epoch, err
 }
 

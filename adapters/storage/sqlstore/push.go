@@ -50,6 +50,7 @@ func (s *Store) Push(ctx context.Context, partition string, opts ports.PushOptio
 	if err == nil {
 		s.noteWrites(ptx.written)
 		s.noteBindings(ptx.bound)
+		s.recent.add(partition, ptx.epoch, ptx.appended)
 	}
 	if err != nil && fnErr != nil && !s.d.Retryable(fnErr) {
 		return fnErr
@@ -102,6 +103,11 @@ type pushTx struct {
 	// push notes there what it writes that a later member's read ahead
 	// may have read.
 	grp *groupRun
+	// appended are the commits staged since the savepoint, for the recent
+	// log once they committed, under epoch, the log epoch the push read
+	// with its serve gate (recent.go).
+	appended []appended
+	epoch    string
 }
 
 // rowSeen is what a push read of one row under the lock: whether it
@@ -172,18 +178,23 @@ func (t *pushTx) ReadServeGate(ctx context.Context) (checkpoint.ServeGate, error
 			if err := ctx.Err(); err != nil {
 				return checkpoint.ServeGate{}, internal("read serve gate", err)
 			}
+			t.epoch = g.LogEpoch
 			return *g, nil
 		}
 	}
 	key := gateKey{t.partition, t.writerVersion}
 	if t.memo != nil {
 		if g, ok := t.memo.gates[key]; ok {
+			t.epoch = g.LogEpoch
 			return g, internal("read serve gate", ctx.Err())
 		}
 	}
 	g, err := t.s.serveGate(ctx, t.tx, t.partition, t.writerVersion)
 	if err == nil && t.memo != nil {
 		t.memo.gates[key] = g
+	}
+	if err == nil {
+		t.epoch = g.LogEpoch
 	}
 	return g, internal("read serve gate", err)
 }
@@ -540,13 +551,23 @@ func (t *pushTx) AppendCommit(ctx context.Context, c ports.NewCommit) (int64, er
 			return 0, fail(err)
 		}
 		t.seq.last = seq
+		t.note(seq, c)
 		return seq, nil
 	}
 	seq, err := t.s.appendCommit(ctx, t.tx, t.partition, t.writerVersion, c, 0)
 	if err != nil {
 		return 0, fail(err)
 	}
+	t.note(seq, c)
 	return seq, nil
+}
+
+// note keeps an appended commit for the recent log (copied: c's bytes
+// are the caller's).
+func (t *pushTx) note(seq int64, c ports.NewCommit) {
+	if t.s.recent != nil {
+		t.appended = append(t.appended, heldForm(seq, c))
+	}
 }
 
 // appendCommit allocates the next dense seq (the partition row is locked)
@@ -696,6 +717,7 @@ VALUES (?, ?, ?, ?, ?) ON CONFLICT (partition, client_id, client_commit_id) DO N
 
 func (t *pushTx) DiscardWrites(ctx context.Context) error {
 	t.tomb, t.row, t.seen, t.constrained = nil, nil, nil, false
+	t.appended = nil
 	if t.seq != nil {
 		t.seq.last = t.seq.base
 	}

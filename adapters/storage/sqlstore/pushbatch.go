@@ -181,6 +181,10 @@ type pushReq struct {
 	ran      bool
 	seqKnown bool
 	seqBase  int64
+	// appended are the push's commits, for the recent log once the
+	// group committed, under the log epoch its gate read.
+	appended []appended
+	epoch    string
 }
 
 // errGroupAborted is returned to the innocent pushes of a group that
@@ -398,7 +402,7 @@ func (b *pushBatcher) lead(s *Store, self *pushReq) {
 			r.after, r.afterOK = g, true
 		}
 	}
-	b.finish(tx, self, group, broken, nil, nil)
+	b.finish(s, tx, self, group, broken, nil, nil)
 }
 
 // finish ends a group's transaction: rolled back when broken (the members
@@ -408,7 +412,7 @@ func (b *pushBatcher) lead(s *Store, self *pushReq) {
 // On a GateCommitter, the COMMIT carries after's read and closing's write
 // (a PostgreSQL group's move of its partition's seq, asked for at each
 // COMMIT: a late failure changes it).
-func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken error, after *gateRead, g *groupRun) {
+func (b *pushBatcher) finish(s *Store, tx WriteTx, self *pushReq, group []*pushReq, broken error, after *gateRead, g *groupRun) {
 	commit := func() error {
 		gc, ok := tx.(GateCommitter)
 		if !ok {
@@ -465,6 +469,11 @@ func (b *pushBatcher) finish(tx WriteTx, self *pushReq, group []*pushReq, broken
 		if r.ok && end != nil {
 			r.ok = false
 			r.err = end
+		}
+		if r.ok {
+			// In seq order, before any member is answered and before the
+			// next group of the partition runs (recent.go).
+			s.recent.add(r.partition, r.epoch, r.appended)
 		}
 	}
 	if end == nil && after != nil && after.q.Err == nil && after.pending == 0 {
@@ -538,7 +547,7 @@ func (s *Store) runGrouped(tx WriteTx, r *pushReq, memo *groupMemo) error {
 		}
 		r.ok = true
 		if ptx != nil {
-			r.wrote, r.bound = ptx.written, ptx.bound
+			r.wrote, r.bound, r.appended, r.epoch = ptx.written, ptx.bound, ptx.appended, ptx.epoch
 		}
 		return nil
 	}

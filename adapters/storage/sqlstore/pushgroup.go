@@ -139,7 +139,7 @@ func (b *pushBatcher) leadPartition(s *Store, self *pushReq) {
 	// are retried with the group's innocent members.
 	g.group = append(g.group, g.batch...)
 	g.batch = nil
-	b.finish(tx, self, g.group, broken, s.gateAfter(g.group), g)
+	b.finish(s, tx, self, g.group, broken, s.gateAfter(g.group), g)
 }
 
 // groupRun is a PostgreSQL group's state while it runs.
@@ -485,7 +485,7 @@ func (g *groupRun) runMember(r *pushReq, ahead *gateRead) (ok bool, broken error
 	}
 	if err == nil {
 		r.ok = true
-		r.wrote, r.bound = ptx.written, ptx.bound
+		r.wrote, r.bound, r.appended, r.epoch = ptx.written, ptx.bound, ptx.appended, ptx.epoch
 		if ptx.seq != nil {
 			gs.last = ptx.seq.last
 		}

@@ -43,6 +43,10 @@ type Config struct {
 	Close func() error
 	// Tracer, when set, puts transactions and statements in spans (tracing.go).
 	Tracer trace.TracerProvider
+	// RecentLogBytes bounds the memory of the recent log, the newest
+	// commits kept to answer pulls (recent.go): 0 → DefaultRecentLogBytes,
+	// negative → none.
+	RecentLogBytes int64
 }
 
 // Store implements ports.Storage over a Dialect.
@@ -83,6 +87,8 @@ type Store struct {
 
 	// binds caches committed client-id bindings (bindings.go).
 	binds bindingCache
+	// recent holds each partition's newest commits (recent.go); nil: none.
+	recent *recentLog
 }
 
 var _ ports.Storage = (*Store)(nil)
@@ -98,6 +104,7 @@ func New(c Config) *Store {
 		d: c.Dialect, db: c.DB, rdb: c.ReadDB, rd: c.Reader, types: c.Dialect.Types(),
 		epoch: c.NewEpoch, touch: c.TouchInterval.Milliseconds(), retries: c.MaxRetries,
 		closeFn: c.Close, sqlCache: map[string]string{}, now: c.Now, traced: c.Tracer != nil,
+		recent: newRecentLog(c.RecentLogBytes),
 	}
 	if s.now == nil {
 		s.now = time.Now
