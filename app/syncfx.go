@@ -175,6 +175,7 @@ func NewSyncService(p SyncServiceParams) (*syncsvc.Service, error) {
 		MinWireVersion:  uint16(p.Config.Sync.MinWireVersion),
 		MaxOperations:   p.Config.Sync.MaxOperations,
 		Limits:          p.Config.Limits.Domain(),
+		HeadReuse:       touchInterval,
 		Log:             p.Log.Named("sync"),
 		Now:             p.Clock.Now,
 	})

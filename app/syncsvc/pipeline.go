@@ -141,6 +141,14 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 		if err != nil {
 			return fmt.Errorf("read serve gate: %w", err)
 		}
+		if rq.headless && !rq.epochChecked {
+			// Admitted at a remembered epoch: it must be the one under
+			// the lock, or the request starts over with its head.
+			if gate.LogEpoch != rq.epoch {
+				return errHeadStale
+			}
+			rq.epochChecked = true
+		}
 		rq.noteGate(gate) // the token base of a push-only request
 		if r := checkpoint.GateRefusal(gate, rq.sch.Version, s.o.Declarations); r != nil {
 			return r.Err()
@@ -237,6 +245,11 @@ func (s *Service) optimisticLookup(ctx context.Context, rq *request, pc *ssp2.Pu
 	if h := rq.firstPush; h != nil && len(rq.commits) > 0 && pc == rq.commits[0] {
 		rq.firstPush = nil
 		return h.Push, h.PushFound, nil
+	}
+	if rq.headless && !rq.epochChecked {
+		// The first commit of a request without a head: its transaction
+		// checks the epoch first, and its locked re-check finds a replay.
+		return ports.PushRecord{}, false, nil
 	}
 	return s.o.Store.GetPushResult(ctx, rq.id.Partition, rq.hdr.ClientID, pc.ClientCommitID)
 }

@@ -98,6 +98,12 @@ type Options struct {
 	MaxFrameBytes   int
 	MaxMessageBytes int64
 
+	// HeadReuse lets a push-only request skip its request head when this
+	// process read the partition's head less than this long ago (at most
+	// the storage's touch interval; 0: every request reads its head). See
+	// headmemo.go.
+	HeadReuse time.Duration
+
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	Log *zap.Logger
@@ -111,6 +117,7 @@ type Service struct {
 	mergers    map[string]ports.CRDTMerger
 	log        *zap.Logger
 	vlog       versionLog
+	heads      headMemo
 }
 
 // New validates opts and builds the Service.
@@ -301,6 +308,11 @@ func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) (*
 		return nil, rq, err
 	}
 	resp, err := s.serve(ctx, rq, pull)
+	if errors.Is(err, errHeadStale) {
+		s.heads.forget(rq.id.Partition)
+		rq.restart()
+		resp, err = s.serve(ctx, rq, pull)
+	}
 	return resp, rq, err
 }
 
@@ -337,6 +349,20 @@ type request struct {
 	// operations inside its push transaction (PushCommand); its client id
 	// is the reserved command identity.
 	plan func(ctx context.Context, r ports.TxReader) ([]ssp2.PushOperation, error)
+	// headless: admitted at a remembered epoch without a request head
+	// (headmemo.go), until epochChecked by the first push transaction;
+	// headRead: the head was read (a request served again reads it).
+	// A request served again is answered with a reset (its epoch was
+	// stale) before its scopes are resolved again.
+	headless, epochChecked, headRead bool
+}
+
+// restart readies a request stopped by errHeadStale (before anything of
+// it committed) to be served again from its head.
+func (rq *request) restart() {
+	rq.headless, rq.epochChecked, rq.headRead = false, false, false
+	rq.epoch, rq.gate, rq.gateRead = "", checkpoint.ServeGate{}, false
+	rq.firstPush, rq.pushOnly, rq.afterGate = nil, false, nil
 }
 
 // checkClientID refuses a client id bound to another actor, and an
@@ -363,10 +389,18 @@ func (rq *request) codec(t *schema.Table) *rowcodec.Codec {
 func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response, error) {
 	part := rq.id.Partition
 	running := rq.sch.Version
-	head, err := s.touch(ctx, rq)
-	if err != nil {
-		return nil, fmt.Errorf("touch partition: %w", err)
+	var head ports.RequestHead
+	if epoch, ok := s.headless(rq, pull); ok && !rq.headRead {
+		head.LogEpoch, rq.headless = epoch, true
+	} else {
+		var err error
+		if head, err = s.touch(ctx, rq); err != nil {
+			return nil, fmt.Errorf("touch partition: %w", err)
+		}
+		rq.headRead = true
+		s.heads.note(part, head.LogEpoch, rq.now)
 	}
+	var err error
 	epoch := head.LogEpoch
 	rq.epoch = epoch
 	// Entry gate read (SPEC-MAP C.7: after touchPartition, before any other
@@ -390,6 +424,9 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		}
 	}
 	early := func(resp *Response, err error) (*Response, error) {
+		if errors.Is(err, errHeadStale) {
+			return nil, err // served again, from its head
+		}
 		if !rq.gateRead {
 			// A refusal wins over err; a failed gate read fails an answer
 			// but does not replace an error already at hand.

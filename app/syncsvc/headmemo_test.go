@@ -1,0 +1,91 @@
+package syncsvc_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/syncd-dev/syncd/adapters/storage/memory"
+	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/domain/scopes"
+	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/ssptest"
+)
+
+// headCounter counts the request heads read.
+type headCounter struct {
+	*memory.Store
+	heads int
+}
+
+func (h *headCounter) TouchPartitionHead(ctx context.Context, q ports.HeadQuery) (ports.RequestHead, error) {
+	h.heads++
+	return h.Store.TouchPartitionHead(ctx, q)
+}
+
+// A push-only request to a partition whose head was read within
+// HeadReuse reads none of its own; one admitted at an epoch rotated
+// meanwhile is served again from its head (a reset, nothing applied,
+// at most one scope resolution), and the rotated epoch is remembered
+// after it.
+func TestPushOnlyReusesARecentHead(t *testing.T) {
+	tests := []struct {
+		name  string
+		reuse time.Duration
+		heads []int // after each step
+	}{
+		{"every request reads its head", 0, []int{1, 2, 3, 4}},
+		{"a recent head is reused", time.Second, []int{1, 1, 2, 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var hc *headCounter
+			resolutions := 0
+			e := newEnv(t, func(o *syncsvc.Options) {
+				hc = &headCounter{Store: o.Store.(*memory.Store)}
+				o.Store = hc
+				o.HeadReuse = tc.reuse
+				o.Resolver = resolverFunc(func(ctx context.Context, r ports.ScopeRequest) (scopes.Allowed, error) {
+					resolutions++
+					return allowAll(ctx, r)
+				})
+			})
+			ctx := context.Background()
+			up := func(id string) *ssp2.PushCommit {
+				return ssptest.Commit("k-"+id, ssptest.Upsert("projects", id, e.project(id, "alice", id), -1))
+			}
+			applied := func(id string) bool {
+				row, err := e.store.GetRow(ctx, "p1", "projects", id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return row != nil
+			}
+			step := func(i int, r ssptest.Req) ssptest.Resp {
+				t.Helper()
+				resolutions = 0
+				resp, _ := e.must(r)
+				if hc.heads != tc.heads[i] || resolutions > 1 {
+					t.Fatalf("step %d: %d heads, %d resolutions; want %d, at most 1", i, hc.heads, resolutions, tc.heads[i])
+				}
+				return resp
+			}
+			step(0, e.req(up("a")))
+			if resp := step(1, e.req(up("b"))); resp.Results[0].Status != ssp2.PushApplied || resp.Header.LogEpoch != e.epoch || !applied("b") {
+				t.Fatalf("second push %+v %+v", resp.Header, resp.Results)
+			}
+			rotated, err := e.store.RotateLogEpoch(ctx, "p1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp := step(2, e.req(up("c"))); !resp.Header.ResetRequired || resp.Header.LogEpoch != rotated || len(resp.Results) != 0 || applied("c") {
+				t.Fatalf("push at the rotated epoch %+v %+v", resp.Header, resp.Results)
+			}
+			e.epoch = rotated
+			if resp := step(3, e.req(up("d"))); resp.Results[0].Status != ssp2.PushApplied || resp.Header.LogEpoch != rotated || !applied("d") {
+				t.Fatalf("push at the new epoch %+v %+v", resp.Header, resp.Results)
+			}
+		})
+	}
+}
