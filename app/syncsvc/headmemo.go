@@ -66,12 +66,6 @@ func (m *headMemo) recent(partition string, now time.Time, window time.Duration)
 	return h.epoch, true
 }
 
-func (m *headMemo) forget(partition string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.heads, partition)
-}
-
 // headless reports whether rq may skip its request head, and the epoch
 // it is then admitted at: a push-only request (no command) of the running
 // schema version, naming the remembered epoch of a head read within

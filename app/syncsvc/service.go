@@ -309,7 +309,7 @@ func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) (*
 	}
 	resp, err := s.serve(ctx, rq, pull)
 	if errors.Is(err, errHeadStale) {
-		s.heads.forget(rq.id.Partition)
+		// Its head then remembers the current epoch.
 		rq.restart()
 		resp, err = s.serve(ctx, rq, pull)
 	}
@@ -351,16 +351,17 @@ type request struct {
 	plan func(ctx context.Context, r ports.TxReader) ([]ssp2.PushOperation, error)
 	// headless: admitted at a remembered epoch without a request head
 	// (headmemo.go), until epochChecked by the first push transaction;
-	// headRead: the head was read (a request served again reads it).
+	// mustHead: a request served again reads its head, whatever is
+	// remembered meanwhile.
 	// A request served again is answered with a reset (its epoch was
 	// stale) before its scopes are resolved again.
-	headless, epochChecked, headRead bool
+	headless, epochChecked, mustHead bool
 }
 
 // restart readies a request stopped by errHeadStale (before anything of
 // it committed) to be served again from its head.
 func (rq *request) restart() {
-	rq.headless, rq.epochChecked, rq.headRead = false, false, false
+	rq.headless, rq.epochChecked, rq.mustHead = false, false, true
 	rq.epoch, rq.gate, rq.gateRead = "", checkpoint.ServeGate{}, false
 	rq.firstPush, rq.pushOnly, rq.afterGate = nil, false, nil
 }
@@ -390,14 +391,13 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	part := rq.id.Partition
 	running := rq.sch.Version
 	var head ports.RequestHead
-	if epoch, ok := s.headless(rq, pull); ok && !rq.headRead {
+	if epoch, ok := s.headless(rq, pull); ok && !rq.mustHead {
 		head.LogEpoch, rq.headless = epoch, true
 	} else {
 		var err error
 		if head, err = s.touch(ctx, rq); err != nil {
 			return nil, fmt.Errorf("touch partition: %w", err)
 		}
-		rq.headRead = true
 		s.heads.note(part, head.LogEpoch, rq.now)
 	}
 	var err error
