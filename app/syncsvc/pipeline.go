@@ -141,13 +141,11 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 		if err != nil {
 			return fmt.Errorf("read serve gate: %w", err)
 		}
-		if rq.headless && !rq.epochChecked {
+		if rq.headless && !rq.epochChecked && gate.LogEpoch != rq.epoch {
 			// Admitted at a remembered epoch: it must be the one under
-			// the lock, or the request starts over with its head.
-			if gate.LogEpoch != rq.epoch {
-				return errHeadStale
-			}
-			rq.epochChecked = true
+			// the lock, in every attempt until one commits, or the
+			// request starts over with its head.
+			return errHeadStale
 		}
 		rq.noteGate(gate) // the token base of a push-only request
 		if r := checkpoint.GateRefusal(gate, rq.sch.Version, s.o.Declarations); r != nil {
@@ -189,6 +187,9 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 		out, applied = o, a.applied
 		return err
 	})
+	if err == nil && rq.headless {
+		rq.epochChecked = true // a transaction that committed saw it
+	}
 	if syncerr.CodeOf(err) == syncerr.StorageWriterFenceRejected {
 		// A held-back append's fence refusal, reported by Push (one
 		// reported by AppendCommit itself is mapped there).

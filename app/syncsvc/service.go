@@ -350,7 +350,8 @@ type request struct {
 	// is the reserved command identity.
 	plan func(ctx context.Context, r ports.TxReader) ([]ssp2.PushOperation, error)
 	// headless: admitted at a remembered epoch without a request head
-	// (headmemo.go), until epochChecked by the first push transaction;
+	// (headmemo.go), until epochChecked by a push transaction that
+	// committed;
 	// mustHead: a request served again reads its head, whatever is
 	// remembered meanwhile.
 	// A request served again is answered with a reset (its epoch was
@@ -361,7 +362,7 @@ type request struct {
 // restart readies a request stopped by errHeadStale (before anything of
 // it committed) to be served again from its head.
 func (rq *request) restart() {
-	rq.headless, rq.epochChecked, rq.mustHead = false, false, true
+	rq.headless, rq.epochChecked, rq.mustHead, rq.live = false, false, true, false
 	rq.epoch, rq.gate, rq.gateRead = "", checkpoint.ServeGate{}, false
 	rq.firstPush, rq.pushOnly, rq.afterGate = nil, false, nil
 }
@@ -398,7 +399,9 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		if head, err = s.touch(ctx, rq); err != nil {
 			return nil, fmt.Errorf("touch partition: %w", err)
 		}
-		s.heads.note(part, head.LogEpoch, rq.now)
+		// Stamped when read, so a head read later wins over one read
+		// before it (a rotation between them).
+		s.heads.note(part, head.LogEpoch, s.o.Now())
 	}
 	var err error
 	epoch := head.LogEpoch

@@ -41,8 +41,14 @@ const DefaultRecentLogBytes = 16 << 20
 // than that is a catch-up, read from the log.
 const recentMaxCommits = 2048
 
-// recentOverhead approximates a held change's memory beyond its bytes.
-const recentOverhead = 128
+// What a held commit, change and scope map, and a partition's entry,
+// take beyond their bytes (Go's headers, a small map's buckets),
+// approximately: the bound is on the heap the log keeps alive.
+const (
+	recentOverhead  = 160
+	recentMapBytes  = 256
+	recentPartBytes = 512
+)
 
 type recentLog struct {
 	maxBytes int64
@@ -108,7 +114,7 @@ func heldSize(c *commit.Commit) int64 {
 	n := int64(recentOverhead + len(c.ActorID) + len(c.ClientID) + len(c.ClientCommitID))
 	for i := range c.Changes {
 		ch := &c.Changes[i]
-		n += int64(recentOverhead + len(ch.Table) + len(ch.RowID) + len(ch.Row))
+		n += int64(recentOverhead + recentMapBytes + len(ch.Table) + len(ch.RowID) + len(ch.Row))
 		for k, v := range ch.Scopes {
 			n += int64(len(k) + len(v) + 32)
 		}
@@ -136,6 +142,7 @@ func (r *recentLog) add(partition, epoch string, cs []appended) {
 		p = &recentPart{partition: partition}
 		p.el = r.lru.PushFront(p)
 		r.parts[partition] = p
+		r.bytes += recentPartBytes
 	} else {
 		r.lru.MoveToFront(p.el)
 	}
@@ -195,6 +202,7 @@ func (r *recentLog) clear(p *recentPart) {
 
 func (r *recentLog) drop(p *recentPart) {
 	r.clear(p)
+	r.bytes -= recentPartBytes
 	r.lru.Remove(p.el)
 	delete(r.parts, p.partition)
 }
@@ -208,6 +216,9 @@ func (r *recentLog) evict(keep *recentPart) {
 			continue
 		}
 		if keep.head == len(keep.commits) {
+			if r.bytes > r.maxBytes {
+				r.drop(keep) // its entry alone is over the bound
+			}
 			return
 		}
 		r.bytes -= keep.shift()

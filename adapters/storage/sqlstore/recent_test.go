@@ -46,7 +46,8 @@ func TestRecentLogRange(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		// bound is the memory bound in commits of 200 bytes (0: the default).
+		// bound is the memory bound in commits of 200 bytes, beside one
+		// partition's entry (0: the default).
 		bound float64
 		adds  []add
 		want  map[string]string
@@ -88,7 +89,10 @@ func TestRecentLogRange(t *testing.T) {
 	one := heldSize(&heldCommits(200, 1)[0].c)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRecentLog(int64(tc.bound * float64(one)))
+			r := newRecentLog(0)
+			if tc.bound > 0 {
+				r = newRecentLog(int64(tc.bound*float64(one)) + recentPartBytes)
+			}
 			for _, a := range tc.adds {
 				r.add(a.partition, a.epoch, heldCommits(a.rowBytes, a.seqs...))
 			}
@@ -97,7 +101,7 @@ func TestRecentLogRange(t *testing.T) {
 					t.Errorf("%s holds %s, want %s", p, got, want)
 				}
 			}
-			var sum int64
+			sum := int64(len(r.parts)) * recentPartBytes
 			for _, p := range r.parts {
 				for _, h := range p.commits[p.head:] {
 					sum += h.size
