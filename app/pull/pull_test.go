@@ -729,12 +729,10 @@ func TestClientRecordWrittenOnRecord(t *testing.T) {
 }
 
 // heldLog answers windows as a recent log holding the whole log would (at
-// epoch only), pruning through prune meanwhile, and counts the horizon
-// re-checks.
+// epoch only), and reads the log as pruneDuringRead does: either way a
+// prune passes the cursor meanwhile. It counts the horizon re-checks.
 type heldLog struct {
-	*memory.Store
-	epoch    string
-	prune    int64
+	pruneDuringRead
 	rechecks int
 }
 
@@ -742,22 +740,8 @@ func (h *heldLog) ReadRecentWindow(partition, epoch string, w ports.CommitWindow
 	if epoch != h.epoch {
 		return nil, false
 	}
-	cs, err := h.Store.ReadCommitWindow(context.Background(), partition, w)
-	if err != nil {
-		return nil, false
-	}
-	if _, err := h.Store.PruneCommitsThrough(context.Background(), partition, ports.PruneRequest{LogEpoch: h.epoch, ThroughSeq: h.prune}); err != nil {
-		return nil, false
-	}
-	return cs, true
-}
-
-func (h *heldLog) ReadCommitWindow(ctx context.Context, partition string, w ports.CommitWindow) ([]commit.Commit, error) {
-	cs, err := h.Store.ReadCommitWindow(ctx, partition, w)
-	if _, perr := h.Store.PruneCommitsThrough(ctx, partition, ports.PruneRequest{LogEpoch: h.epoch, ThroughSeq: h.prune}); perr != nil {
-		return nil, perr
-	}
-	return cs, err
+	cs, err := h.pruneDuringRead.ReadCommitWindow(context.Background(), partition, w)
+	return cs, err == nil
 }
 
 func (h *heldLog) ReadBoundsAndGate(ctx context.Context, partition string, running int32) (ports.LogBounds, checkpoint.ServeGate, bool, error) {
@@ -786,7 +770,7 @@ func TestHeldWindowNeedsNoRecheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var h *heldLog
 			e := newEnv(t, func(o *pull.Options) {
-				h = &heldLog{Store: o.Store.(*memory.Store), prune: 3}
+				h = &heldLog{pruneDuringRead: pruneDuringRead{Store: o.Store.(*memory.Store), through: 3}}
 				o.Store = h
 			})
 			h.epoch = e.epoch

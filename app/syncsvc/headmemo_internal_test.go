@@ -43,47 +43,64 @@ func (allowEverything) ResolveScopes(context.Context, ports.ScopeRequest) (scope
 // (here the stale epoch, noted again as it was found stale): it is
 // answered, with the reset, not failed.
 func TestServedAgainReadsItsHead(t *testing.T) {
+	ln := &lateNote{}
+	e := newHeadless(t, func(st *memory.Store) Store { ln.Store = st; return ln })
+	ln.svc, ln.stale, ln.at = e.svc, e.epoch, e.now
+	if _, err := e.st.RotateLogEpoch(context.Background(), "p1"); err != nil {
+		t.Fatal(err)
+	}
+	e.pushWantsReset(t)
+}
+
+// headless is a Service reusing heads over a memory store (wrapped by
+// wrap), with partition p1 touched and its head remembered.
+type headless struct {
+	svc   *Service
+	st    *memory.Store
+	sch   *schema.Schema
+	epoch string
+	now   time.Time
+}
+
+func newHeadless(t *testing.T, wrap func(*memory.Store) Store) *headless {
+	t.Helper()
+	e := &headless{st: memory.New(), sch: ssptest.Schema(t), now: time.UnixMilli(1_700_000_000_000)}
+	t.Cleanup(func() { _ = e.st.Close() })
 	ctx := context.Background()
-	sch := ssptest.Schema(t)
-	st := memory.New()
-	t.Cleanup(func() { _ = st.Close() })
-	if err := st.EnsureSchema(ctx, sch, nil); err != nil {
+	if err := e.st.EnsureSchema(ctx, e.sch, nil); err != nil {
 		t.Fatal(err)
 	}
-	now := time.UnixMilli(1_700_000_000_000)
-	ln := &lateNote{Store: st, at: now}
-	svc, err := New(Options{Schema: func() *schema.Schema { return sch }, Store: ln, Resolver: allowEverything{},
-		HeadReuse: time.Second, Now: func() time.Time { return now }})
+	var err error
+	e.svc, err = New(Options{Schema: func() *schema.Schema { return e.sch }, Store: wrap(e.st), Resolver: allowEverything{},
+		HeadReuse: time.Second, Now: func() time.Time { return e.now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln.svc = svc
-	id := ports.Identity{ActorID: "alice", Partition: "p1"}
-	epoch, err := st.TouchPartition(ctx, "p1", 1)
-	if err != nil {
+	if e.epoch, err = e.st.TouchPartition(ctx, "p1", 1); err != nil {
 		t.Fatal(err)
 	}
-	ln.stale = epoch
-	svc.heads.note("p1", epoch, now)
-	if _, err := st.RotateLogEpoch(ctx, "p1"); err != nil {
-		t.Fatal(err)
-	}
-	project := ssptest.Sparse(t, sch.Table("projects"), ssptest.Cols{"id": rowcodec.String("a"), "owner": rowcodec.String("alice"),
+	e.svc.heads.note("p1", e.epoch, e.now)
+	return e
+}
+
+// pushWantsReset pushes row a at the remembered epoch, rotated by then:
+// the answer is a reset at the rotated epoch, and nothing is applied.
+func (e *headless) pushWantsReset(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	project := ssptest.Sparse(t, e.sch.Table("projects"), ssptest.Cols{"id": rowcodec.String("a"), "owner": rowcodec.String("alice"),
 		"name": rowcodec.String("a"), "locked": rowcodec.Bool(false)})
-	req := ssptest.Req{ClientID: "c1", SchemaVersion: sch.Version, Epoch: epoch,
+	req := ssptest.Req{ClientID: "c1", SchemaVersion: e.sch.Version, Epoch: e.epoch,
 		Commits: []*ssp2.PushCommit{ssptest.Commit("k1", ssptest.Upsert("projects", "a", project, -1))}}
-	resp, err := svc.Handle(ctx, id, req.Encode(t))
+	resp, err := e.svc.Handle(ctx, ports.Identity{ActorID: "alice", Partition: "p1"}, req.Encode(t))
 	if err != nil {
 		t.Fatalf("request failed: %v", err)
 	}
-	var h *ssp2.RespHeader
-	for _, f := range resp.Frames {
-		if x, ok := f.(*ssp2.RespHeader); ok {
-			h = x
-		}
+	if h, ok := resp.Frames[0].(*ssp2.RespHeader); !ok || !h.ResetRequired || h.LogEpoch == e.epoch {
+		t.Fatalf("frames %+v, want a reset at the rotated epoch", resp.Frames)
 	}
-	if h == nil || !h.ResetRequired || h.LogEpoch == epoch {
-		t.Fatalf("header %+v, want a reset at the rotated epoch", h)
+	if row, _ := e.st.GetRow(ctx, "p1", "projects", "a"); row != nil {
+		t.Fatal("the commit was applied at a rotated epoch")
 	}
 }
 
@@ -119,36 +136,6 @@ func (r *retryAfterRotation) Push(ctx context.Context, partition string, o ports
 // The remembered epoch is checked in every attempt until one commits: an
 // attempt rolled back after its check does not vouch for the next.
 func TestEveryAttemptChecksTheEpoch(t *testing.T) {
-	ctx := context.Background()
-	sch := ssptest.Schema(t)
-	st := memory.New()
-	t.Cleanup(func() { _ = st.Close() })
-	if err := st.EnsureSchema(ctx, sch, nil); err != nil {
-		t.Fatal(err)
-	}
-	now := time.UnixMilli(1_700_000_000_000)
-	svc, err := New(Options{Schema: func() *schema.Schema { return sch }, Store: &retryAfterRotation{Store: st}, Resolver: allowEverything{},
-		HeadReuse: time.Second, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	epoch, err := st.TouchPartition(ctx, "p1", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.heads.note("p1", epoch, now)
-	project := ssptest.Sparse(t, sch.Table("projects"), ssptest.Cols{"id": rowcodec.String("a"), "owner": rowcodec.String("alice"),
-		"name": rowcodec.String("a"), "locked": rowcodec.Bool(false)})
-	req := ssptest.Req{ClientID: "c1", SchemaVersion: sch.Version, Epoch: epoch,
-		Commits: []*ssp2.PushCommit{ssptest.Commit("k1", ssptest.Upsert("projects", "a", project, -1))}}
-	resp, err := svc.Handle(ctx, ports.Identity{ActorID: "alice", Partition: "p1"}, req.Encode(t))
-	if err != nil {
-		t.Fatalf("request failed: %v", err)
-	}
-	if h, ok := resp.Frames[0].(*ssp2.RespHeader); !ok || !h.ResetRequired || h.LogEpoch == epoch {
-		t.Fatalf("frames %+v, want a reset at the rotated epoch", resp.Frames)
-	}
-	if row, _ := st.GetRow(ctx, "p1", "projects", "a"); row != nil {
-		t.Fatal("the commit was applied at a rotated epoch")
-	}
+	e := newHeadless(t, func(st *memory.Store) Store { return &retryAfterRotation{Store: st} })
+	e.pushWantsReset(t)
 }

@@ -390,8 +390,20 @@ func (e *env) push(partition string, fn func(tx ports.PushTx) error) error {
 // (deletes for rows listed in dels); it returns the seq.
 func (e *env) commitTasks(partition string, createdAt int64, ups []task, dels []task) int64 {
 	e.t.Helper()
+	return e.commitOn(e.s, partition, false, createdAt, ups, dels)
+}
+
+// commitOn is commitTasks on s, reading the serve gate first when gated
+// (as the sync service pushes).
+func (e *env) commitOn(s ports.Storage, partition string, gated bool, createdAt int64, ups, dels []task) int64 {
+	e.t.Helper()
 	var seq int64
-	err := e.push(partition, func(tx ports.PushTx) error {
+	err := s.Push(e.ctx, partition, ports.PushOptions{WriterVersion: v1}, func(tx ports.PushTx) error {
+		if gated {
+			if _, err := tx.ReadServeGate(e.ctx); err != nil {
+				return err
+			}
+		}
 		var err error
 		seq, err = e.stageTasks(tx, createdAt, ups, dels)
 		return err

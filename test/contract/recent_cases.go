@@ -36,19 +36,7 @@ func recentOf(t *testing.T, s ports.Storage) ports.RecentWindowReader {
 // gate read first, under the lock (the recent log learns the epoch there).
 func (e *env) commitGated(s ports.Storage, partition string, createdAt int64, ups, dels []task) int64 {
 	e.t.Helper()
-	var seq int64
-	err := s.Push(e.ctx, partition, ports.PushOptions{WriterVersion: v1}, func(tx ports.PushTx) error {
-		if _, err := tx.ReadServeGate(e.ctx); err != nil {
-			return err
-		}
-		var err error
-		seq, err = e.stageTasks(tx, createdAt, ups, dels)
-		return err
-	})
-	if err != nil {
-		e.t.Fatalf("push: %v", err)
-	}
-	return seq
+	return e.commitOn(s, partition, true, createdAt, ups, dels)
 }
 
 func (e *env) epochOf(s ports.Storage, partition string) string {
