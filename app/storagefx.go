@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
+	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -93,9 +93,8 @@ func NewStorage(p StorageParams) (ports.Storage, error) {
 	return st, nil
 }
 
-// touchInterval bounds how stale a partition's last-seen time may be:
-// refreshing it on every request would cost a write transaction each.
-const touchInterval = time.Second
+// touchInterval bounds how stale a partition's last-seen time may be.
+const touchInterval = sqlstore.DefaultTouchInterval
 
 // OpenStorage opens the storage engine --database names: a SQLite file
 // (a path or sqlite:PATH) or a postgres:// URL; clk stamps what the store

@@ -350,12 +350,11 @@ type request struct {
 	// is the reserved command identity.
 	plan func(ctx context.Context, r ports.TxReader) ([]ssp2.PushOperation, error)
 	// headless: admitted at a remembered epoch without a request head
-	// (headmemo.go), until epochChecked by a push transaction that
-	// committed;
-	// mustHead: a request served again reads its head, whatever is
-	// remembered meanwhile.
-	// A request served again is answered with a reset (its epoch was
-	// stale) before its scopes are resolved again.
+	// (headmemo.go); epochChecked once a push transaction that committed
+	// saw that epoch under the lock. mustHead: served again after a stale
+	// epoch, the request reads its head whatever is remembered by then
+	// (and is answered with the reset before its scopes are resolved
+	// again).
 	headless, epochChecked, mustHead bool
 }
 

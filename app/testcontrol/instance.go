@@ -25,6 +25,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/segments/imagebuilder"
 	"github.com/syncd-dev/syncd/adapters/segments/memseg"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
+	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
 	"github.com/syncd-dev/syncd/app/blobs"
 	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/app/pull"
@@ -153,16 +154,14 @@ func newInstance(ctx context.Context, id, base, parentDir string, s spec, log *z
 	return inst, nil
 }
 
-// instanceTouchInterval is the server's touch interval and head reuse
-// (app's touchInterval), so an instance serves requests as the server does.
-const instanceTouchInterval = time.Second
-
 // open opens the instance database, ensures its schema and assembles the
 // services over it. The instance answers only once this returned.
 func (in *instance) open(ctx context.Context) (*services, error) {
 	st, err := sqlite.Open(ctx, sqlite.Options{
 		Path: in.dbPath, Synchronous: "NORMAL", NewEpoch: in.mintEpoch, Now: in.clock.Now,
-		TouchInterval: instanceTouchInterval,
+		// The server's touch interval and head reuse: an instance serves
+		// requests as the server does.
+		TouchInterval: sqlstore.DefaultTouchInterval,
 		// One push per transaction: a test drives few pushes, and group
 		// commit only delays them.
 		PushGroup: 1,
@@ -229,7 +228,7 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 		Mergers:   []ports.CRDTMerger{yjsdoc.New(yjsdoc.Options{})}, // the crdt capability
 		Listeners: []ports.CommitListener{in.relay}, Leases: in.leases,
 		Pull: pl, MinWireVersion: syncsvc.LowestMinWireVersion, MaxOperations: in.spec.maxOperations,
-		HeadReuse: instanceTouchInterval,
+		HeadReuse: sqlstore.DefaultTouchInterval,
 		Now:       in.clock.Now, Log: in.log.Named("sync"),
 	})
 	if err != nil {

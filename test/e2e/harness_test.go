@@ -138,6 +138,14 @@ func (g *gatedStore) TouchPartitionHead(ctx context.Context, q ports.HeadQuery) 
 	return ports.RequestHead{LogEpoch: epoch}, err
 }
 
+// ReadRecentWindow passes the engine's recent log through.
+func (g *gatedStore) ReadRecentWindow(partition, logEpoch string, w ports.CommitWindow) ([]commit.Commit, bool) {
+	if rr, ok := g.Storage.(ports.RecentWindowReader); ok {
+		return rr.ReadRecentWindow(partition, logEpoch, w)
+	}
+	return nil, false
+}
+
 // ReadBoundsAndGate passes the engine's combined read through.
 func (g *gatedStore) ReadBoundsAndGate(ctx context.Context, partition string, running int32) (ports.LogBounds, checkpoint.ServeGate, bool, error) {
 	if bg, ok := g.Storage.(ports.BoundsGateReader); ok {

@@ -18,6 +18,12 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
+// DefaultTouchInterval is the TouchInterval the server runs with: how
+// stale a partition's last-seen time may be (refreshing it on every
+// request would cost a write each); request heads are reused for at most
+// this long (app/syncsvc).
+const DefaultTouchInterval = time.Second
+
 // Config builds a Store.
 type Config struct {
 	Dialect Dialect
