@@ -216,9 +216,7 @@ func (r *recentLog) evict(keep *recentPart) {
 			continue
 		}
 		if keep.head == len(keep.commits) {
-			if r.bytes > r.maxBytes {
-				r.drop(keep) // its entry alone is over the bound
-			}
+			r.drop(keep) // its entry alone is over the bound
 			return
 		}
 		r.bytes -= keep.shift()
