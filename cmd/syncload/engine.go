@@ -47,15 +47,7 @@ func engineCommit() *scenario {
 			en := e.engine
 			id := en.next.Add(1)
 			if err := e.timed(ctx, "commit", func() (int, int, error) {
-				tx, err := en.db.BeginTx(ctx, nil)
-				if err != nil {
-					return 0, 0, err
-				}
-				if _, err := tx.ExecContext(ctx, en.q("INSERT INTO "+en.table+"(id, v, payload) VALUES (?, ?, ?)"), id, id, "engine-commit"); err != nil {
-					_ = tx.Rollback()
-					return 0, 0, err
-				}
-				return 0, 1, tx.Commit()
+				return 0, 1, en.commit(ctx, id)
 			}); err != nil {
 				return err
 			}

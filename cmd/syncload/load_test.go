@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -337,5 +340,50 @@ func TestDefaultsMatchABareServer(t *testing.T) {
 	}
 	if _, err := loadFixture("", "nope"); err == nil {
 		t.Fatal("an unknown table was accepted")
+	}
+}
+
+// TestEngineHTTP: engine-serve answers engine-http's commits and reads
+// (one read back per commit, each the value committed), refuses a request
+// without an id, and stops cleanly with its context.
+func TestEngineHTTP(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var serr, errb bytes.Buffer // serr is engine-serve's, read after it ended
+	done := make(chan int, 1)
+	go func() {
+		done <- engineServe(ctx, []string{"--listen", "127.0.0.1:0", "--engine-database", filepath.Join(t.TempDir(), "floor.db")}, pw, &serr)
+		_ = pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		cancel()
+		<-done
+		t.Fatalf("engine-serve: %v %s", err, serr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	url := "http://" + strings.TrimSpace(strings.TrimPrefix(line, "engine-serve: listening on "))
+	res, err := http.Post(url+"/engine/commit", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("commit without an id: status %d, want 400", res.StatusCode)
+	}
+	var out bytes.Buffer
+	if code := run0(context.Background(), []string{"--url", url, "--vus", "2", "--requests", "20", "--duration", "2m", "--json", "-", "engine-http"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	var r []Result
+	if err := json.Unmarshal([]byte(out.String()[strings.Index(out.String(), "\n["):]), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r) != 1 || r[0].Errors != 0 || op(r[0], "commit").Count != 20 || op(r[0], "read").Count != 20 {
+		t.Fatalf("results: %+v", r)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("engine-serve exit %d: %s", code, serr.String())
 	}
 }

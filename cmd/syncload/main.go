@@ -9,7 +9,8 @@
 // maintenance-churn, slow-bodies, reconnect-storm, propagation, blobs
 // (PUT and GET /blobs/{id}), operations (registered queries over POST
 // /operations), engine-commit (the storage engine alone, no
-// server; "syncload -h" describes each). With --transport ws the clients run their rounds
+// server), engine-http (the engine behind "syncload engine-serve", the
+// thinnest HTTP server); "syncload -h" describes each. With --transport ws the clients run their rounds
 // over the realtime socket (GET /realtime). The virtual clients are
 // the project's Go client (package client); any protocol error
 // fails the run: the exit status is 1 when a scenario recorded an error,
@@ -246,6 +247,9 @@ func (e *env) identity(i int) http.Header {
 }
 
 func run0(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "engine-serve" {
+		return engineServe(ctx, args[1:], stdout, stderr)
+	}
 	o, names, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,7 @@ type env struct {
 	catchup    *catchUpState // set by catch-up's prepare
 	idle       *idleSockets  // set by propagation's prepare
 	engine     *engineDB     // set by engine-commit's prepare
+	floor      *http.Client  // set by engine-http's prepare
 	rt         rtCounters
 }
 

@@ -11,7 +11,7 @@ import (
 
 // scenarios is the registry, in help order.
 func scenarios() []*scenario {
-	return []*scenario{pushPull(), bootstrapStorm(), catchUp(), mixedSoak(), maintenanceChurn(), slowBodies(), reconnectStorm(), propagation(), engineCommit(), blobsScenario(), operationsScenario()}
+	return []*scenario{pushPull(), bootstrapStorm(), catchUp(), mixedSoak(), maintenanceChurn(), slowBodies(), reconnectStorm(), propagation(), engineCommit(), engineHTTP(), blobsScenario(), operationsScenario()}
 }
 
 func findScenario(name string) *scenario {
