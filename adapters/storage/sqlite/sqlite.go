@@ -192,6 +192,9 @@ func (d *dialect) PushBatch() (int, time.Duration) { return d.group, d.groupOpen
 var sqliteTypes = sqlstore.Types{
 	Seq: "INTEGER", Int: "INTEGER", SmallOp: "INTEGER", JSON: "TEXT", Doc: "TEXT", Blob: "BLOB",
 	Bool: "INTEGER", False: "0", Key: "TEXT",
+	// One B-tree per table instead of a rowid table beside its primary
+	// key's index: fewer pages, so fewer WAL frames, per push.
+	Keyed: " WITHOUT ROWID",
 	Column: func(t schema.ColumnType) string {
 		switch t {
 		case schema.TypeInteger, schema.TypeBoolean:

@@ -11,18 +11,18 @@ CREATE TABLE IF NOT EXISTS sync_partitions(
   partition TEXT PRIMARY KEY,
   max_commit_seq {SEQ} NOT NULL DEFAULT 0,
   horizon_seq {SEQ} NOT NULL DEFAULT 0
-);
+){KEYED};
 CREATE TABLE IF NOT EXISTS sync_partition_registry(
   partition TEXT PRIMARY KEY,
   log_epoch TEXT NOT NULL,
   epoch_required {BOOL} NOT NULL DEFAULT {FALSE},
   last_authenticated_at_ms {SEQ} NOT NULL
-);
+){KEYED};
 CREATE TABLE IF NOT EXISTS sync_row_scopes(
   partition TEXT NOT NULL, tbl TEXT NOT NULL,
   var TEXT NOT NULL, value TEXT NOT NULL, row_id {KEY} NOT NULL,
   PRIMARY KEY(partition, tbl, var, value, row_id)
-);
+){KEYED};
 CREATE INDEX IF NOT EXISTS sync_row_scopes_by_row
   ON sync_row_scopes(partition, tbl, row_id);
 CREATE TABLE IF NOT EXISTS sync_commits(
@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS sync_commits(
   actor_id TEXT NOT NULL, created_at_ms {SEQ} NOT NULL,
   writer_version {SEQ},
   PRIMARY KEY(partition, commit_seq)
-);
+){KEYED};
 CREATE INDEX IF NOT EXISTS sync_commits_by_time
   ON sync_commits(partition, created_at_ms);
 CREATE TABLE IF NOT EXISTS sync_changes(
@@ -39,20 +39,20 @@ CREATE TABLE IF NOT EXISTS sync_changes(
   tbl TEXT NOT NULL, row_id {KEY} NOT NULL, op {OP} NOT NULL,
   row_version {SEQ}, scopes {JSON} NOT NULL, payload {BLOB},
   PRIMARY KEY(partition, commit_seq, idx)
-);
+){KEYED};
 CREATE INDEX IF NOT EXISTS sync_changes_by_table
   ON sync_changes(partition, commit_seq, tbl, idx);
 CREATE TABLE IF NOT EXISTS sync_change_scopes(
   partition TEXT NOT NULL, tbl TEXT NOT NULL,
   var TEXT NOT NULL, value TEXT NOT NULL, commit_seq {SEQ} NOT NULL,
   PRIMARY KEY(partition, tbl, var, value, commit_seq)
-);
+){KEYED};
 CREATE TABLE IF NOT EXISTS sync_push_results(
   partition TEXT NOT NULL, client_id TEXT NOT NULL,
   client_commit_id TEXT NOT NULL, result {DOC} NOT NULL,
   actor_id TEXT,
   PRIMARY KEY(partition, client_id, client_commit_id)
-);
+){KEYED};
 CREATE TABLE IF NOT EXISTS sync_reactions(
   partition TEXT NOT NULL, idempotency_key TEXT NOT NULL,
   type TEXT NOT NULL, version {INT} NOT NULL, payload {DOC} NOT NULL,
@@ -64,7 +64,7 @@ CREATE TABLE IF NOT EXISTS sync_reactions(
   last_failure {DOC},
   PRIMARY KEY(partition, idempotency_key),
   CHECK(status IN ('pending', 'leased', 'completed', 'dead-letter'))
-);
+){KEYED};
 CREATE INDEX IF NOT EXISTS sync_reactions_due
   ON sync_reactions(partition, status, available_at_ms, created_at_ms, idempotency_key);
 CREATE INDEX IF NOT EXISTS sync_reactions_lease
@@ -79,28 +79,28 @@ CREATE TABLE IF NOT EXISTS sync_clients(
   cursor {SEQ} NOT NULL, subscriptions {DOC} NOT NULL,
   updated_at_ms {SEQ} NOT NULL,
   PRIMARY KEY(partition, client_id)
-);
+){KEYED};
 CREATE TABLE IF NOT EXISTS sync_client_bindings(
   partition TEXT NOT NULL, client_id TEXT NOT NULL, actor_id TEXT NOT NULL,
   PRIMARY KEY(partition, client_id)
-);
+){KEYED};
 CREATE TABLE IF NOT EXISTS sync_blob_refs(
   partition TEXT NOT NULL, tbl TEXT NOT NULL, row_id {KEY} NOT NULL,
   blob_id TEXT NOT NULL,
   PRIMARY KEY(partition, tbl, row_id, blob_id)
-);
+){KEYED};
 CREATE INDEX IF NOT EXISTS sync_blob_refs_by_blob
   ON sync_blob_refs(partition, blob_id);
 CREATE TABLE IF NOT EXISTS sync_blob_claims(
   partition TEXT NOT NULL, blob_id TEXT NOT NULL,
   claimed_at_ms {SEQ} NOT NULL,
   PRIMARY KEY(partition, blob_id)
-);
+){KEYED};
 CREATE TABLE IF NOT EXISTS sync_tombstones(
   partition TEXT NOT NULL, tbl TEXT NOT NULL, row_id {KEY} NOT NULL,
   commit_seq {SEQ} NOT NULL,
   PRIMARY KEY(partition, tbl, row_id)
-);
+){KEYED};
 CREATE TABLE IF NOT EXISTS sync_backfill_checkpoints(
   partition TEXT NOT NULL, name TEXT NOT NULL,
   schema_version {INT} NOT NULL,
@@ -111,11 +111,11 @@ CREATE TABLE IF NOT EXISTS sync_backfill_checkpoints(
   updated_at_ms {SEQ} NOT NULL,
   backfill_cursor TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(partition, name)
-);
+){KEYED};
 CREATE TABLE IF NOT EXISTS sync_writer_fence(
   partition TEXT PRIMARY KEY,
   required_writer_version {SEQ} NOT NULL
-);
+){KEYED};
 CREATE TABLE IF NOT EXISTS sync_schema_meta(
   id INTEGER PRIMARY KEY CHECK (id = 1),
   schema_version {SEQ} NOT NULL,
@@ -156,7 +156,7 @@ ON CONFLICT (partition, client_id) DO NOTHING`,
 func expandTypes(ddl string, t Types) string {
 	return strings.NewReplacer(
 		"{SEQ}", t.Seq, "{INT}", t.Int, "{OP}", t.SmallOp, "{JSON}", t.JSON,
-		"{DOC}", t.Doc, "{BLOB}", t.Blob, "{BOOL}", t.Bool, "{FALSE}", t.False, "{KEY}", t.Key,
+		"{DOC}", t.Doc, "{BLOB}", t.Blob, "{BOOL}", t.Bool, "{FALSE}", t.False, "{KEY}", t.Key, "{KEYED}", t.Keyed,
 	).Replace(ddl)
 }
 

@@ -51,6 +51,9 @@ type Types struct {
 	Bool    string
 	False   string // the Bool type's false literal
 	Key     string // row ids: TEXT in byte order
+	// Keyed is the table option of tables keyed by their primary key,
+	// with a leading space ("" for none).
+	Keyed string
 	// Column maps an app column type to its SQL type.
 	Column func(schema.ColumnType) string
 }

@@ -119,7 +119,7 @@ func createTableDDL(t *schema.Table, ty Types) string {
 		defs = append(defs, def(m))
 	}
 	defs = append(defs, fmt.Sprintf("PRIMARY KEY (%s, %s)", quoteIdent(colPartition), quoteIdent(colRowID)))
-	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", quoteIdent(t.Name), strings.Join(defs, ", "))
+	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)%s", quoteIdent(t.Name), strings.Join(defs, ", "), ty.Keyed)
 }
 
 // createIndexDDL creates the table's declared indexes on (_sync_partition, cols…).
