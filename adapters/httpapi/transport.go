@@ -343,11 +343,11 @@ func (t *Transport) OpenBody(r *http.Request) (io.ReadCloser, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return io.NopCloser(bytes.NewReader(nil)), nil
 	}
-	wire := &cappedReader{r: r.Body, remaining: t.maxBody, onExceed: errTooLarge("request body", t.maxBody), wrapErr: errBodyRead}
+	wire := &cappedReader{r: r.Body, what: "request body", limit: t.maxBody, remaining: t.maxBody, wrapErr: errBodyRead}
 	switch coding {
 	case "identity":
-		limit := min(t.maxBody, t.maxDecoded)
-		wire.remaining, wire.onExceed = limit, errTooLarge("request body", limit)
+		wire.limit = min(t.maxBody, t.maxDecoded)
+		wire.remaining = wire.limit
 		return &body{Reader: wire, closers: []io.Closer{r.Body}}, nil
 	case "gzip":
 		zr, err := gzip.NewReader(wire)
@@ -355,7 +355,7 @@ func (t *Transport) OpenBody(r *http.Request) (io.ReadCloser, error) {
 			return nil, decodeErr(err)
 		}
 		return &body{
-			Reader:  &cappedReader{r: zr, remaining: t.maxDecoded, onExceed: errTooLarge("decoded request body", t.maxDecoded), wrapErr: decodeErr},
+			Reader:  &cappedReader{r: zr, what: "decoded request body", limit: t.maxDecoded, remaining: t.maxDecoded, wrapErr: decodeErr},
 			closers: []io.Closer{zr, r.Body},
 		}, nil
 	default: // zstd
@@ -367,7 +367,7 @@ func (t *Transport) OpenBody(r *http.Request) (io.ReadCloser, error) {
 			return nil, decodeErr(err)
 		}
 		return &body{
-			Reader:  &cappedReader{r: zr, remaining: t.maxDecoded, onExceed: errTooLarge("decoded request body", t.maxDecoded), wrapErr: decodeErr},
+			Reader:  &cappedReader{r: zr, what: "decoded request body", limit: t.maxDecoded, remaining: t.maxDecoded, wrapErr: decodeErr},
 			closers: []io.Closer{zstdCloser{zr}, r.Body},
 		}, nil
 	}
@@ -418,12 +418,15 @@ func requestCoding(values []string) (string, error) {
 	return "", errUnsupportedEncoding(codings[0])
 }
 
-// cappedReader fails with onExceed once more than remaining bytes were
+// cappedReader fails with a 413 once more than remaining bytes were
 // read, and passes other read errors through wrapErr.
 type cappedReader struct {
-	r         io.Reader
+	r io.Reader
+	// what and limit name the 413 a read past limit fails with, built
+	// only then (every request opens a body).
+	what      string
+	limit     int64
 	remaining int64
-	onExceed  error
 	wrapErr   func(error) error
 	err       error
 }
@@ -437,7 +440,7 @@ func (c *cappedReader) Read(p []byte) (int, error) {
 	}
 	n, err := c.r.Read(p)
 	if int64(n) > c.remaining {
-		c.err = c.onExceed
+		c.err = errTooLarge(c.what, c.limit)
 		return 0, c.err
 	}
 	c.remaining -= int64(n)

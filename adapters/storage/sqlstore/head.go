@@ -63,7 +63,14 @@ func (s *Store) TouchPartitionHead(ctx context.Context, hq ports.HeadQuery) (por
 	if push {
 		dest = append(dest, &result, &owner)
 	}
-	if err := s.rd.QueryRowContext(ctx, s.q(headQuery(client, push)), args...).Scan(dest...); err != nil {
+	i := 0
+	if client {
+		i |= 1
+	}
+	if push {
+		i |= 2
+	}
+	if err := s.rd.QueryRowContext(ctx, s.heads[i], args...).Scan(dest...); err != nil {
 		return ports.RequestHead{}, internal("read request head", err)
 	}
 	h := ports.RequestHead{

@@ -95,6 +95,9 @@ type Store struct {
 	binds bindingCache
 	// recent holds each partition's newest commits (recent.go); nil: none.
 	recent *recentLog
+	// heads are the request head's four statements, rebound once
+	// (head.go: every request reads one).
+	heads [4]string
 }
 
 var _ ports.Storage = (*Store)(nil)
@@ -123,6 +126,9 @@ func New(c Config) *Store {
 	}
 	if s.retries <= 0 {
 		s.retries = 5
+	}
+	for i := range s.heads {
+		s.heads[i] = s.d.Rebind(headQuery(i&1 != 0, i&2 != 0))
 	}
 	s.nextAnalyze.Store(firstAnalyze)
 	if g, ok := c.Dialect.(PartitionGroupCommitter); ok {
