@@ -55,8 +55,7 @@ func engineCommit() *scenario {
 				return nil
 			}
 			return e.timed(ctx, "read", func() (int, int, error) {
-				var v int64
-				err := en.db.QueryRowContext(ctx, en.q("SELECT v FROM "+en.table+" WHERE id=?"), id).Scan(&v)
+				v, err := en.read(ctx, id)
 				if err == nil && v != id {
 					err = fmt.Errorf("read back %d, wrote %d", v, id)
 				}

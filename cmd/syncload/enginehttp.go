@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -70,7 +71,7 @@ func engineServe(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if _, derr := en.db.ExecContext(sctx, "DROP TABLE "+en.table); derr != nil {
 		err = errors.Join(err, derr)
 	}
-	if err = errors.Join(err, en.db.Close()); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err = errors.Join(err, en.db.Close()); err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncload engine-serve: %v\n", err)
 		return 1
 	}
@@ -96,9 +97,13 @@ func (en *engineDB) handler() http.Handler {
 		if !ok {
 			return
 		}
-		var v int64
-		if err := en.db.QueryRowContext(r.Context(), en.q("SELECT v FROM "+en.table+" WHERE id=?"), id).Scan(&v); err != nil {
-			http.Error(w, "read failed", http.StatusNotFound)
+		v, err := en.read(r.Context(), id)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			http.Error(w, "no such id", http.StatusNotFound)
+			return
+		case err != nil:
+			http.Error(w, "read failed", http.StatusInternalServerError)
 			return
 		}
 		_, _ = io.WriteString(w, strconv.FormatInt(v, 10))
@@ -126,6 +131,13 @@ func (en *engineDB) commit(ctx context.Context, id int64) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// read is the one-row read back of id.
+func (en *engineDB) read(ctx context.Context, id int64) (int64, error) {
+	var v int64
+	err := en.db.QueryRowContext(ctx, en.q("SELECT v FROM "+en.table+" WHERE id=?"), id).Scan(&v)
+	return v, err
 }
 
 // engineHTTP drives engine-serve: each step POSTs a commit and GETs it back.

@@ -345,7 +345,8 @@ func TestDefaultsMatchABareServer(t *testing.T) {
 
 // TestEngineHTTP: engine-serve answers engine-http's commits and reads
 // (one read back per commit, each the value committed), refuses a request
-// without an id, and stops cleanly with its context.
+// without an id, answers 404 for an id never committed, and stops cleanly
+// with its context.
 func TestEngineHTTP(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -370,6 +371,14 @@ func TestEngineHTTP(t *testing.T) {
 	_ = res.Body.Close()
 	if res.StatusCode != http.StatusBadRequest {
 		t.Fatalf("commit without an id: status %d, want 400", res.StatusCode)
+	}
+	res, err = http.Get(url + "/engine/read?id=999")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusNotFound {
+		t.Fatalf("read of an id never committed: status %d, want 404", res.StatusCode)
 	}
 	var out bytes.Buffer
 	if code := run0(context.Background(), []string{"--url", url, "--vus", "2", "--requests", "20", "--duration", "2m", "--json", "-", "engine-http"}, &out, &errb); code != 0 {
