@@ -106,6 +106,69 @@ func TestGroupPartialFailure(t *testing.T) {
 	}
 }
 
+// TestGroupSeqsPerPartition: a group holds each partition's seq for its
+// members, so pushes to two partitions interleaved in one group, one of
+// them failing after its append, leave each log dense and each partition
+// row at its own last seq; the next group goes on from there.
+func TestGroupSeqsPerPartition(t *testing.T) {
+	s := groupStore(t)
+	release := hold(t, s) // partition p, seq 1
+	pushTo := func(partition, id string, fail bool, seq *int64) <-chan error {
+		return queue(t, s, func() error {
+			return storetest.PushItem(context.Background(), s, partition, id, func(context.Context, ports.PushTx) error {
+				if fail {
+					return errRefused
+				}
+				return nil
+			}, seq)
+		})
+	}
+	steps := []struct {
+		partition, id string
+		fail          bool
+		want          int64
+	}{
+		{"q", "q1", false, 1},
+		{"p", "p2", false, 2},
+		{"q", "q-failed", true, 0},
+		{"p", "p-failed", true, 0},
+		{"q", "q2", false, 2},
+		{"p", "p3", false, 3},
+	}
+	seqs := make([]int64, len(steps))
+	results := make([]<-chan error, len(steps))
+	for i, st := range steps {
+		results[i] = pushTo(st.partition, st.id, st.fail, &seqs[i])
+	}
+	before := sqlite.Commits(s)
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range steps {
+		err := <-results[i]
+		switch {
+		case st.fail && !errors.Is(err, errRefused):
+			t.Errorf("%s: err %v, want its own error", st.id, err)
+		case !st.fail && err != nil:
+			t.Errorf("%s: %v", st.id, err)
+		case !st.fail && seqs[i] != st.want:
+			t.Errorf("%s: seq %d, want %d", st.id, seqs[i], st.want)
+		}
+	}
+	if got := sqlite.Commits(s) - before; got != 1 {
+		t.Errorf("%d COMMITs, want one group", got)
+	}
+	for partition, want := range map[string]int64{"p": 3, "q": 2} {
+		if got := storetest.MaxSeq(t, s, partition); got != want {
+			t.Errorf("partition %s: max seq %d, want %d", partition, got, want)
+		}
+	}
+	var next int64
+	if err := storetest.PushItem(context.Background(), s, "q", "q3", nil, &next); err != nil || next != 3 {
+		t.Fatalf("next group's push to q: seq %d, err %v; want 3", next, err)
+	}
+}
+
 // TestGroupCancelledQueued: a push whose context ends while queued returns
 // at once and never runs; one cancelled mid-function is rolled back alone.
 func TestGroupCancelledQueued(t *testing.T) {

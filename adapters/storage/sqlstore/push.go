@@ -125,8 +125,8 @@ type rowSeen struct {
 // one member is the gate of every later one, until a single-statement
 // write (which may mint an epoch) joins the group.
 type groupMemo struct {
-	locked map[string]bool
-	gates  map[gateKey]checkpoint.ServeGate
+	seqs  map[string]*groupSeq // the partitions locked, with their seq
+	gates map[gateKey]checkpoint.ServeGate
 }
 
 type gateKey struct {
@@ -135,7 +135,7 @@ type gateKey struct {
 }
 
 func newGroupMemo() *groupMemo {
-	return &groupMemo{locked: map[string]bool{}, gates: map[gateKey]checkpoint.ServeGate{}}
+	return &groupMemo{seqs: map[string]*groupSeq{}, gates: map[gateKey]checkpoint.ServeGate{}}
 }
 
 // seqAhead is a grouped push's view of its partition's last commit seq,
@@ -535,7 +535,8 @@ func (t *pushTx) AppendCommit(ctx context.Context, c ports.NewCommit) (int64, er
 		return internal("append commit", err)
 	}
 	if t.seq != nil {
-		// The group owns the partition's seq (pushgroup.go): the append
+		// The group owns the partition's seq (pushgroup.go, and
+		// closeSeqs in pushbatch.go): the append
 		// writes the next one and leaves the partition row to the group,
 		// which moves it once, with its COMMIT. Answering nothing the push
 		// waits for, the append is held back like the row writes, unless

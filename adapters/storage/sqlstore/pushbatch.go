@@ -393,6 +393,9 @@ func (b *pushBatcher) lead(s *Store, self *pushReq) {
 			break
 		}
 	}
+	if broken == nil {
+		broken = closeSeqs(self.ctx, tx, memo)
+	}
 	// Nothing else can write before this group's COMMIT: a gate it read
 	// (after its last single-statement write) is the gate once it commits,
 	// the read-verify a gated push asks for (pushGroupedGate hands it on
@@ -403,6 +406,30 @@ func (b *pushBatcher) lead(s *Store, self *pushReq) {
 		}
 	}
 	b.finish(s, tx, self, group, broken, nil, nil)
+}
+
+// closeSeqs moves each partition row the group appended to, once, to the
+// group's last seq, outside every savepoint: the members' appends took the
+// seqs after the one the group read (runGrouped) and left the row alone,
+// which saves each member a write of it and the copy of its page into the
+// member's savepoint journal. The group holds the only write lock, so the
+// row still holds what the group read; the guard checks it all the same.
+func closeSeqs(ctx context.Context, tx WriteTx, memo *groupMemo) error {
+	bg := context.WithoutCancel(ctx)
+	for _, gs := range memo.seqs {
+		if gs.last == gs.stored {
+			continue
+		}
+		res, err := tx.ExecContext(bg, gs.s.q("UPDATE sync_partitions SET max_commit_seq=? WHERE partition=? AND max_commit_seq=?"),
+			gs.last, gs.partition, gs.stored)
+		if err != nil {
+			return fmt.Errorf("move commit seq: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return errors.Join(err, fmt.Errorf("move commit seq: partition %q no longer at seq %d", gs.partition, gs.stored))
+		}
+	}
+	return nil
 }
 
 // finish ends a group's transaction: rolled back when broken (the members
@@ -511,15 +538,25 @@ func (s *Store) runGrouped(tx WriteTx, r *pushReq, memo *groupMemo) error {
 	}
 	bg := context.WithoutCancel(r.ctx)
 	q := pushQuerier{tx: tx, db: s.db.DB}
-	if r.one == nil && !memo.locked[r.partition] {
-		// Before the member's savepoint, once per partition and group: the
-		// row must outlive a member whose writes are discarded (its
-		// rejection is still appended, which moves the row's seq).
-		if err := s.d.LockPartition(bg, tx, r.partition); err != nil {
-			r.err = err
-			return err
+	var gs *groupSeq
+	if r.one == nil {
+		if gs = memo.seqs[r.partition]; gs == nil {
+			// Before the member's savepoint, once per partition and group:
+			// the row must outlive a member whose writes are discarded (its
+			// rejection is still appended), and its seq is the group's from
+			// here on (closeSeqs).
+			if err := s.d.LockPartition(bg, tx, r.partition); err != nil {
+				r.err = err
+				return err
+			}
+			gs = &groupSeq{s: s, partition: r.partition, known: true}
+			if err := tx.QueryRowContext(bg, s.q("SELECT max_commit_seq FROM sync_partitions WHERE partition=?"), r.partition).Scan(&gs.stored); err != nil {
+				r.err = err
+				return err
+			}
+			gs.last = gs.stored
+			memo.seqs[r.partition] = gs
 		}
-		memo.locked[r.partition] = true
 	}
 	if _, err := tx.ExecContext(bg, "SAVEPOINT "+groupSavepoint); err != nil {
 		r.err = err
@@ -533,7 +570,7 @@ func (s *Store) runGrouped(tx WriteTx, r *pushReq, memo *groupMemo) error {
 		err = callGuarded(r, func() error { return r.one(q) })
 	} else {
 		ptx = &pushTx{s: s, tx: q, partition: r.partition, writerVersion: r.opts.WriterVersion, actorID: r.opts.ActorID,
-			discardTo: groupSavepoint, memo: memo}
+			discardTo: groupSavepoint, memo: memo, seq: &seqAhead{base: gs.last, last: gs.last}}
 		err = callGuarded(r, func() error {
 			err := r.fn(ptx)
 			r.fnErr = err
@@ -548,6 +585,7 @@ func (s *Store) runGrouped(tx WriteTx, r *pushReq, memo *groupMemo) error {
 		r.ok = true
 		if ptx != nil {
 			r.wrote, r.bound, r.appended, r.epoch = ptx.written, ptx.bound, ptx.appended, ptx.epoch
+			gs.last = ptx.seq.last
 		}
 		return nil
 	}

@@ -295,7 +295,8 @@ func (g *groupRun) rewind(df *DeferredFailure) error {
 	return nil
 }
 
-// groupSeq is a PostgreSQL group's hold on its partition's commit seq.
+// groupSeq is a group's hold on its partition's commit seq (a SQLite
+// group's per partition: groupMemo.seqs).
 type groupSeq struct {
 	s         *Store
 	partition string
