@@ -238,6 +238,17 @@ func (*dialect) LockPartition(ctx context.Context, tx sqlstore.WriteTx, partitio
 	return err
 }
 
+// LockPartitionSeq implements sqlstore.GroupCommitter: LockPartition
+// answering the row's seq. The no-op update makes an existing row answer
+// RETURNING too; it writes the row, which the group's closeSeqs writes
+// anyway once a member appends.
+func (*dialect) LockPartitionSeq(ctx context.Context, tx sqlstore.WriteTx, partition string) (int64, error) {
+	var seq int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO sync_partitions(partition) VALUES (?)
+ON CONFLICT (partition) DO UPDATE SET max_commit_seq=max_commit_seq RETURNING max_commit_seq`, partition).Scan(&seq)
+	return seq, err
+}
+
 func (*dialect) LockSchema(context.Context, sqlstore.WriteTx) error { return nil }
 
 // LockSchemaWork needs no lock of its own: every DDL and migration runs in

@@ -21,6 +21,10 @@ type GroupCommitter interface {
 	// PushBatch bounds a group: at most MaxPushes pushes, and no push is
 	// started once the group has been open for MaxOpen.
 	PushBatch() (maxPushes int, maxOpen time.Duration)
+	// LockPartitionSeq is LockPartition, in one statement that also
+	// returns the partition's last commit seq, which the group then holds
+	// (closeSeqs).
+	LockPartitionSeq(ctx context.Context, tx WriteTx, partition string) (int64, error)
 }
 
 // PartitionGroupCommitter is implemented by dialects whose write
@@ -107,6 +111,9 @@ type pushBatcher struct {
 	maxPushes int
 	maxOpen   time.Duration
 	now       func() time.Time
+	// g is the dialect of the one batcher of a GroupCommitter (nil in a
+	// batchSet).
+	g GroupCommitter
 
 	// mu is the batcher's own, or its batchSet's, shared by the set's
 	// batchers so an idle batcher can leave the set without a race.
@@ -395,7 +402,7 @@ func (b *pushBatcher) lead(s *Store, self *pushReq) {
 	var broken error
 	for r := self; r != nil; r = b.next(len(group), opened) {
 		group = append(group, r)
-		if broken = s.runGrouped(tx, r, memo); broken != nil {
+		if broken = s.runGrouped(b.g, tx, r, memo); broken != nil {
 			break
 		}
 	}
@@ -537,7 +544,7 @@ func lastOK(group []*pushReq) *pushReq {
 // runGrouped runs one request of a group in its own savepoint. It sets
 // r's outcome; a non-nil return means the transaction itself is lost
 // (SQLite rolled it back) and the group must be abandoned.
-func (s *Store) runGrouped(tx WriteTx, r *pushReq, memo *groupMemo) error {
+func (s *Store) runGrouped(g GroupCommitter, tx WriteTx, r *pushReq, memo *groupMemo) error {
 	if err := r.ctx.Err(); err != nil {
 		r.err = err // cancelled while queued: never run
 		return nil
@@ -551,16 +558,12 @@ func (s *Store) runGrouped(tx WriteTx, r *pushReq, memo *groupMemo) error {
 			// the row must outlive a member whose writes are discarded (its
 			// rejection is still appended), and its seq is the group's from
 			// here on (closeSeqs).
-			if err := s.d.LockPartition(bg, tx, r.partition); err != nil {
+			seq, err := g.LockPartitionSeq(bg, tx, r.partition)
+			if err != nil {
 				r.err = err
 				return err
 			}
-			gs = &groupSeq{s: s, partition: r.partition, known: true}
-			if err := tx.QueryRowContext(bg, s.q("SELECT max_commit_seq FROM sync_partitions WHERE partition=?"), r.partition).Scan(&gs.stored); err != nil {
-				r.err = err
-				return err
-			}
-			gs.last = gs.stored
+			gs = &groupSeq{s: s, partition: r.partition, known: true, stored: seq, last: seq}
 			memo.seqs[r.partition] = gs
 		}
 	}

@@ -137,7 +137,7 @@ func New(c Config) *Store {
 		}
 	} else if g, ok := c.Dialect.(GroupCommitter); ok {
 		if n, open := g.PushBatch(); n > 1 && open > 0 {
-			s.pushes = &pushBatcher{maxPushes: n, maxOpen: open, now: s.now, mu: new(sync.Mutex)}
+			s.pushes = &pushBatcher{maxPushes: n, maxOpen: open, now: s.now, mu: new(sync.Mutex), g: g}
 		}
 	}
 	return s
