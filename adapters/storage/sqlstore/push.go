@@ -119,8 +119,8 @@ type rowSeen struct {
 }
 
 // groupMemo is what a SQLite group's transaction has established for its
-// later members: the partitions whose row exists, and the serve gates
-// read. The group holds the database's only write lock and none of its
+// later members: the partitions locked, with the commit seq it holds for
+// each (closeSeqs), and the serve gates read. The group holds the database's only write lock and none of its
 // pushes writes what the gate reads (pushbatch.go), so a gate read by
 // one member is the gate of every later one, until a single-statement
 // write (which may mint an epoch) joins the group.
@@ -535,10 +535,10 @@ func (t *pushTx) AppendCommit(ctx context.Context, c ports.NewCommit) (int64, er
 		return internal("append commit", err)
 	}
 	if t.seq != nil {
-		// The group owns the partition's seq (pushgroup.go, and
-		// closeSeqs in pushbatch.go): the append
-		// writes the next one and leaves the partition row to the group,
-		// which moves it once, with its COMMIT. Answering nothing the push
+		// The group owns the partition's seq (pushgroup.go; SQLite:
+		// closeSeqs in pushbatch.go): the append writes the next one and
+		// leaves the partition row to the group, which moves it once,
+		// with its COMMIT. On PostgreSQL, answering nothing the push
 		// waits for, the append is held back like the row writes, unless
 		// a held row write may fail a constraint (constrained): the
 		// append must then report that failure.
