@@ -364,6 +364,18 @@ type LogReader interface {
 	ProbeCommitWindow(ctx context.Context, partition string, p WindowProbe) (WindowSummary, error)
 }
 
+// WindowChangeCounter is implemented by stores that count a window's
+// changes to a table from an index, reading neither their scopes nor
+// their rows. Every matching change is one of them, so a count within
+// the far-behind limit answers the far-behind test without the probe,
+// which costs a seek and a scope decode per candidate commit.
+type WindowChangeCounter interface {
+	// CountWindowChanges counts the changes to p.Table in the window
+	// p.AfterSeq < seq ≤ p.ThroughSeq, whatever their scopes (p.ScopeFilter
+	// is not consulted), stopping at p.Limit+1.
+	CountWindowChanges(ctx context.Context, partition string, p WindowProbe) (int, error)
+}
+
 // RecentWindowReader is implemented by stores that keep a partition's
 // newest commits in memory, as this process committed them. A window held
 // whole is answered from memory: complete, whatever a prune deletes

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/syncd-dev/syncd/adapters/segments/imagebuilder"
+	"github.com/syncd-dev/syncd/adapters/storage/memory"
 	"github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
@@ -559,10 +560,13 @@ func (e *env) deleteProject(owner, id string) int64 {
 // bootstrap section at a fresh pin instead of the commits; with a delete
 // in the window (which the client's upserts could not undo) with a reset.
 func TestCatchUpThroughSegments(t *testing.T) {
+	var probes *probeCounter
 	farBehind := func(t *testing.T, threshold int) *env {
 		e := newEnv(t, func(o *pull.Options) {
 			withBuilder(t)(o)
 			o.CatchUpChanges = threshold
+			probes = &probeCounter{Store: o.Store.(*memory.Store)}
+			o.Store = probes
 		})
 		e.seed("alice", "a", 1) // seq 1: the client holds it
 		for i := range 12 {
@@ -615,6 +619,18 @@ func TestCatchUpThroughSegments(t *testing.T) {
 			t.Fatalf("incremental: bootstrap %v, %d commits", r.starts[0].Bootstrap, len(r.commits[0]))
 		}
 	})
+	t.Run("no probe while every change to the table is within the threshold", func(t *testing.T) {
+		e := farBehind(t, 24) // alice's 12 and bob's 12 changes after the cursor
+		r := e.ok(rows, aliceGrant, sub("s", 1))
+		if r.starts[0].Bootstrap || len(r.commits[0]) != 5 || probes.n != 0 {
+			t.Fatalf("incremental: bootstrap %v, %d commits, %d probes", r.starts[0].Bootstrap, len(r.commits[0]), probes.n)
+		}
+		e = farBehind(t, 23) // one more than the threshold: the probe decides
+		r = e.ok(rows, aliceGrant, sub("s", 1))
+		if r.starts[0].Bootstrap || len(r.commits[0]) != 5 || probes.n != 1 {
+			t.Fatalf("incremental: bootstrap %v, %d commits, %d probes", r.starts[0].Bootstrap, len(r.commits[0]), probes.n)
+		}
+	})
 	t.Run("one response suffices", func(t *testing.T) {
 		e := farBehind(t, 10)
 		h := rows
@@ -630,4 +646,15 @@ func TestCatchUpThroughSegments(t *testing.T) {
 			t.Fatalf("incremental: bootstrap %v, %d commits", r.starts[0].Bootstrap, len(r.commits[0]))
 		}
 	})
+}
+
+// probeCounter counts the far-behind probes a pull runs.
+type probeCounter struct {
+	*memory.Store
+	n int
+}
+
+func (p *probeCounter) ProbeCommitWindow(ctx context.Context, partition string, w ports.WindowProbe) (ports.WindowSummary, error) {
+	p.n++
+	return p.Store.ProbeCommitWindow(ctx, partition, w)
 }

@@ -466,9 +466,22 @@ func changeCount(cs []commit.Commit) int {
 // matching delete is answered with a reset, a declared discontinuity
 // after which the client bootstraps afresh and clears first.
 func (s *Service) catchUp(ctx context.Context, r Request, p *plan, b ports.LogBounds) error {
-	sum, err := s.o.Store.ProbeCommitWindow(ctx, r.Partition, ports.WindowProbe{
+	probe := ports.WindowProbe{
 		Table: p.sub.Table, ScopeFilter: p.effective, AfterSeq: p.sub.Cursor, ThroughSeq: b.MaxSeq, Limit: s.o.CatchUpChanges,
-	})
+	}
+	if c, ok := s.o.Store.(ports.WindowChangeCounter); ok {
+		// Within the limit counting every change to the table, the
+		// matching ones are too: a catch-up whose responses each trigger
+		// this test otherwise probes the rest of its window every time.
+		n, err := c.CountWindowChanges(ctx, r.Partition, probe)
+		if err != nil {
+			return fmt.Errorf("count window changes: %w", err)
+		}
+		if n <= s.o.CatchUpChanges {
+			return nil
+		}
+	}
+	sum, err := s.o.Store.ProbeCommitWindow(ctx, r.Partition, probe)
 	if err != nil {
 		return fmt.Errorf("probe commit window: %w", err)
 	}

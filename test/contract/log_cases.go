@@ -22,6 +22,7 @@ func logGroups() []group {
 			{"CommitSeqBefore", testCommitSeqBefore},
 			{"LatestScopedChangeIsTheScopePin", testLatestScopedChange},
 			{"ProbeCountsChangesAndFindsDeletes", testProbeWindow},
+			{"CountWindowChangesBoundsTheProbe", testCountWindow},
 		}},
 		{"Rows", []testCase{
 			{"ScanKeysetInByteOrder", testScanByteOrder},
@@ -217,6 +218,55 @@ func testProbeWindow(t *testing.T, h Harness) {
 	_, err := e.s.ProbeCommitWindow(e.ctx, "p1", ports.WindowProbe{Table: "tasks", ThroughSeq: 6, Limit: 10})
 	wantCode(t, err, syncerr.StorageScanRequiresScope)
 	_, err = e.s.ProbeCommitWindow(e.ctx, "p1", ports.WindowProbe{Table: "tasks", ScopeFilter: map[string][]string{"project": {"p1"}}, ThroughSeq: 6, Limit: -1})
+	wantCode(t, err, syncerr.StorageInvalidLimit)
+}
+
+// The far-behind pre-test: every change to the table in the window,
+// whatever its scopes, counted up to the limit; never fewer than the
+// probe counts.
+func testCountWindow(t *testing.T, h Harness) {
+	e := open(t, h)
+	logFixture(e)
+	c, ok := e.s.(ports.WindowChangeCounter)
+	if !ok {
+		t.Fatalf("%T does not count window changes", e.s)
+	}
+	tests := []struct {
+		name           string
+		table          string
+		after, through int64
+		limit          int
+		want           int
+	}{
+		{"every change to the table, any scope", "tasks", 0, 6, 100, 8},
+		{"other tables are not counted", "notes", 0, 6, 100, 1},
+		{"stops counting past the limit", "tasks", 0, 6, 3, 4},
+		{"limit zero", "tasks", 5, 6, 0, 1},
+		{"after is exclusive, through inclusive", "tasks", 4, 5, 100, 1},
+		{"a commit of several changes counts each", "tasks", 5, 6, 100, 3},
+		{"empty window", "tasks", 6, 6, 100, 0},
+		{"unknown table", "nope", 0, 6, 100, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := c.CountWindowChanges(e.ctx, "p1", ports.WindowProbe{Table: tt.table, AfterSeq: tt.after, ThroughSeq: tt.through, Limit: tt.limit})
+			must(t, err)
+			if got != tt.want {
+				t.Fatalf("CountWindowChanges = %d, want %d", got, tt.want)
+			}
+		})
+	}
+	for _, f := range []map[string][]string{{"project": {"p1"}}, {"project": {"p2"}}, {"project": {"p1"}, "owner": {"o1"}}} {
+		sum, err := e.s.ProbeCommitWindow(e.ctx, "p1", ports.WindowProbe{Table: "tasks", ScopeFilter: f, ThroughSeq: 6, Limit: 100})
+		must(t, err)
+		if n, err := c.CountWindowChanges(e.ctx, "p1", ports.WindowProbe{Table: "tasks", ThroughSeq: 6, Limit: 100}); err != nil || n < sum.Changes {
+			t.Fatalf("count %d %v below the probe's %d for %v", n, err, sum.Changes, f)
+		}
+	}
+	if got, err := c.CountWindowChanges(e.ctx, "p2", ports.WindowProbe{Table: "tasks", ThroughSeq: 6, Limit: 10}); err != nil || got != 0 {
+		t.Fatalf("other partition = %d %v", got, err)
+	}
+	_, err := c.CountWindowChanges(e.ctx, "p1", ports.WindowProbe{Table: "tasks", ThroughSeq: 6, Limit: -1})
 	wantCode(t, err, syncerr.StorageInvalidLimit)
 }
 

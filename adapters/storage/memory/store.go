@@ -416,6 +416,29 @@ func (s *Store) ProbeCommitWindow(ctx context.Context, name string, pr ports.Win
 	})
 }
 
+// CountWindowChanges implements ports.WindowChangeCounter.
+func (s *Store) CountWindowChanges(ctx context.Context, name string, pr ports.WindowProbe) (int, error) {
+	if pr.Limit < 0 {
+		return 0, syncerr.Newf(syncerr.StorageInvalidLimit, "window count limit %d", pr.Limit)
+	}
+	return peekPartition(ctx, s, name, func(p *partition) (int, error) {
+		n := 0
+		for _, rec := range p.d.commits {
+			if rec.c.Seq <= pr.AfterSeq || rec.c.Seq > pr.ThroughSeq {
+				continue
+			}
+			for _, ch := range rec.c.Changes {
+				if ch.Table == pr.Table {
+					n = min(n+1, pr.Limit+1)
+				}
+			}
+		}
+		return n, nil
+	})
+}
+
+var _ ports.WindowChangeCounter = (*Store)(nil)
+
 func readWindow(d *data, w ports.CommitWindow) []commit.Commit {
 	var out []commit.Commit
 	n := 0

@@ -88,6 +88,24 @@ ORDER BY c.k`, candidates("sync_change_scopes", "commit_seq", " AND commit_seq>?
 	}
 }
 
+// CountWindowChanges implements ports.WindowChangeCounter: a range of the
+// covering index on (partition, commit_seq, tbl), stopping at the limit.
+func (s *Store) CountWindowChanges(ctx context.Context, partition string, p ports.WindowProbe) (int, error) {
+	if p.Limit < 0 {
+		return 0, syncerr.Newf(syncerr.StorageInvalidLimit, "window count limit %d", p.Limit)
+	}
+	if p.ThroughSeq <= p.AfterSeq {
+		return 0, nil
+	}
+	var n int
+	err := s.rd.QueryRowContext(ctx, s.q(`SELECT count(*) FROM (SELECT 1 FROM sync_changes
+WHERE partition=? AND commit_seq>? AND commit_seq<=? AND tbl=? LIMIT ?) w`),
+		partition, p.AfterSeq, p.ThroughSeq, p.Table, p.Limit+1).Scan(&n)
+	return n, internal("count window changes", err)
+}
+
+var _ ports.WindowChangeCounter = (*Store)(nil)
+
 // probePage folds one page of candidate commits into sum (the candidates
 // are limited, not the join: every commit arrives with all its changes to
 // the table); it returns the last candidate and how many there were.
