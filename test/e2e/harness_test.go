@@ -80,6 +80,8 @@ type gatedStore struct {
 	// beforePush, when set, runs as each push begins, before its
 	// transaction (a test holds pushes at a barrier with it).
 	beforePush atomic.Pointer[func()]
+	// probes counts the far-behind probes pulls ran.
+	probes atomic.Int64
 }
 
 // Pools passes the engine's pools through, for their metrics.
@@ -144,6 +146,21 @@ func (g *gatedStore) ReadRecentWindow(partition, logEpoch string, w ports.Commit
 		return rr.ReadRecentWindow(partition, logEpoch, w)
 	}
 	return nil, false
+}
+
+// CountWindowChanges passes the engine's far-behind count through; an
+// engine without one sends every far-behind test to the probe.
+func (g *gatedStore) CountWindowChanges(ctx context.Context, partition string, p ports.WindowProbe) (int, error) {
+	if c, ok := g.Storage.(ports.WindowChangeCounter); ok {
+		return c.CountWindowChanges(ctx, partition, p)
+	}
+	return p.Limit + 1, nil
+}
+
+// ProbeCommitWindow counts the probe and passes it through.
+func (g *gatedStore) ProbeCommitWindow(ctx context.Context, partition string, p ports.WindowProbe) (ports.WindowSummary, error) {
+	g.probes.Add(1)
+	return g.Storage.ProbeCommitWindow(ctx, partition, p)
 }
 
 // ReadBoundsAndGate passes the engine's combined read through.

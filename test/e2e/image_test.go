@@ -177,6 +177,48 @@ func checkServedImage(t *testing.T, c *client.Client, ref *ssp2.SegmentRef, vers
 	}
 }
 
+// §8.4 end to end, on each engine's own count: a gap of more than one
+// response but within the threshold is served as commits without a
+// probe; past the threshold the probe decides, and a bootstrap follows.
+func TestCatchUpCountsBeforeItProbesE2E(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := start(t, e, serverOpts{config: func(c *config.Config) { c.Sync.PullCatchUpChanges = 20 }})
+		seedRows(t, s.store, s.sch, "proj", "alice", "a", 10, 10)
+		far := laneClient(t, s, "far", client.Options{Accept: rowsLane, LimitCommits: 10})
+		far.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+		ctx := t.Context()
+		if _, err := far.PullUntilIdle(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		behind := func(prefix string, n int) {
+			for i := range n {
+				seedRows(t, s.store, s.sch, "proj", "alice", fmt.Sprint(prefix, i), 1, 1)
+			}
+		}
+		behind("g", 15)
+		res, err := far.Pull(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sec := res.Sections["projects"]; sec.Bootstrap || sec.Commits != 10 || s.store.probes.Load() != 0 {
+			t.Fatalf("within the threshold: %+v, %d probes", sec, s.store.probes.Load())
+		}
+		if _, err := far.PullUntilIdle(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		behind("h", 25)
+		if res, err = far.Pull(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if sec := res.Sections["projects"]; !sec.Bootstrap || s.store.probes.Load() != 1 {
+			t.Fatalf("past the threshold: %+v, %d probes", sec, s.store.probes.Load())
+		}
+		if got := len(far.RowIDs("projects")); got != 50 {
+			t.Fatalf("after catch-up %d rows, want 50", got)
+		}
+	})
+}
+
 // §8.4 end to end: a client far behind catches up through a bootstrap
 // section instead of the commits, and after a delete in its gap through a
 // reset and a fresh bootstrap; it converges either way.
