@@ -177,24 +177,34 @@ func checkServedImage(t *testing.T, c *client.Client, ref *ssp2.SegmentRef, vers
 	}
 }
 
+// caughtUp starts a server with a far-behind threshold of 20 changes,
+// seeds 10 rows of alice's and a rows-lane client (10 changes a
+// response) holding them all; behind(prefix, n) then puts it n one-row
+// commits behind.
+func caughtUp(t *testing.T, e engine) (*server, *client.Client, func(prefix string, n int)) {
+	t.Helper()
+	s := start(t, e, serverOpts{config: func(c *config.Config) { c.Sync.PullCatchUpChanges = 20 }})
+	seedRows(t, s.store, s.sch, "proj", "alice", "a", 10, 10)
+	far := laneClient(t, s, "far", client.Options{Accept: rowsLane, LimitCommits: 10})
+	far.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+	if _, err := far.PullUntilIdle(t.Context(), 10); err != nil {
+		t.Fatal(err)
+	}
+	behind := func(prefix string, n int) {
+		for i := range n {
+			seedRows(t, s.store, s.sch, "proj", "alice", fmt.Sprint(prefix, i), 1, 1)
+		}
+	}
+	return s, far, behind
+}
+
 // §8.4 end to end, on each engine's own count: a gap of more than one
 // response but within the threshold is served as commits without a
 // probe; past the threshold the probe decides, and a bootstrap follows.
 func TestCatchUpCountsBeforeItProbesE2E(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
-		s := start(t, e, serverOpts{config: func(c *config.Config) { c.Sync.PullCatchUpChanges = 20 }})
-		seedRows(t, s.store, s.sch, "proj", "alice", "a", 10, 10)
-		far := laneClient(t, s, "far", client.Options{Accept: rowsLane, LimitCommits: 10})
-		far.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+		s, far, behind := caughtUp(t, e)
 		ctx := t.Context()
-		if _, err := far.PullUntilIdle(ctx, 10); err != nil {
-			t.Fatal(err)
-		}
-		behind := func(prefix string, n int) {
-			for i := range n {
-				seedRows(t, s.store, s.sch, "proj", "alice", fmt.Sprint(prefix, i), 1, 1)
-			}
-		}
 		behind("g", 15)
 		res, err := far.Pull(ctx)
 		if err != nil {
@@ -224,20 +234,9 @@ func TestCatchUpCountsBeforeItProbesE2E(t *testing.T) {
 // reset and a fresh bootstrap; it converges either way.
 func TestCatchUpThroughSegmentsE2E(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
-		s := start(t, e, serverOpts{config: func(c *config.Config) { c.Sync.PullCatchUpChanges = 20 }})
-		seedRows(t, s.store, s.sch, "proj", "alice", "a", 10, 10)
-		far := laneClient(t, s, "far", client.Options{Accept: rowsLane, LimitCommits: 10})
-		far.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+		s, far, behind := caughtUp(t, e)
 		ctx := t.Context()
-		if _, err := far.PullUntilIdle(ctx, 10); err != nil {
-			t.Fatal(err)
-		}
-		behind := func(prefix string) {
-			for i := range 30 {
-				seedRows(t, s.store, s.sch, "proj", "alice", fmt.Sprint(prefix, i), 1, 1)
-			}
-		}
-		behind("g")
+		behind("g", 30)
 		res, err := far.Pull(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -256,7 +255,7 @@ func TestCatchUpThroughSegmentsE2E(t *testing.T) {
 		if _, err := w.Push(ctx); err != nil {
 			t.Fatal(err)
 		}
-		behind("h")
+		behind("h", 30)
 		res, err = far.Pull(ctx)
 		if err != nil {
 			t.Fatal(err)
