@@ -2,6 +2,7 @@ package contract
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -17,6 +18,7 @@ func logGroups() []group {
 			{"WindowFiltersByScope", testWindowFilters},
 			{"WindowLimitKeepsCommitsWhole", testWindowLimit},
 			{"WindowRequiresScopeAndLimit", testWindowArgs},
+			{"WindowOverDenseAndSparseRuns", testWindowDenseSparse},
 			{"RangeReadsWholeCommits", testRangeWhole},
 			{"RangeLimitLeavesCommitsOutWhole", testRangeLimit},
 			{"CommitSeqBefore", testCommitSeqBefore},
@@ -119,6 +121,132 @@ func testWindowLimit(t *testing.T, h Harness) {
 			cs := e.window("p1", map[string][]string{"project": {"p1"}}, tt.after, 6, tt.limit)
 			if got := changeIDs(cs); !equalStrings(got, tt.want) {
 				t.Fatalf("window = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// denseSparseFixture writes 300 commits to p1 and returns each commit's
+// tasks changes in idx order (nil for the notes commit):
+//
+//	1–120   nearly every commit is project p1's (a store may read such a
+//	        run by seq range): every 15th is p2's, every 40th holds p2, p1,
+//	        p1 changes;
+//	121–220 p1 sparse: p2's but every 9th;
+//	221–300 p1 dense again, every 11th deleting a row of the first run
+//	        before its upsert;
+//	60, 260 notes commits of p1, which no tasks window holds.
+func denseSparseFixture(e *env) [][]task {
+	var log [][]task
+	for i := 1; i <= 300; i++ {
+		own := fmt.Sprintf("o%d", i%3)
+		p1 := task{id: fmt.Sprintf("t%d", i), project: "p1", owner: own}
+		p2 := task{id: fmt.Sprintf("u%d", i), project: "p2", owner: own}
+		var ups, dels []task
+		switch {
+		case i == 60 || i == 260:
+			must(e.t, e.push("p1", func(tx ports.PushTx) error {
+				if err := tx.UpsertRow(e.ctx, "notes", noteWrite(int64(i), "p1")); err != nil {
+					return err
+				}
+				_, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: int64(i), ActorID: "a", ClientID: "c", ClientCommitID: "n", Changes: []commit.Change{noteUpsert(int64(i), "p1")}})
+				return err
+			}))
+			log = append(log, nil)
+			continue
+		case i <= 120 && i%40 == 0:
+			ups = []task{p2, p1, {id: fmt.Sprintf("v%d", i), project: "p1", owner: "o1"}}
+		case i <= 120 && i%15 == 0, i > 120 && i <= 220 && i%9 != 0:
+			ups = []task{p2}
+		case i > 220 && i%11 == 0:
+			dels = []task{{id: fmt.Sprintf("t%d", i-200), project: "p1", owner: fmt.Sprintf("o%d", (i-200)%3)}}
+			ups = []task{p1}
+		default:
+			ups = []task{p1}
+		}
+		if seq := e.commitTasks("p1", int64(i), ups, dels); seq != int64(i) {
+			e.t.Fatalf("commit %d got seq %d", i, seq)
+		}
+		log = append(log, append(dels, ups...))
+	}
+	return log
+}
+
+// modelWindow is the window rule over the fixture's log: oldest first,
+// each commit with a matching change whole, stopping at the commit that
+// reaches the limit.
+func modelWindow(log [][]task, filter map[string][]string, after, through int64, limit int) []string {
+	var out []string
+	for seq := after + 1; seq <= through && len(out) < limit; seq++ {
+		for _, k := range log[seq-1] {
+			if matches := func() bool {
+				for v, vals := range filter {
+					got := map[string]string{"project": k.project, "owner": k.owner}[v]
+					if !slices.Contains(vals, got) {
+						return false
+					}
+				}
+				return true
+			}(); matches {
+				out = append(out, fmt.Sprintf("%d:%s", seq, k.id))
+			}
+		}
+	}
+	return out
+}
+
+func testWindowDenseSparse(t *testing.T, h Harness) {
+	e := open(t, h)
+	log := denseSparseFixture(e)
+	p1 := map[string][]string{"project": {"p1"}}
+	tests := []struct {
+		name           string
+		filter         map[string][]string
+		after, through int64
+		limit          int
+	}{
+		{"whole log", p1, 0, 300, 1000},
+		{"one page of a dense run", p1, 0, 300, 50},
+		{"dense run past the probe", p1, 0, 120, 100},
+		{"dense run into the sparse one", p1, 90, 300, 40},
+		{"sparse run into the dense one", p1, 130, 300, 30},
+		{"stops inside a many-change commit's page", p1, 30, 300, 9},
+		{"limit one", p1, 0, 300, 1},
+		{"second variable filtered", map[string][]string{"project": {"p1"}, "owner": {"o1"}}, 0, 300, 1000},
+		{"second variable limited", map[string][]string{"project": {"p1"}, "owner": {"o2"}}, 10, 290, 25},
+		{"two values", map[string][]string{"project": {"p1", "p2"}}, 0, 300, 1000},
+		{"two values limited", map[string][]string{"project": {"p2", "p1"}}, 100, 250, 70},
+		{"the other value alone", map[string][]string{"project": {"p2"}}, 0, 300, 1000},
+		{"through inside a dense run", p1, 0, 77, 1000},
+	}
+	t.Run("every bound and limit", func(t *testing.T) {
+		for _, after := range []int64{0, 37, 59, 60, 100, 119, 150, 200, 219, 230, 259} {
+			for _, through := range []int64{250, 300} {
+				for _, limit := range []int{1, 2, 3, 5, 8, 13, 21, 34, 55, 63, 64, 65, 89, 100, 144, 200, 233, 377} {
+					for _, filter := range []map[string][]string{p1, {"project": {"p1", "p2"}}} {
+						want := modelWindow(log, filter, after, through, limit)
+						if got := changeIDs(e.window("p1", filter, after, through, limit)); !equalStrings(got, want) {
+							t.Fatalf("window %v (%d, %d] limit %d = %v\nwant %v", filter, after, through, limit, got, want)
+						}
+					}
+				}
+			}
+		}
+	})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := modelWindow(log, tt.filter, tt.after, tt.through, tt.limit)
+			cs := e.window("p1", tt.filter, tt.after, tt.through, tt.limit)
+			if got := changeIDs(cs); !equalStrings(got, want) {
+				t.Fatalf("window = %v\nwant     %v", got, want)
+			}
+			for i, c := range cs {
+				if i > 0 && c.Seq <= cs[i-1].Seq {
+					t.Fatalf("commits not oldest first: %v", seqsOf(cs))
+				}
+				if c.CreatedAtMs != c.Seq || c.ActorID != "actor" || c.ClientID != "client" {
+					t.Fatalf("commit %d header = %d %q %q", c.Seq, c.CreatedAtMs, c.ActorID, c.ClientID)
+				}
 			}
 		})
 	}

@@ -21,7 +21,8 @@ func (s *Store) LogBounds(ctx context.Context, partition string) (ports.LogBound
 
 // ReadCommitWindow implements ports.LogReader: candidates come from the
 // change-scope inverted index, one statement per page joined to the commit
-// metadata and the table's changes.
+// metadata and the table's changes; where the candidates are dense (at
+// least every other seq), the following pages read the seq range instead.
 func (s *Store) ReadCommitWindow(ctx context.Context, partition string, w ports.CommitWindow) ([]commit.Commit, error) {
 	out, err := s.readCommitWindow(ctx, s.rd, partition, w)
 	return out, internal("read commit window", err)
@@ -40,22 +41,70 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 		return nil, nil
 	}
 	query := s.windowQuery(len(values))
-	batch := max(64, w.LimitChanges)
+	batch := max(windowProbe, w.LimitChanges)
+	// The first page probes the window's density when the window is
+	// longer than a probe: a catch-up over one busy scope has a candidate
+	// at nearly every seq, and its commits are then cheaper to read by
+	// the seq range (one ordered scan of the changes) than by seeking
+	// each candidate's header and changes.
+	page := batch
+	if w.ThroughSeq-w.AfterSeq > windowProbe {
+		page = windowProbe
+	}
 	var out []commit.Commit
 	delivered := 0
 	after := w.AfterSeq
-	for delivered < w.LimitChanges {
-		args := candidateArgs([]any{partition, w.Table, drive}, values, []any{after, w.ThroughSeq}, batch)
+	dense := false
+	for delivered < w.LimitChanges && after < w.ThroughSeq {
+		from, kept := after, len(out)
+		if dense {
+			through := min(w.ThroughSeq, after+int64(max(windowProbe, w.LimitChanges-delivered)))
+			args := []any{partition, after, through, partition, w.Table, after, through}
+			_, done, err := s.windowPage(ctx, q, s.windowRangeQuery(), args, w, &out, &delivered, &after)
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				break
+			}
+			// A range stays dense while at least half its seqs are
+			// delivered commits; otherwise the candidates are sparse again.
+			dense = 2*(len(out)-kept) >= int(through-from)
+			after = through
+			continue
+		}
+		args := candidateArgs([]any{partition, w.Table, drive}, values, []any{after, w.ThroughSeq}, page)
 		args = append(args, partition, partition, w.Table)
 		cands, done, err := s.windowPage(ctx, q, query, args, w, &out, &delivered, &after)
 		if err != nil {
 			return nil, err
 		}
-		if done || cands < batch {
+		if done || cands < page {
 			break
 		}
+		dense = 2*(len(out)-kept) >= int(after-from)
+		page = batch
 	}
 	return out, nil
+}
+
+// windowProbe is the candidate page that probes a long window's density,
+// and the least page or range read.
+const windowProbe = 64
+
+// windowRangeQuery reads a dense window's table changes by seq range over
+// the changes' primary key, in seq order; its args are partition, after,
+// through, partition, table, after, through. The commits are bounded by
+// the same range so that PostgreSQL reads them by range too rather than
+// scanning the log; windowPage applies the full scope filter and puts a
+// commit's changes in idx order.
+func (s *Store) windowRangeQuery() string {
+	return s.q(`SELECT ch.commit_seq, m.actor_id, m.created_at_ms, m.client_id, m.client_commit_id,
+  ch.idx, ch.row_id, ch.op, ch.row_version, ch.scopes, ch.payload
+FROM sync_changes ch
+LEFT JOIN sync_commits m ON m.partition=? AND m.commit_seq=ch.commit_seq AND m.commit_seq>? AND m.commit_seq<=?
+WHERE ch.partition=? AND ch.tbl=? AND ch.commit_seq>? AND ch.commit_seq<=?
+ORDER BY ch.commit_seq`)
 }
 
 // windowQuery is the commit-window page statement for nvals driving
@@ -313,8 +362,9 @@ type Statement struct {
 	Args []any
 }
 
-// PlanTargets returns the first-page statements ReadCommitWindow and
-// ScanRows run for w and q, so engine tests can read their query plans.
+// PlanTargets returns the statements ReadCommitWindow (a candidate page
+// and a dense window's range read) and ScanRows run for w and q, so engine
+// tests can read their query plans.
 func (s *Store) PlanTargets(partition string, w ports.CommitWindow, q ports.RowScan) ([]Statement, error) {
 	var out []Statement
 	drive, err := drivingVariable(w.ScopeFilter)
@@ -325,6 +375,7 @@ func (s *Store) PlanTargets(partition string, w ports.CommitWindow, q ports.RowS
 	batch := max(64, w.LimitChanges)
 	args := candidateArgs([]any{partition, w.Table, drive}, values, []any{w.AfterSeq, w.ThroughSeq}, batch)
 	out = append(out, Statement{s.windowQuery(len(values)), append(args, partition, partition, w.Table)})
+	out = append(out, Statement{s.windowRangeQuery(), []any{partition, w.AfterSeq, w.ThroughSeq, partition, w.Table, w.AfterSeq, w.ThroughSeq}})
 	ts, err := s.table(q.Table)
 	if err != nil {
 		return nil, err
