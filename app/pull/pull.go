@@ -143,6 +143,7 @@ type Service struct {
 	flight   flight
 	cache    *pageCache
 	declined declinedImages
+	buffers  spoolBuffers
 }
 
 // New validates opts and builds the Service.
@@ -178,7 +179,12 @@ func New(o Options) (*Service, error) {
 }
 
 // NewSpool returns an empty response buffer with the configured bound.
-func (s *Service) NewSpool() *Spool { return NewSpool(s.o.SpoolMemoryBytes, s.o.SpoolDir) }
+// Its memory is recycled once it is closed.
+func (s *Service) NewSpool() *Spool {
+	sp := NewSpool(s.o.SpoolMemoryBytes, s.o.SpoolDir)
+	sp.buffers = &s.buffers
+	return sp
+}
 
 // Limits are the clamped PULL_HEADER limits (SPEC §4.2).
 type Limits struct {

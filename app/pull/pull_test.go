@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -593,6 +594,47 @@ func TestSpoolSpills(t *testing.T) {
 	var b strings.Builder
 	if _, err := sp.WriteTo(&b); err != nil || b.String() != "0-1-2-3-4-5-6-7-8-9-" {
 		t.Fatalf("%q %v", b.String(), err)
+	}
+}
+
+// A closed spool's memory serves the next response, which holds only what
+// it was written: in memory, after a spill, and when the spooled bytes
+// were read before Close.
+func TestSpoolMemoryRecycled(t *testing.T) {
+	e := newEnv(t, func(o *pull.Options) { o.SpoolMemoryBytes, o.SpoolDir = 64, t.TempDir() })
+	steps := []struct {
+		name  string
+		write string
+		spill bool
+	}{
+		{"first", strings.Repeat("a", 40), false},
+		{"shorter after a longer", "bb", false},
+		{"spilled", strings.Repeat("c", 100), true},
+		{"after a spill", "dd", false},
+		{"longest in memory", strings.Repeat("e", 64), false},
+		{"short again", "f", false},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			sp := e.svc.NewSpool()
+			if _, err := io.WriteString(sp, st.write); err != nil {
+				t.Fatal(err)
+			}
+			b, err := sp.Bytes()
+			if err != nil || string(b) != st.write || sp.Spilled() != st.spill {
+				t.Fatalf("bytes %q spilled %v err %v", b, sp.Spilled(), err)
+			}
+			var out strings.Builder
+			if _, err := sp.WriteTo(&out); err != nil || out.String() != st.write {
+				t.Fatalf("wrote %q err %v", out.String(), err)
+			}
+			if err := sp.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sp.Write([]byte("x")); err == nil {
+				t.Fatal("a closed spool took a write")
+			}
+		})
 	}
 }
 
