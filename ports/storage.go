@@ -268,8 +268,9 @@ type ReactionSource struct {
 type CommitWindow struct {
 	Table string
 	// ScopeFilter has RowScan's matching rule, applied to each change's
-	// stored scopes; candidates come from the change-scope index (never a
-	// log scan). An empty filter is sync.storage.scan_requires_scope.
+	// stored scopes; candidates come from the change-scope index, or from
+	// the window's seq range where they are dense (never a scan of the
+	// whole log). An empty filter is sync.storage.scan_requires_scope.
 	ScopeFilter map[string][]string
 	// The window is AfterSeq < seq ≤ ThroughSeq.
 	AfterSeq   int64
@@ -345,10 +346,13 @@ type WindowSummary struct {
 	Deletes bool
 }
 
-// LogReader reads the commit log by scope (never scanning the log).
+// LogReader reads the commit log by scope (never scanning the whole log).
 type LogReader interface {
 	LogBounds(ctx context.Context, partition string) (LogBounds, error)
-	// ReadCommitWindow returns commits with only their matching changes.
+	// ReadCommitWindow returns commits with only their matching changes,
+	// and of their header what a COMMIT frame carries: seq, creation time
+	// and actor (ClientID and ClientCommitID are left empty). The changes'
+	// scopes are read-only and may be shared between changes.
 	ReadCommitWindow(ctx context.Context, partition string, w CommitWindow) ([]commit.Commit, error)
 	// ReadCommitRange returns whole commits by seq.
 	ReadCommitRange(ctx context.Context, partition string, r CommitRange) (CommitSpan, error)

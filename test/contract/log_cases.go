@@ -244,8 +244,8 @@ func testWindowDenseSparse(t *testing.T, h Harness) {
 				if i > 0 && c.Seq <= cs[i-1].Seq {
 					t.Fatalf("commits not oldest first: %v", seqsOf(cs))
 				}
-				if c.CreatedAtMs != c.Seq || c.ActorID != "actor" || c.ClientID != "client" {
-					t.Fatalf("commit %d header = %d %q %q", c.Seq, c.CreatedAtMs, c.ActorID, c.ClientID)
+				if c.CreatedAtMs != c.Seq || c.ActorID != "actor" || c.ClientID != "" || c.ClientCommitID != "" {
+					t.Fatalf("commit %d header = %d %q %q %q", c.Seq, c.CreatedAtMs, c.ActorID, c.ClientID, c.ClientCommitID)
 				}
 			}
 		})

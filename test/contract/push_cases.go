@@ -449,8 +449,18 @@ func testCommitFields(t *testing.T, h Harness) {
 		t.Fatalf("window = %v", changeIDs(cs))
 	}
 	c := cs[0]
-	if c.Seq != 1 || c.CreatedAtMs != 1234 || c.ActorID != "actor-1" || c.ClientID != "client-1" || c.ClientCommitID != "commit-1" {
-		t.Fatalf("commit metadata = %+v", c)
+	// A window carries what a COMMIT frame does; the whole commit, client
+	// ids included, comes from the range read.
+	if c.Seq != 1 || c.CreatedAtMs != 1234 || c.ActorID != "actor-1" || c.ClientID != "" || c.ClientCommitID != "" {
+		t.Fatalf("window commit metadata = %+v", c)
+	}
+	span, err := e.s.ReadCommitRange(e.ctx, "p1", ports.CommitRange{ThroughSeq: 1, LimitChanges: 10})
+	must(t, err)
+	if len(span.Commits) != 1 {
+		t.Fatalf("range = %+v", span)
+	}
+	if r := span.Commits[0]; r.Seq != 1 || r.CreatedAtMs != 1234 || r.ActorID != "actor-1" || r.ClientID != "client-1" || r.ClientCommitID != "commit-1" {
+		t.Fatalf("range commit metadata = %+v", r)
 	}
 	if len(c.Changes) != 2 {
 		t.Fatalf("tasks changes = %d, want 2 (notes change filtered out)", len(c.Changes))

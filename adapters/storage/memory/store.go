@@ -455,6 +455,7 @@ func readWindow(d *data, w ports.CommitWindow) []commit.Commit {
 			continue
 		}
 		c.Changes = matched
+		c.ClientID, c.ClientCommitID = "", "" // not a window's (ports.LogReader)
 		out = append(out, c)
 		n += len(matched)
 		if n >= w.LimitChanges {

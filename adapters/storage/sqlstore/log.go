@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -99,7 +100,7 @@ const windowProbe = 64
 // scanning the log; windowPage applies the full scope filter and puts a
 // commit's changes in idx order.
 func (s *Store) windowRangeQuery() string {
-	return s.q(`SELECT ch.commit_seq, m.actor_id, m.created_at_ms, m.client_id, m.client_commit_id,
+	return s.q(`SELECT ch.commit_seq, m.actor_id, m.created_at_ms,
   ch.idx, ch.row_id, ch.op, ch.row_version, ch.scopes, ch.payload
 FROM sync_changes ch
 LEFT JOIN sync_commits m ON m.partition=? AND m.commit_seq=ch.commit_seq AND m.commit_seq>? AND m.commit_seq<=?
@@ -115,7 +116,7 @@ func (s *Store) windowQuery(nvals int) string {
 	// candidates' index order through the nested loop instead of sorting
 	// every change row, payload included, by (seq, idx); windowPage puts a
 	// commit's changes in idx order itself.
-	return s.q(fmt.Sprintf(`SELECT c.k, m.actor_id, m.created_at_ms, m.client_id, m.client_commit_id,
+	return s.q(fmt.Sprintf(`SELECT c.k, m.actor_id, m.created_at_ms,
   ch.idx, ch.row_id, ch.op, ch.row_version, ch.scopes, ch.payload
 FROM (%s) c
 LEFT JOIN sync_commits m ON m.partition=? AND m.commit_seq=c.k
@@ -128,9 +129,11 @@ ORDER BY c.k`, candidates("sync_change_scopes", "commit_seq", " AND commit_seq>?
 // candidate advances the cursor, even one whose changes all fail the
 // full filter. Scopes and payload are scanned as sql.RawBytes (no
 // database/sql clone): the scopes are decoded straight from the driver's
-// bytes with interned variables and values, and only a delivered upsert's
-// payload is copied, once. The commit header columns repeat on every
-// change row of a commit and are converted only on its first row.
+// bytes with interned variables and values, once per run of equal scopes
+// (a run of commits to one scope shares one read-only map and its match),
+// and a delivered upsert's payload is copied once, into the page's arena.
+// The commit header columns repeat on every change row of a commit and
+// are converted only on its first row.
 func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []any, w ports.CommitWindow,
 	out *[]commit.Commit, delivered *int, after *int64) (cands int, done bool, err error) {
 	rows, err := q.QueryContext(ctx, query, args...)
@@ -140,10 +143,13 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 	defer func() { _ = rows.Close() }()
 	var cur commit.Commit
 	var order byIdx
+	var arena pageArena
 	have := false
 	curSeq := int64(-1)
+	first := 0 // arena.changes[first:] are the current commit's
 	flush := func() bool {
-		if have && len(cur.Changes) > 0 {
+		if have && len(arena.changes) > first {
+			cur.Changes = arena.changes[first:len(arena.changes):len(arena.changes)]
 			order.changes = cur.Changes
 			if !sort.IsSorted(order) {
 				sort.Sort(order)
@@ -153,15 +159,19 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 		}
 		cur, have = commit.Commit{}, false
 		order.idx = order.idx[:0]
+		first = len(arena.changes)
 		return *delivered >= w.LimitChanges
 	}
 	in := interner{}
+	var lastScopes []byte
+	var lastMap map[string]string
+	lastMatch := false
 	var seq int64
-	var actor, client, clientCommit, rowID sql.NullString
+	var actor, rowID sql.NullString
 	var created, idx, op, rowVersion sql.NullInt64
 	var scopes, payload sql.RawBytes
 	for rows.Next() {
-		if err := rows.Scan(&seq, &actor, &created, &client, &clientCommit, &idx, &rowID, &op, &rowVersion, &scopes, &payload); err != nil {
+		if err := rows.Scan(&seq, &actor, &created, &idx, &rowID, &op, &rowVersion, &scopes, &payload); err != nil {
 			return cands, false, err
 		}
 		if seq != curSeq {
@@ -172,35 +182,59 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 			curSeq = seq
 			*after = seq
 			if actor.Valid {
-				cur = commit.Commit{Seq: seq, CreatedAtMs: created.Int64, ActorID: actor.String,
-					ClientID: client.String, ClientCommitID: clientCommit.String}
+				cur = commit.Commit{Seq: seq, CreatedAtMs: created.Int64, ActorID: actor.String}
 				have = true
 			}
 		}
 		if !have || !rowID.Valid {
 			continue
 		}
-		m, err := decodeScopesIn(scopes, in)
-		if err != nil {
-			return cands, false, err
+		if lastMap == nil || !bytes.Equal(scopes, lastScopes) {
+			if lastMap, err = decodeScopesIn(scopes, in); err != nil {
+				return cands, false, err
+			}
+			lastScopes = append(lastScopes[:0], scopes...)
+			lastMatch = matches(lastMap, w.ScopeFilter)
 		}
-		if !matches(m, w.ScopeFilter) {
+		if !lastMatch {
 			continue
 		}
-		ch := commit.Change{Table: w.Table, RowID: rowID.String, Op: commit.Op(op.Int64), Scopes: m}
+		ch := commit.Change{Table: w.Table, RowID: rowID.String, Op: commit.Op(op.Int64), Scopes: lastMap}
 		if rowVersion.Valid {
 			ch.RowVersion = rowVersion.Int64
 		}
 		if ch.Op == commit.OpUpsert && payload != nil {
-			ch.Row = append(make([]byte, 0, len(payload)), payload...)
+			ch.Row = arena.copy(payload)
 		}
-		cur.Changes = append(cur.Changes, ch)
+		arena.changes = append(arena.changes, ch)
 		order.idx = append(order.idx, idx.Int64)
 	}
 	if err := rows.Err(); err != nil {
 		return cands, false, err
 	}
 	return cands, flush(), nil
+}
+
+// pageArena holds what one window page delivers in a few large
+// allocations instead of one per change: the changes (each commit keeps a
+// capped slice of them) and the payload bytes.
+type pageArena struct {
+	changes []commit.Change
+	bytes   []byte
+}
+
+// pageArenaChunk is the least payload chunk the arena allocates.
+const pageArenaChunk = 32 << 10
+
+// copy returns b copied into the arena, capped so that nothing appended to
+// it can reach a neighbour.
+func (a *pageArena) copy(b []byte) []byte {
+	if cap(a.bytes)-len(a.bytes) < len(b) {
+		a.bytes = make([]byte, 0, max(pageArenaChunk, len(b)))
+	}
+	n := len(a.bytes)
+	a.bytes = append(a.bytes, b...)
+	return a.bytes[n:len(a.bytes):len(a.bytes)]
 }
 
 // byIdx sorts one commit's changes by their index in the commit.

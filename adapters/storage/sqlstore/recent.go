@@ -94,8 +94,7 @@ func newRecentLog(maxBytes int64) *recentLog {
 // their own map, no row version or row for a delete, an upsert's row
 // copied (the caller's bytes may be reused once the push returns).
 func heldForm(seq int64, c ports.NewCommit) appended {
-	out := commit.Commit{Seq: seq, CreatedAtMs: c.CreatedAtMs, ActorID: c.ActorID, ClientID: c.ClientID, ClientCommitID: c.ClientCommitID,
-		Changes: make([]commit.Change, len(c.Changes))}
+	out := commit.Commit{Seq: seq, CreatedAtMs: c.CreatedAtMs, ActorID: c.ActorID, Changes: make([]commit.Change, len(c.Changes))}
 	for i, ch := range c.Changes {
 		h := commit.Change{Table: ch.Table, RowID: ch.RowID, Op: ch.Op, Scopes: make(map[string]string, len(ch.Scopes))}
 		for k, v := range ch.Scopes {
@@ -111,7 +110,7 @@ func heldForm(seq int64, c ports.NewCommit) appended {
 }
 
 func heldSize(c *commit.Commit) int64 {
-	n := int64(recentOverhead + len(c.ActorID) + len(c.ClientID) + len(c.ClientCommitID))
+	n := int64(recentOverhead + len(c.ActorID))
 	for i := range c.Changes {
 		ch := &c.Changes[i]
 		n += int64(recentOverhead + recentMapBytes + len(ch.Table) + len(ch.RowID) + len(ch.Row))
@@ -263,8 +262,7 @@ func (r *recentLog) window(partition, epoch string, w ports.CommitWindow) ([]com
 		if len(changes) == 0 {
 			continue
 		}
-		out = append(out, commit.Commit{Seq: c.Seq, CreatedAtMs: c.CreatedAtMs, ActorID: c.ActorID,
-			ClientID: c.ClientID, ClientCommitID: c.ClientCommitID, Changes: changes})
+		out = append(out, commit.Commit{Seq: c.Seq, CreatedAtMs: c.CreatedAtMs, ActorID: c.ActorID, Changes: changes})
 		delivered += len(changes)
 	}
 	return out, true

@@ -337,7 +337,7 @@ func basic(t *testing.T, e Engine) {
 	}
 	cs, err := s.ReadCommitWindow(ctx, "p", ports.CommitWindow{Table: "items", ScopeFilter: map[string][]string{"org": {"b"}}, ThroughSeq: 10, LimitChanges: 100})
 	must(t, err)
-	if len(cs) != 1 || len(cs[0].Changes) != 2 || cs[0].Changes[0].RowID != "r1" || cs[0].ClientCommitID != "cc1" {
+	if len(cs) != 1 || len(cs[0].Changes) != 2 || cs[0].Changes[0].RowID != "r1" || cs[0].Seq != 1 || cs[0].ActorID != "a" {
 		t.Fatalf("window %+v", cs)
 	}
 	res, ok, err := s.GetPushResult(ctx, "p", "c", "cc1")
