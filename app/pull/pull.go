@@ -479,12 +479,19 @@ func (s *Service) catchUp(ctx context.Context, r Request, p *plan, b ports.LogBo
 		// Within the limit counting every change to the table, the
 		// matching ones are too: a catch-up whose responses each trigger
 		// this test otherwise probes the rest of its window every time.
-		n, err := c.CountWindowChanges(ctx, r.Partition, probe)
-		if err != nil {
-			return fmt.Errorf("count window changes: %w", err)
-		}
-		if n <= s.o.CatchUpChanges {
-			return nil
+		// The window read holds every matching change up to its last
+		// commit, so only the rest of the window is counted.
+		read := changeCount(p.commits)
+		if rest := s.o.CatchUpChanges - read; rest >= 0 {
+			tail := probe
+			tail.AfterSeq, tail.Limit = p.commits[len(p.commits)-1].Seq, rest
+			n, err := c.CountWindowChanges(ctx, r.Partition, tail)
+			if err != nil {
+				return fmt.Errorf("count window changes: %w", err)
+			}
+			if read+n <= s.o.CatchUpChanges {
+				return nil
+			}
 		}
 	}
 	sum, err := s.o.Store.ProbeCommitWindow(ctx, r.Partition, probe)
