@@ -60,8 +60,11 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 		from, kept := after, len(out)
 		if dense {
 			through := min(w.ThroughSeq, after+int64(max(windowProbe, w.LimitChanges-delivered)))
-			args := []any{partition, after, through, partition, w.Table, after, through}
-			_, done, err := s.windowPage(ctx, q, s.windowRangeQuery(), args, w, &out, &delivered, &after)
+			heads, err := s.windowHeads(ctx, q, partition, after, through)
+			if err != nil {
+				return nil, err
+			}
+			_, done, err := s.windowPage(ctx, q, s.windowRangeQuery(), []any{partition, w.Table, after, through}, w, heads, &out, &delivered, &after)
 			if err != nil {
 				return nil, err
 			}
@@ -76,7 +79,7 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 		}
 		args := candidateArgs([]any{partition, w.Table, drive}, values, []any{after, w.ThroughSeq}, page)
 		args = append(args, partition, partition, w.Table)
-		cands, done, err := s.windowPage(ctx, q, query, args, w, &out, &delivered, &after)
+		cands, done, err := s.windowPage(ctx, q, query, args, w, nil, &out, &delivered, &after)
 		if err != nil {
 			return nil, err
 		}
@@ -94,18 +97,46 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 const windowProbe = 64
 
 // windowRangeQuery reads a dense window's table changes by seq range over
-// the changes' primary key, in seq order; its args are partition, after,
-// through, partition, table, after, through. The commits are bounded by
-// the same range so that PostgreSQL reads them by range too rather than
-// scanning the log; windowPage applies the full scope filter and puts a
-// commit's changes in idx order.
+// the changes' primary key, in seq order, without their commits' header
+// (windowHeads reads it by the same range: two ordered range reads
+// instead of a seek per change); its args are partition, table, after,
+// through. windowPage applies the full scope filter and puts a commit's
+// changes in idx order.
 func (s *Store) windowRangeQuery() string {
-	return s.q(`SELECT ch.commit_seq, m.actor_id, m.created_at_ms,
-  ch.idx, ch.row_id, ch.op, ch.row_version, ch.scopes, ch.payload
-FROM sync_changes ch
-LEFT JOIN sync_commits m ON m.partition=? AND m.commit_seq=ch.commit_seq AND m.commit_seq>? AND m.commit_seq<=?
-WHERE ch.partition=? AND ch.tbl=? AND ch.commit_seq>? AND ch.commit_seq<=?
-ORDER BY ch.commit_seq`)
+	return s.q(`SELECT commit_seq, idx, row_id, op, row_version, scopes, payload
+FROM sync_changes
+WHERE partition=? AND tbl=? AND commit_seq>? AND commit_seq<=?
+ORDER BY commit_seq`)
+}
+
+// windowHead is what a window commit carries of its header.
+type windowHead struct {
+	seq, created int64
+	actor        string
+}
+
+// windowHeads reads the headers of the commits in (after, through], in
+// seq order.
+func (s *Store) windowHeads(ctx context.Context, q Querier, partition string, after, through int64) ([]windowHead, error) {
+	rows, err := q.QueryContext(ctx, s.windowHeadsQuery(), partition, after, through)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	out := make([]windowHead, 0, min(through-after, 4096))
+	for rows.Next() {
+		var h windowHead
+		if err := rows.Scan(&h.seq, &h.actor, &h.created); err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) windowHeadsQuery() string {
+	return s.q(`SELECT commit_seq, actor_id, created_at_ms FROM sync_commits
+WHERE partition=? AND commit_seq>? AND commit_seq<=? ORDER BY commit_seq`)
 }
 
 // windowQuery is the commit-window page statement for nvals driving
@@ -135,7 +166,7 @@ ORDER BY c.k`, candidates("sync_change_scopes", "commit_seq", " AND commit_seq>?
 // The commit header columns repeat on every change row of a commit and
 // are converted only on its first row.
 func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []any, w ports.CommitWindow,
-	out *[]commit.Commit, delivered *int, after *int64) (cands int, done bool, err error) {
+	heads []windowHead, out *[]commit.Commit, delivered *int, after *int64) (cands int, done bool, err error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return 0, false, err
@@ -171,8 +202,24 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 	var created, idx, op, rowVersion sql.NullInt64
 	var scopes, payload sql.RawBytes
 	for rows.Next() {
-		if err := rows.Scan(&seq, &actor, &created, &idx, &rowID, &op, &rowVersion, &scopes, &payload); err != nil {
+		if heads != nil {
+			err = rows.Scan(&seq, &idx, &rowID, &op, &rowVersion, &scopes, &payload)
+		} else {
+			err = rows.Scan(&seq, &actor, &created, &idx, &rowID, &op, &rowVersion, &scopes, &payload)
+		}
+		if err != nil {
 			return cands, false, err
+		}
+		if heads != nil && seq != curSeq {
+			// The header from the range's, both in seq order; a change
+			// without one is left out, as the join leaves it.
+			for len(heads) > 0 && heads[0].seq < seq {
+				heads = heads[1:]
+			}
+			actor.Valid = len(heads) > 0 && heads[0].seq == seq
+			if actor.Valid {
+				actor.String, created.Int64 = heads[0].actor, heads[0].created
+			}
 		}
 		if seq != curSeq {
 			if flush() {
@@ -409,7 +456,8 @@ func (s *Store) PlanTargets(partition string, w ports.CommitWindow, q ports.RowS
 	batch := max(64, w.LimitChanges)
 	args := candidateArgs([]any{partition, w.Table, drive}, values, []any{w.AfterSeq, w.ThroughSeq}, batch)
 	out = append(out, Statement{s.windowQuery(len(values)), append(args, partition, partition, w.Table)})
-	out = append(out, Statement{s.windowRangeQuery(), []any{partition, w.AfterSeq, w.ThroughSeq, partition, w.Table, w.AfterSeq, w.ThroughSeq}})
+	out = append(out, Statement{s.windowRangeQuery(), []any{partition, w.Table, w.AfterSeq, w.ThroughSeq}},
+		Statement{s.windowHeadsQuery(), []any{partition, w.AfterSeq, w.ThroughSeq}})
 	ts, err := s.table(q.Table)
 	if err != nil {
 		return nil, err
