@@ -654,10 +654,79 @@ func TestCatchUpThroughSegments(t *testing.T) {
 // probeCounter counts the far-behind probes a pull runs.
 type probeCounter struct {
 	*memory.Store
-	n int
+	n      int
+	counts []int64 // the AfterSeq of every CountWindowChanges
+}
+
+func (p *probeCounter) CountWindowChanges(ctx context.Context, partition string, w ports.WindowProbe) (int, error) {
+	p.counts = append(p.counts, w.AfterSeq)
+	return p.Store.CountWindowChanges(ctx, partition, w)
 }
 
 func (p *probeCounter) ProbeCommitWindow(ctx context.Context, partition string, w ports.WindowProbe) (ports.WindowSummary, error) {
 	p.n++
 	return p.Store.ProbeCommitWindow(ctx, partition, w)
+}
+
+// The far-behind count is taken once per stretch of the log: a later
+// response of the catch-up, and other clients catching up over the same
+// log, count only what lies past the counted window; a new log epoch
+// counts afresh; and a count never hides a window grown past the
+// threshold.
+func TestFarBehindCountedOnce(t *testing.T) {
+	var probes *probeCounter
+	e := newEnv(t, func(o *pull.Options) {
+		withBuilder(t)(o)
+		o.CatchUpChanges = 19
+		probes = &probeCounter{Store: o.Store.(*memory.Store)}
+		o.Store = probes
+	})
+	e.seed("alice", "a", 1) // seq 1
+	for i := range 12 {
+		// seqs 2–25: alice's at even seqs, bob's at odd ones
+		e.seed("alice", fmt.Sprint("n", i), 1)
+		e.seed("bob", fmt.Sprint("b", i), 1)
+	}
+	rows := ssp2.PullHeader{Accept: ssp2.AcceptInlineRows | ssp2.AcceptExternalRows, LimitCommits: 5}
+	steps := []struct {
+		name   string
+		before func()
+		client string
+		cursor int64
+		counts []int64 // the windows counted, by their AfterSeq
+		probes int
+	}{
+		// The read holds alice's seqs 2–12; the 13 changes of (12, 25]
+		// are counted: within the 19 - 6 left.
+		{"first response counts the rest of the window", nil, "c1", 1, []int64{12}, 0},
+		{"another client over the same log counts nothing", nil, "c2", 1, nil, 0},
+		{"the next response of the catch-up counts nothing", nil, "c1", 10, nil, 0},
+		{"a grown log counts past the counted window, then the whole", func() {
+			e.seed("alice", "n12", 1) // seqs 26, 27: 15 changes after 12 now
+			e.seed("bob", "b12", 1)
+		}, "c3", 1, []int64{25, 12}, 1},
+		{"a new log epoch counts afresh", func() { e.epoch = "rotated" }, "c4", 13, []int64{24}, 0},
+	}
+	for _, st := range steps {
+		if st.before != nil {
+			st.before()
+		}
+		probes.counts, probes.n = nil, 0
+		r := e.pullAsOK(st.client, rows, sub("s", st.cursor))
+		if r.starts[0].Bootstrap || len(r.commits[0]) != 5 {
+			t.Fatalf("%s: bootstrap %v, %d commits", st.name, r.starts[0].Bootstrap, len(r.commits[0]))
+		}
+		if !slices.Equal(probes.counts, st.counts) || probes.n != st.probes {
+			t.Fatalf("%s: counted after %v with %d probes, want %v and %d", st.name, probes.counts, probes.n, st.counts, st.probes)
+		}
+	}
+}
+
+func (e *env) pullAsOK(client string, h ssp2.PullHeader, subs ...subSpec) result {
+	e.t.Helper()
+	r, err := e.pullAs(client, h, aliceGrant, subs...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
 }

@@ -144,6 +144,7 @@ type Service struct {
 	cache    *pageCache
 	declined declinedImages
 	buffers  spoolBuffers
+	counts   windowCounts
 }
 
 // New validates opts and builds the Service.
@@ -485,11 +486,11 @@ func (s *Service) catchUp(ctx context.Context, r Request, p *plan, b ports.LogBo
 		if rest := s.o.CatchUpChanges - read; rest >= 0 {
 			tail := probe
 			tail.AfterSeq, tail.Limit = p.commits[len(p.commits)-1].Seq, rest
-			n, err := c.CountWindowChanges(ctx, r.Partition, tail)
+			within, err := s.countWithin(ctx, c, r, tail)
 			if err != nil {
 				return fmt.Errorf("count window changes: %w", err)
 			}
-			if read+n <= s.o.CatchUpChanges {
+			if within {
 				return nil
 			}
 		}
@@ -510,6 +511,43 @@ func (s *Service) catchUp(ctx context.Context, r Request, p *plan, b ports.LogBo
 		s.o.Metrics.catchUp("segments")
 	}
 	return nil
+}
+
+// countWithin reports whether the window w holds at most w.Limit changes
+// to its table, counting only what no earlier count of this partition's
+// log covers (windowCounts).
+func (s *Service) countWithin(ctx context.Context, c ports.WindowChangeCounter, r Request, w ports.WindowProbe) (bool, error) {
+	k := countKey{partition: r.Partition, epoch: r.LogEpoch, table: w.Table}
+	if r.LogEpoch != "" {
+		if had, ok := s.counts.covering(k, w.AfterSeq); ok {
+			if w.ThroughSeq <= had.through {
+				if had.n <= w.Limit {
+					return true, nil
+				}
+			} else if had.n <= w.Limit {
+				past := w
+				past.AfterSeq, past.Limit = had.through, w.Limit-had.n
+				n, err := c.CountWindowChanges(ctx, r.Partition, past)
+				if err != nil {
+					return false, err
+				}
+				if had.n+n <= w.Limit {
+					return true, nil
+				}
+			}
+		}
+	}
+	n, err := c.CountWindowChanges(ctx, r.Partition, w)
+	if err != nil {
+		return false, err
+	}
+	if n > w.Limit {
+		return false, nil
+	}
+	if r.LogEpoch != "" {
+		s.counts.note(k, countedWindow{after: w.AfterSeq, through: w.ThroughSeq, n: n})
+	}
+	return true, nil
 }
 
 // recheck reads the log bounds again after the window reads, and the
