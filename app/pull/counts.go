@@ -16,7 +16,8 @@ type windowCounts struct {
 
 type countKey struct{ partition, epoch, table string }
 
-// countedWindow: n changes to the table in (after, through], exactly.
+// countedWindow: at most n changes to the table in (after, through] (a
+// count, or a count plus the count of an extension past it).
 type countedWindow struct {
 	after, through int64
 	n              int
@@ -33,7 +34,7 @@ func (c *windowCounts) covering(k countKey, after int64) (countedWindow, bool) {
 	return w, ok && w.after <= after
 }
 
-// note keeps an exact count, replacing the partition's previous one.
+// note keeps a count, replacing the partition's previous one.
 func (c *windowCounts) note(k countKey, w countedWindow) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -670,14 +670,14 @@ func (p *probeCounter) ProbeCommitWindow(ctx context.Context, partition string, 
 
 // The far-behind count is taken once per stretch of the log: a later
 // response of the catch-up, and other clients catching up over the same
-// log, count only what lies past the counted window; a new log epoch
-// counts afresh; and a count never hides a window grown past the
-// threshold.
+// log, count only what lies past the counted window (and remember the
+// longer window); a new log epoch counts afresh; and a count never hides
+// a window grown past the threshold.
 func TestFarBehindCountedOnce(t *testing.T) {
 	var probes *probeCounter
 	e := newEnv(t, func(o *pull.Options) {
 		withBuilder(t)(o)
-		o.CatchUpChanges = 19
+		o.CatchUpChanges = 25
 		probes = &probeCounter{Store: o.Store.(*memory.Store)}
 		o.Store = probes
 	})
@@ -696,16 +696,22 @@ func TestFarBehindCountedOnce(t *testing.T) {
 		counts []int64 // the windows counted, by their AfterSeq
 		probes int
 	}{
-		// The read holds alice's seqs 2–12; the 13 changes of (12, 25]
-		// are counted: within the 19 - 6 left.
+		// The read holds alice's seqs 2–12 (6 changes); the 13 changes of
+		// (12, 25] are counted: within the 25 - 6 left.
 		{"first response counts the rest of the window", nil, "c1", 1, []int64{12}, 0},
 		{"another client over the same log counts nothing", nil, "c2", 1, nil, 0},
 		{"the next response of the catch-up counts nothing", nil, "c1", 10, nil, 0},
-		{"a grown log counts past the counted window, then the whole", func() {
-			e.seed("alice", "n12", 1) // seqs 26, 27: 15 changes after 12 now
-			e.seed("bob", "b12", 1)
-		}, "c3", 1, []int64{25, 12}, 1},
-		{"a new log epoch counts afresh", func() { e.epoch = "rotated" }, "c4", 13, []int64{24}, 0},
+		{"a grown log counts only past the counted window", func() {
+			e.seed("bob", "b12", 1) // seq 26: 14 changes after 12
+		}, "c3", 1, []int64{25}, 0},
+		{"the grown window is remembered", nil, "c4", 1, nil, 0},
+		{"past the threshold the whole window is counted, then probed", func() {
+			for i := 12; i < 15; i++ { // seqs 27–32: 20 changes after 12
+				e.seed("alice", fmt.Sprint("n", i), 1)
+				e.seed("bob", fmt.Sprint("b", i+1), 1)
+			}
+		}, "c5", 1, []int64{26, 12}, 1},
+		{"a new log epoch counts afresh", func() { e.epoch = "rotated" }, "c6", 13, []int64{24}, 0},
 	}
 	for _, st := range steps {
 		if st.before != nil {

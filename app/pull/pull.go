@@ -518,22 +518,21 @@ func (s *Service) catchUp(ctx context.Context, r Request, p *plan, b ports.LogBo
 // log covers (windowCounts).
 func (s *Service) countWithin(ctx context.Context, c ports.WindowChangeCounter, r Request, w ports.WindowProbe) (bool, error) {
 	k := countKey{partition: r.Partition, epoch: r.LogEpoch, table: w.Table}
-	if r.LogEpoch != "" {
-		if had, ok := s.counts.covering(k, w.AfterSeq); ok {
-			if w.ThroughSeq <= had.through {
-				if had.n <= w.Limit {
-					return true, nil
-				}
-			} else if had.n <= w.Limit {
-				past := w
-				past.AfterSeq, past.Limit = had.through, w.Limit-had.n
-				n, err := c.CountWindowChanges(ctx, r.Partition, past)
-				if err != nil {
-					return false, err
-				}
-				if had.n+n <= w.Limit {
-					return true, nil
-				}
+	memo := r.LogEpoch != ""
+	if had, ok := s.counts.covering(k, w.AfterSeq); memo && ok && had.n <= w.Limit {
+		if w.ThroughSeq <= had.through {
+			return true, nil
+		}
+		if w.AfterSeq < had.through {
+			past := w
+			past.AfterSeq, past.Limit = had.through, w.Limit-had.n
+			n, err := c.CountWindowChanges(ctx, r.Partition, past)
+			if err != nil {
+				return false, err
+			}
+			if had.n+n <= w.Limit {
+				s.counts.note(k, countedWindow{after: had.after, through: w.ThroughSeq, n: had.n + n})
+				return true, nil
 			}
 		}
 	}
@@ -544,7 +543,7 @@ func (s *Service) countWithin(ctx context.Context, c ports.WindowChangeCounter, 
 	if n > w.Limit {
 		return false, nil
 	}
-	if r.LogEpoch != "" {
+	if memo && w.ThroughSeq > w.AfterSeq {
 		s.counts.note(k, countedWindow{after: w.AfterSeq, through: w.ThroughSeq, n: n})
 	}
 	return true, nil

@@ -64,7 +64,7 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 			if err != nil {
 				return nil, err
 			}
-			_, done, err := s.windowPage(ctx, q, s.windowRangeQuery(), []any{partition, w.Table, after, through}, w, heads, &out, &delivered, &after)
+			_, done, err := s.windowPage(ctx, q, s.windowRangeQuery(), []any{partition, w.Table, after, through}, w, &heads, &out, &delivered, &after)
 			if err != nil {
 				return nil, err
 			}
@@ -164,9 +164,15 @@ ORDER BY c.k`, candidates("sync_change_scopes", "commit_seq", " AND commit_seq>?
 // (a run of commits to one scope shares one read-only map and its match),
 // and a delivered upsert's payload is copied once, into the page's arena.
 // The commit header columns repeat on every change row of a commit and
-// are converted only on its first row.
+// are converted only on its first row. A range read's rows (ranged not
+// nil) carry no header columns: the headers come from *ranged, read by
+// the same range in seq order.
 func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []any, w ports.CommitWindow,
-	heads []windowHead, out *[]commit.Commit, delivered *int, after *int64) (cands int, done bool, err error) {
+	ranged *[]windowHead, out *[]commit.Commit, delivered *int, after *int64) (cands int, done bool, err error) {
+	var heads []windowHead
+	if ranged != nil {
+		heads = *ranged
+	}
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return 0, false, err
@@ -202,7 +208,7 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 	var created, idx, op, rowVersion sql.NullInt64
 	var scopes, payload sql.RawBytes
 	for rows.Next() {
-		if heads != nil {
+		if ranged != nil {
 			err = rows.Scan(&seq, &idx, &rowID, &op, &rowVersion, &scopes, &payload)
 		} else {
 			err = rows.Scan(&seq, &actor, &created, &idx, &rowID, &op, &rowVersion, &scopes, &payload)
@@ -210,7 +216,7 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 		if err != nil {
 			return cands, false, err
 		}
-		if heads != nil && seq != curSeq {
+		if ranged != nil && seq != curSeq {
 			// The header from the range's, both in seq order; a change
 			// without one is left out, as the join leaves it.
 			for len(heads) > 0 && heads[0].seq < seq {
@@ -276,6 +282,9 @@ const pageArenaChunk = 32 << 10
 // copy returns b copied into the arena, capped so that nothing appended to
 // it can reach a neighbour.
 func (a *pageArena) copy(b []byte) []byte {
+	if len(b) == 0 {
+		return []byte{}
+	}
 	if cap(a.bytes)-len(a.bytes) < len(b) {
 		a.bytes = make([]byte, 0, max(pageArenaChunk, len(b)))
 	}
@@ -453,7 +462,7 @@ func (s *Store) PlanTargets(partition string, w ports.CommitWindow, q ports.RowS
 		return nil, err
 	}
 	values := dedupe(w.ScopeFilter[drive])
-	batch := max(64, w.LimitChanges)
+	batch := max(windowProbe, w.LimitChanges)
 	args := candidateArgs([]any{partition, w.Table, drive}, values, []any{w.AfterSeq, w.ThroughSeq}, batch)
 	out = append(out, Statement{s.windowQuery(len(values)), append(args, partition, partition, w.Table)})
 	out = append(out, Statement{s.windowRangeQuery(), []any{partition, w.Table, w.AfterSeq, w.ThroughSeq}},
