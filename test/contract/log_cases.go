@@ -126,40 +126,40 @@ func testWindowLimit(t *testing.T, h Harness) {
 	}
 }
 
-// denseSparseFixture writes 300 commits to p1 and returns each commit's
-// tasks changes in idx order (nil for the notes commit):
+// denseSparseFixture writes 800 commits to p1 and returns each commit's
+// tasks changes in idx order (nil for a notes commit):
 //
-//	1–120   nearly every commit is project p1's (a store may read such a
+//	1–320   nearly every commit is project p1's (a store may read such a
 //	        run by seq range): every 15th is p2's, every 40th holds p2, p1,
 //	        p1 changes;
-//	121–220 p1 sparse: p2's but every 9th;
-//	221–300 p1 dense again, every 11th deleting a row of the first run
+//	321–480 p1 sparse: p2's but every 9th;
+//	481–800 p1 dense again, every 11th deleting a row of the first run
 //	        before its upsert;
-//	60, 260 notes commits of p1, which no tasks window holds.
+//	60, 660 notes commits of p1, which no tasks window holds.
 func denseSparseFixture(e *env) [][]task {
 	var log [][]task
-	for i := 1; i <= 300; i++ {
+	for i := 1; i <= 800; i++ {
 		own := fmt.Sprintf("o%d", i%3)
 		p1 := task{id: fmt.Sprintf("t%d", i), project: "p1", owner: own}
 		p2 := task{id: fmt.Sprintf("u%d", i), project: "p2", owner: own}
 		var ups, dels []task
 		switch {
-		case i == 60 || i == 260:
+		case i == 60 || i == 660:
 			must(e.t, e.push("p1", func(tx ports.PushTx) error {
 				if err := tx.UpsertRow(e.ctx, "notes", noteWrite(int64(i), "p1")); err != nil {
 					return err
 				}
-				_, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: int64(i), ActorID: "a", ClientID: "c", ClientCommitID: "n", Changes: []commit.Change{noteUpsert(int64(i), "p1")}})
+				_, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: int64(i), ActorID: "a", ClientID: "c", ClientCommitID: fmt.Sprint("n", i), Changes: []commit.Change{noteUpsert(int64(i), "p1")}})
 				return err
 			}))
 			log = append(log, nil)
 			continue
-		case i <= 120 && i%40 == 0:
+		case i <= 320 && i%40 == 0:
 			ups = []task{p2, p1, {id: fmt.Sprintf("v%d", i), project: "p1", owner: "o1"}}
-		case i <= 120 && i%15 == 0, i > 120 && i <= 220 && i%9 != 0:
+		case i <= 320 && i%15 == 0, i > 320 && i <= 480 && i%9 != 0:
 			ups = []task{p2}
-		case i > 220 && i%11 == 0:
-			dels = []task{{id: fmt.Sprintf("t%d", i-200), project: "p1", owner: fmt.Sprintf("o%d", (i-200)%3)}}
+		case i > 480 && i%11 == 0:
+			dels = []task{{id: fmt.Sprintf("t%d", i-480), project: "p1", owner: fmt.Sprintf("o%d", (i-480)%3)}}
 			ups = []task{p1}
 		default:
 			ups = []task{p1}
@@ -205,24 +205,24 @@ func testWindowDenseSparse(t *testing.T, h Harness) {
 		after, through int64
 		limit          int
 	}{
-		{"whole log", p1, 0, 300, 1000},
-		{"one page of a dense run", p1, 0, 300, 50},
-		{"dense run past the probe", p1, 0, 120, 100},
-		{"dense run into the sparse one", p1, 90, 300, 40},
-		{"sparse run into the dense one", p1, 130, 300, 30},
-		{"stops inside a many-change commit's page", p1, 30, 300, 9},
-		{"limit one", p1, 0, 300, 1},
-		{"second variable filtered", map[string][]string{"project": {"p1"}, "owner": {"o1"}}, 0, 300, 1000},
-		{"second variable limited", map[string][]string{"project": {"p1"}, "owner": {"o2"}}, 10, 290, 25},
-		{"two values", map[string][]string{"project": {"p1", "p2"}}, 0, 300, 1000},
-		{"two values limited", map[string][]string{"project": {"p2", "p1"}}, 100, 250, 70},
-		{"the other value alone", map[string][]string{"project": {"p2"}}, 0, 300, 1000},
-		{"through inside a dense run", p1, 0, 77, 1000},
+		{"whole log", p1, 0, 800, 1000},
+		{"one large page of a dense run", p1, 0, 800, 300},
+		{"a small page of a dense run", p1, 0, 800, 50},
+		{"dense run into the sparse one", p1, 250, 800, 300},
+		{"sparse run into the dense one", p1, 330, 800, 300},
+		{"stops inside a many-change commit's page", p1, 30, 800, 279},
+		{"limit one", p1, 0, 800, 1},
+		{"second variable filtered", map[string][]string{"project": {"p1"}, "owner": {"o1"}}, 0, 800, 1000},
+		{"second variable limited", map[string][]string{"project": {"p1"}, "owner": {"o2"}}, 10, 790, 260},
+		{"two values", map[string][]string{"project": {"p1", "p2"}}, 0, 800, 1000},
+		{"two values limited", map[string][]string{"project": {"p2", "p1"}}, 300, 700, 270},
+		{"the other value alone", map[string][]string{"project": {"p2"}}, 0, 800, 1000},
+		{"through inside a dense run", p1, 0, 277, 1000},
 	}
 	t.Run("every bound and limit", func(t *testing.T) {
-		for _, after := range []int64{0, 37, 59, 60, 100, 119, 150, 200, 219, 230, 259} {
-			for _, through := range []int64{250, 300} {
-				for _, limit := range []int{1, 2, 3, 5, 8, 13, 21, 34, 55, 63, 64, 65, 89, 100, 144, 200, 233, 377} {
+		for _, after := range []int64{0, 59, 60, 250, 319, 330, 470, 500, 655} {
+			for _, through := range []int64{650, 800} {
+				for _, limit := range []int{1, 63, 64, 100, 255, 256, 257, 300, 513, 1000} {
 					for _, filter := range []map[string][]string{p1, {"project": {"p1", "p2"}}} {
 						want := modelWindow(log, filter, after, through, limit)
 						if got := changeIDs(e.window("p1", filter, after, through, limit)); !equalStrings(got, want) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/syncd-dev/syncd/domain/commit"
@@ -43,28 +44,32 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 	}
 	query := s.windowQuery(len(values))
 	batch := max(windowProbe, w.LimitChanges)
-	// The first page probes the window's density when the window is
-	// longer than a probe: a catch-up over one busy scope has a candidate
-	// at nearly every seq, and its commits are then cheaper to read by
-	// the seq range (one ordered scan of the changes) than by seeking
-	// each candidate's header and changes.
+	// A large read of a long window starts with a probe page: a catch-up
+	// over one busy scope has a candidate at nearly every seq, and its
+	// commits are then cheaper to read by the seq range (one ordered scan
+	// of the changes) than by seeking each candidate's header and changes.
+	// A small read is one page either way.
 	page := batch
-	if w.ThroughSeq-w.AfterSeq > windowProbe {
+	if w.LimitChanges >= windowProbeFrom && w.ThroughSeq-w.AfterSeq > windowProbe {
 		page = windowProbe
 	}
 	var out []commit.Commit
+	var arena pageArena
 	delivered := 0
 	after := w.AfterSeq
 	dense := false
+	perSeq := 1.0 // delivered changes per seq of the last page
 	for delivered < w.LimitChanges && after < w.ThroughSeq {
-		from, kept := after, len(out)
+		from, kept, had := after, len(out), delivered
 		if dense {
-			through := min(w.ThroughSeq, after+int64(max(windowProbe, w.LimitChanges-delivered)))
+			// The range the last page's density says the rest needs.
+			span := int64(math.Ceil(float64(w.LimitChanges-delivered) / perSeq))
+			through := min(w.ThroughSeq, after+max(windowProbe, span))
 			heads, err := s.windowHeads(ctx, q, partition, after, through)
 			if err != nil {
 				return nil, err
 			}
-			_, done, err := s.windowPage(ctx, q, s.windowRangeQuery(), []any{partition, w.Table, after, through}, w, &heads, &out, &delivered, &after)
+			_, done, err := s.windowPage(ctx, q, s.windowRangeQuery(), []any{partition, w.Table, after, through}, w, &heads, &arena, &out, &delivered, &after)
 			if err != nil {
 				return nil, err
 			}
@@ -74,12 +79,13 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 			// A range stays dense while at least half its seqs are
 			// delivered commits; otherwise the candidates are sparse again.
 			dense = 2*(len(out)-kept) >= int(through-from)
+			perSeq = float64(delivered-had) / float64(through-from)
 			after = through
 			continue
 		}
 		args := candidateArgs([]any{partition, w.Table, drive}, values, []any{after, w.ThroughSeq}, page)
 		args = append(args, partition, partition, w.Table)
-		cands, done, err := s.windowPage(ctx, q, query, args, w, nil, &out, &delivered, &after)
+		cands, done, err := s.windowPage(ctx, q, query, args, w, nil, &arena, &out, &delivered, &after)
 		if err != nil {
 			return nil, err
 		}
@@ -87,14 +93,19 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 			break
 		}
 		dense = 2*(len(out)-kept) >= int(after-from)
+		perSeq = float64(delivered-had) / float64(after-from)
 		page = batch
 	}
 	return out, nil
 }
 
 // windowProbe is the candidate page that probes a long window's density,
-// and the least page or range read.
-const windowProbe = 64
+// and the least page or range read; windowProbeFrom is the least change
+// limit worth a probe.
+const (
+	windowProbe     = 64
+	windowProbeFrom = 4 * windowProbe
+)
 
 // windowRangeQuery reads a dense window's table changes by seq range over
 // the changes' primary key, in seq order, without their commits' header
@@ -162,13 +173,13 @@ ORDER BY c.k`, candidates("sync_change_scopes", "commit_seq", " AND commit_seq>?
 // database/sql clone): the scopes are decoded straight from the driver's
 // bytes with interned variables and values, once per run of equal scopes
 // (a run of commits to one scope shares one read-only map and its match),
-// and a delivered upsert's payload is copied once, into the page's arena.
+// and a delivered upsert's payload is copied once, into the read's arena.
 // The commit header columns repeat on every change row of a commit and
 // are converted only on its first row. A range read's rows (ranged not
 // nil) carry no header columns: the headers come from *ranged, read by
 // the same range in seq order.
 func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []any, w ports.CommitWindow,
-	ranged *[]windowHead, out *[]commit.Commit, delivered *int, after *int64) (cands int, done bool, err error) {
+	ranged *[]windowHead, arena *pageArena, out *[]commit.Commit, delivered *int, after *int64) (cands int, done bool, err error) {
 	var heads []windowHead
 	if ranged != nil {
 		heads = *ranged
@@ -180,10 +191,9 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 	defer func() { _ = rows.Close() }()
 	var cur commit.Commit
 	var order byIdx
-	var arena pageArena
 	have := false
 	curSeq := int64(-1)
-	first := 0 // arena.changes[first:] are the current commit's
+	first := len(arena.changes) // arena.changes[first:] are the current commit's
 	flush := func() bool {
 		if have && len(arena.changes) > first {
 			cur.Changes = arena.changes[first:len(arena.changes):len(arena.changes)]
@@ -268,16 +278,19 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 	return cands, flush(), nil
 }
 
-// pageArena holds what one window page delivers in a few large
+// pageArena holds what one window read delivers in a few large
 // allocations instead of one per change: the changes (each commit keeps a
-// capped slice of them) and the payload bytes.
+// capped slice of them) and the payload bytes, in chunks that double from
+// 4 KiB to 64 KiB.
 type pageArena struct {
 	changes []commit.Change
 	bytes   []byte
 }
 
-// pageArenaChunk is the least payload chunk the arena allocates.
-const pageArenaChunk = 32 << 10
+const (
+	pageArenaFirst = 4 << 10
+	pageArenaMax   = 64 << 10
+)
 
 // copy returns b copied into the arena, capped so that nothing appended to
 // it can reach a neighbour.
@@ -286,7 +299,7 @@ func (a *pageArena) copy(b []byte) []byte {
 		return []byte{}
 	}
 	if cap(a.bytes)-len(a.bytes) < len(b) {
-		a.bytes = make([]byte, 0, max(pageArenaChunk, len(b)))
+		a.bytes = make([]byte, 0, max(min(2*cap(a.bytes), pageArenaMax), pageArenaFirst, len(b)))
 	}
 	n := len(a.bytes)
 	a.bytes = append(a.bytes, b...)

@@ -80,20 +80,35 @@ func BenchPushAppendParallel(b *testing.B, e Engine) {
 	})
 }
 
-// BenchWindowRead measures an incremental pull's window read: 100 changes
-// of one org out of a log of 2000 commits alternating two orgs.
+// BenchWindowRead measures commit-window reads over a 2,000-commit log:
+// an incremental page of 100 changes where every other commit is the
+// scope's (candidates from the scope index), and a catch-up page of 1,000
+// where every commit is (read by seq range after the probe page).
 func BenchWindowRead(b *testing.B, e Engine) {
-	ctx := context.Background()
-	s := e.open(b)
-	seedLog(b, s, 2000)
-	w := ports.CommitWindow{Table: "items", ScopeFilter: map[string][]string{"org": {"a"}}, AfterSeq: 500, ThroughSeq: 2000, LimitChanges: 100}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		cs, err := s.ReadCommitWindow(ctx, "p", w)
-		if err != nil || len(cs) != 100 {
-			b.Fatalf("window: %d commits, %v", len(cs), err)
-		}
+	for _, bc := range []struct {
+		name   string
+		orgs   []string
+		w      ports.CommitWindow
+		expect int
+	}{
+		{"alternating/limit100", []string{"a", "b"}, ports.CommitWindow{AfterSeq: 500, ThroughSeq: 2000, LimitChanges: 100}, 100},
+		{"one scope/limit1000", []string{"a"}, ports.CommitWindow{AfterSeq: 0, ThroughSeq: 2000, LimitChanges: 1000}, 1000},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := e.open(b)
+			seedLog(b, s, 2000, bc.orgs...)
+			w := bc.w
+			w.Table, w.ScopeFilter = "items", map[string][]string{"org": {"a"}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				cs, err := s.ReadCommitWindow(ctx, "p", w)
+				if err != nil || len(cs) != bc.expect {
+					b.Fatalf("window: %d commits, %v", len(cs), err)
+				}
+			}
+		})
 	}
 }
 
@@ -131,10 +146,11 @@ func BenchSeed(b *testing.B, e Engine, n int) {
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 }
 
-func seedLog(b *testing.B, s *sqlstore.Store, n int) {
+// seedLog pushes n one-item commits, their orgs taking turns.
+func seedLog(b *testing.B, s *sqlstore.Store, n int, orgs ...string) {
 	ctx := context.Background()
 	for i := 0; i < n; i++ {
-		w := Item(fmt.Sprintf("l%d", i), []string{"a", "b"}[i%2], 0)
+		w := Item(fmt.Sprintf("l%d", i), orgs[i%len(orgs)], 0)
 		if _, err := PushItems(ctx, s, "p", []ports.RowWrite{w}, fmt.Sprint("l", i)); err != nil {
 			b.Fatal(err)
 		}
