@@ -53,23 +53,20 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 	if w.LimitChanges >= windowProbeFrom && w.ThroughSeq-w.AfterSeq > windowProbe {
 		page = windowProbe
 	}
-	var out []commit.Commit
-	var arena pageArena
-	delivered := 0
-	after := w.AfterSeq
+	r := windowRead{w: w, after: w.AfterSeq}
 	dense := false
 	perSeq := 1.0 // delivered changes per seq of the last page
-	for delivered < w.LimitChanges && after < w.ThroughSeq {
-		from, kept, had := after, len(out), delivered
+	for r.delivered < w.LimitChanges && r.after < w.ThroughSeq {
+		from, kept, had := r.after, len(r.out), r.delivered
 		if dense {
 			// The range the last page's density says the rest needs.
-			span := int64(math.Ceil(float64(w.LimitChanges-delivered) / perSeq))
-			through := min(w.ThroughSeq, after+max(windowProbe, span))
-			heads, err := s.windowHeads(ctx, q, partition, after, through)
+			span := int64(math.Ceil(float64(w.LimitChanges-r.delivered) / perSeq))
+			through := min(w.ThroughSeq, r.after+max(windowProbe, span))
+			heads, err := s.windowHeads(ctx, q, partition, r.after, through)
 			if err != nil {
 				return nil, err
 			}
-			_, done, err := s.windowPage(ctx, q, s.windowRangeQuery(), []any{partition, w.Table, after, through}, w, &heads, &arena, &out, &delivered, &after)
+			_, done, err := s.windowPage(ctx, q, s.windowRangeQuery(), []any{partition, w.Table, r.after, through}, &heads, &r)
 			if err != nil {
 				return nil, err
 			}
@@ -78,25 +75,36 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 			}
 			// A range stays dense while at least half its seqs are
 			// delivered commits; otherwise the candidates are sparse again.
-			dense = 2*(len(out)-kept) >= int(through-from)
-			perSeq = float64(delivered-had) / float64(through-from)
-			after = through
+			dense = 2*(len(r.out)-kept) >= int(through-from)
+			perSeq = float64(r.delivered-had) / float64(through-from)
+			r.after = through
 			continue
 		}
-		args := candidateArgs([]any{partition, w.Table, drive}, values, []any{after, w.ThroughSeq}, page)
+		args := candidateArgs([]any{partition, w.Table, drive}, values, []any{r.after, w.ThroughSeq}, page)
 		args = append(args, partition, partition, w.Table)
-		cands, done, err := s.windowPage(ctx, q, query, args, w, nil, &arena, &out, &delivered, &after)
+		cands, done, err := s.windowPage(ctx, q, query, args, nil, &r)
 		if err != nil {
 			return nil, err
 		}
 		if done || cands < page {
 			break
 		}
-		dense = 2*(len(out)-kept) >= int(after-from)
-		perSeq = float64(delivered-had) / float64(after-from)
+		dense = 2*(len(r.out)-kept) >= int(r.after-from)
+		perSeq = float64(r.delivered-had) / float64(r.after-from)
 		page = batch
 	}
-	return out, nil
+	return r.out, nil
+}
+
+// windowRead is the state of one window read across its pages: the
+// commits delivered so far, their changes, the cursor (the last seq a
+// page saw) and the arena the changes live in.
+type windowRead struct {
+	w         ports.CommitWindow
+	out       []commit.Commit
+	delivered int
+	after     int64
+	arena     pageArena
 }
 
 // windowProbe is the candidate page that probes a long window's density,
@@ -178,8 +186,8 @@ ORDER BY c.k`, candidates("sync_change_scopes", "commit_seq", " AND commit_seq>?
 // are converted only on its first row. A range read's rows (ranged not
 // nil) carry no header columns: the headers come from *ranged, read by
 // the same range in seq order.
-func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []any, w ports.CommitWindow,
-	ranged *[]windowHead, arena *pageArena, out *[]commit.Commit, delivered *int, after *int64) (cands int, done bool, err error) {
+func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []any, ranged *[]windowHead, r *windowRead) (cands int, done bool, err error) {
+	w, arena := r.w, &r.arena
 	var heads []windowHead
 	if ranged != nil {
 		heads = *ranged
@@ -201,13 +209,13 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 			if !sort.IsSorted(order) {
 				sort.Sort(order)
 			}
-			*out = append(*out, cur)
-			*delivered += len(cur.Changes)
+			r.out = append(r.out, cur)
+			r.delivered += len(cur.Changes)
 		}
 		cur, have = commit.Commit{}, false
 		order.idx = order.idx[:0]
 		first = len(arena.changes)
-		return *delivered >= w.LimitChanges
+		return r.delivered >= w.LimitChanges
 	}
 	in := interner{}
 	var lastScopes []byte
@@ -243,7 +251,7 @@ func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []
 			}
 			cands++
 			curSeq = seq
-			*after = seq
+			r.after = seq
 			if actor.Valid {
 				cur = commit.Commit{Seq: seq, CreatedAtMs: created.Int64, ActorID: actor.String}
 				have = true
