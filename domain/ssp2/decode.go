@@ -9,9 +9,68 @@ import (
 
 // frameReader decodes one frame payload. Strings are cut from one string
 // copy of the payload (one allocation per frame); byte fields alias the
-// payload.
+// payload; a COMMIT's parts come from the message's frameArena.
 type frameReader struct {
 	wire.Reader
+	a *frameArena
+}
+
+// frameArena backs the COMMIT frames of one message: a catch-up response
+// carries a thousand small commits, and carving their structs and slices
+// from shared chunks spares four allocations per commit. Every slice
+// handed out is capped, so appending to one never reaches a neighbour;
+// the chunks live as long as any frame of the message does.
+type frameArena struct {
+	commits []Commit
+	tables  []string
+	changes []Change
+	scopes  []ScopeValue
+	chunk   int // the next chunk's length in elements
+}
+
+const (
+	frameArenaFirst = 8
+	frameArenaMax   = 512
+)
+
+// grow returns the next chunk length for a request of n elements.
+func (a *frameArena) grow(n int) int {
+	a.chunk = min(max(2*a.chunk, frameArenaFirst), frameArenaMax)
+	return max(a.chunk, n)
+}
+
+func (a *frameArena) commit() *Commit {
+	if len(a.commits) == cap(a.commits) {
+		a.commits = make([]Commit, 0, a.grow(1))
+	}
+	a.commits = a.commits[:len(a.commits)+1]
+	return &a.commits[len(a.commits)-1]
+}
+
+func (a *frameArena) tableNames(n int) []string {
+	if cap(a.tables)-len(a.tables) < n {
+		a.tables = make([]string, 0, a.grow(n))
+	}
+	i := len(a.tables)
+	a.tables = a.tables[:i+n]
+	return a.tables[i : i+n : i+n]
+}
+
+func (a *frameArena) changeList(n int) []Change {
+	if cap(a.changes)-len(a.changes) < n {
+		a.changes = make([]Change, 0, a.grow(n))
+	}
+	i := len(a.changes)
+	a.changes = a.changes[:i+n]
+	return a.changes[i : i+n : i+n]
+}
+
+// scopeRoom makes room for n more scope entries in one chunk, so that
+// storedScopes can append them contiguously.
+func (a *frameArena) scopeRoom(n int) {
+	if cap(a.scopes)-len(a.scopes) < n {
+		a.scopes = make([]ScopeValue, 0, a.grow(n))
+	}
 }
 
 func (r *frameReader) str() (string, error) { return r.Str() }
@@ -86,21 +145,23 @@ func (r *frameReader) scopeLists() (ScopeLists, error) {
 	return out, nil
 }
 
-// storedScopes reads a map str → str, appending entries to arena so a
-// frame's changes share one backing array.
-func (r *frameReader) storedScopes(arena *[]ScopeValue) (StoredScopes, error) {
+// commitScopes reads a change's stored scopes, a map str → str, into the
+// message arena, so a message's changes share a few backing arrays.
+func (r *frameReader) commitScopes() (StoredScopes, error) {
 	n, err := r.count(8, "scope map")
 	if err != nil {
 		return nil, err
 	}
-	start := len(*arena)
+	r.a.scopeRoom(n)
+	a := &r.a.scopes
+	start := len(*a)
 	for i := range n {
 		k, err := r.Str()
 		if err != nil {
 			return nil, err
 		}
 		if i > 0 {
-			if err := wire.KeyAfter((*arena)[len(*arena)-1].Key, k, false); err != nil {
+			if err := wire.KeyAfter((*a)[len(*a)-1].Key, k, false); err != nil {
 				return nil, err
 			}
 		}
@@ -108,10 +169,9 @@ func (r *frameReader) storedScopes(arena *[]ScopeValue) (StoredScopes, error) {
 		if err != nil {
 			return nil, err
 		}
-		*arena = append(*arena, ScopeValue{Key: k, Value: v})
+		*a = append(*a, ScopeValue{Key: k, Value: v})
 	}
-	a := *arena
-	return StoredScopes(a[start:len(a):len(a)]), nil
+	return StoredScopes((*a)[start:len(*a):len(*a)]), nil
 }
 
 func op(b uint8, what string) (Op, error) {
@@ -122,14 +182,14 @@ func op(b uint8, what string) (Op, error) {
 }
 
 // decodeFrame decodes one frame payload for a message of kind and version.
-func decodeFrame(kind Kind, version uint16, ft FrameType, payload []byte) (Frame, error) {
+func decodeFrame(kind Kind, version uint16, ft FrameType, payload []byte, a *frameArena) (Frame, error) {
 	if ft.KindOf() == 0 {
 		return &Unknown{Type: ft, Payload: payload}, nil
 	}
 	if ft.KindOf() != kind {
 		return nil, wire.Errorf("%s frame type 0x%02x (%s) is illegal in a %s message", ft.KindOf(), uint8(ft), ft, kind)
 	}
-	r := &frameReader{Reader: wire.NewReader(payload)}
+	r := &frameReader{Reader: wire.NewReader(payload), a: a}
 	if ft != TypeSegmentInline {
 		r.SetString(string(payload))
 	}
@@ -172,8 +232,8 @@ func decodeFrame(kind Kind, version uint16, ft FrameType, payload []byte) (Frame
 	if err != nil {
 		return nil, prefix(err, ft)
 	}
-	if err := r.Done(ft.String() + " frame payload"); err != nil {
-		return nil, err
+	if r.Remaining() != 0 { // the name is built only for the error
+		return nil, r.Done(ft.String() + " frame payload")
 	}
 	return f, nil
 }
@@ -500,7 +560,7 @@ func (r *frameReader) subStart() (*SubStart, error) {
 }
 
 func (r *frameReader) commit() (*Commit, error) {
-	c := &Commit{}
+	c := r.a.commit()
 	var err error
 	if c.CommitSeq, err = r.I64(); err != nil {
 		return nil, err
@@ -515,7 +575,7 @@ func (r *frameReader) commit() (*Commit, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Tables = make([]string, nt)
+	c.Tables = r.a.tableNames(nt)
 	for i := range c.Tables {
 		if c.Tables[i], err = r.str(); err != nil {
 			return nil, err
@@ -525,8 +585,7 @@ func (r *frameReader) commit() (*Commit, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Changes = make([]Change, nc)
-	var arena []ScopeValue
+	c.Changes = r.a.changeList(nc)
 	for i := range c.Changes {
 		ch := &c.Changes[i]
 		if ch.TableIndex, err = r.U16(); err != nil {
@@ -550,10 +609,7 @@ func (r *frameReader) commit() (*Commit, error) {
 			return nil, err
 		}
 		ch.RowVersion = rv.Value
-		if arena == nil {
-			arena = make([]ScopeValue, 0, nc)
-		}
-		if ch.Scopes, err = r.storedScopes(&arena); err != nil {
+		if ch.Scopes, err = r.commitScopes(); err != nil {
 			return nil, err
 		}
 		has, err := r.Opt()

@@ -2,6 +2,9 @@ package ssp2_test
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,5 +81,68 @@ func TestScopeHelpersAreCanonical(t *testing.T) {
 	}
 	if v, ok := st.Get("b"); !ok || v != "2" {
 		t.Fatal("Get")
+	}
+}
+
+// COMMIT frames of one message share the decoder's chunks; each frame's
+// tables, changes and scopes are its own: appending to one reaches no
+// other, through either decoder.
+func TestDecodedCommitsStayApart(t *testing.T) {
+	var frames []ssp2.Frame
+	frames = append(frames, &ssp2.RespHeader{LogEpoch: "e"}, &ssp2.SubStart{ID: "s", Status: ssp2.SubActive})
+	for i := range 40 { // past the first chunks
+		id := string(rune('a' + i%26))
+		frames = append(frames, &ssp2.Commit{CommitSeq: int64(i + 1), ActorID: "w", Tables: []string{"t" + id},
+			Changes: []ssp2.Change{{RowID: id, Op: ssp2.OpDelete, Scopes: ssp2.StoredScopesFromMap(map[string]string{"k": id, "l": id})}}})
+	}
+	frames = append(frames, &ssp2.SubEnd{NextCursor: 40})
+	b, err := ssp2.Encode(&ssp2.Message{WireVersion: 3, Kind: ssp2.KindResponse, Frames: frames})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoders := map[string]func() []ssp2.Frame{
+		"whole message": func() []ssp2.Frame {
+			m, err := ssp2.Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m.Frames
+		},
+		"streaming": func() []ssp2.Frame {
+			d := ssp2.NewDecoder(bytes.NewReader(b), ssp2.DecodeOptions{})
+			var out []ssp2.Frame
+			for {
+				f, err := d.Next()
+				if errors.Is(err, io.EOF) {
+					return out
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, f)
+			}
+		},
+	}
+	for name, decode := range decoders {
+		t.Run(name, func(t *testing.T) {
+			var commits []*ssp2.Commit
+			for _, f := range decode() {
+				if c, ok := f.(*ssp2.Commit); ok {
+					commits = append(commits, c)
+				}
+			}
+			for _, c := range commits {
+				_ = append(c.Tables, "x")
+				_ = append(c.Changes, ssp2.Change{RowID: "x"})
+				_ = append(c.Changes[0].Scopes, ssp2.ScopeValue{Key: "x", Value: "x"})
+			}
+			for i, c := range commits {
+				want := frames[i+2].(*ssp2.Commit)
+				if c.CommitSeq != want.CommitSeq || !slices.Equal(c.Tables, want.Tables) || len(c.Changes) != 1 ||
+					c.Changes[0].RowID != want.Changes[0].RowID || !slices.Equal(c.Changes[0].Scopes, want.Changes[0].Scopes) {
+					t.Fatalf("commit %d decoded as %+v, want %+v", i, c, want)
+				}
+			}
+		})
 	}
 }

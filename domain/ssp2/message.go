@@ -141,6 +141,7 @@ func DecodeWith(b []byte, o DecodeOptions) (*Message, error) {
 	m := &Message{WireVersion: v, Kind: k}
 	g := newGrammar(k)
 	var grammarErr error
+	var arena frameArena
 	off := HeaderSize
 	for {
 		if off == len(b) {
@@ -169,7 +170,7 @@ func DecodeWith(b []byte, o DecodeOptions) (*Message, error) {
 			}
 			break
 		}
-		f, err := decodeFrame(k, v, ft, payload)
+		f, err := decodeFrame(k, v, ft, payload, &arena)
 		if err != nil {
 			return nil, err
 		}

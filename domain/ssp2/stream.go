@@ -109,6 +109,7 @@ type Decoder struct {
 	done    bool
 	err     error
 	fh      [5]byte
+	arena   frameArena
 }
 
 // NewDecoder returns a decoder reading from r.
@@ -147,7 +148,8 @@ func (d *Decoder) fail(err error) error {
 
 // Next returns the next frame. After the END frame (and a check that no
 // byte follows it) it returns io.EOF. Frames own their memory: nothing is
-// reused between calls.
+// reused between calls (COMMIT frames are carved from the decoder's
+// chunks, which are never written twice).
 func (d *Decoder) Next() (Frame, error) {
 	if d.err != nil {
 		return nil, d.err
@@ -197,7 +199,7 @@ func (d *Decoder) Next() (Frame, error) {
 	if err != nil {
 		return nil, d.fail(err)
 	}
-	f, err := decodeFrame(d.kind, d.version, ft, payload)
+	f, err := decodeFrame(d.kind, d.version, ft, payload, &d.arena)
 	if err != nil {
 		return nil, d.fail(err)
 	}
