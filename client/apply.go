@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/syncd-dev/syncd/domain/canonjson"
@@ -25,9 +26,35 @@ type section struct {
 	fresh    bool // fresh bootstrap: the first page clears first
 	cleared  bool
 	failed   error
-	staged   map[string]map[string]*Row // nil = delete, applied at SUB_END
+	staged   []stagedTable // applied at SUB_END, in arrival order
 	effectiv map[string][]string
+	payloads []byte // the chunk staged commit payloads are copied into
 }
+
+// stagedTable is a section's writes to one table, in arrival order: when
+// finish applies them, a row's later write overrides its earlier one. A
+// list, not a map by row id: a catch-up page stages a thousand rows, and
+// appending them costs no hashing and no allocation per row.
+type stagedTable struct {
+	name string
+	rows []stagedRow
+}
+
+type stagedRow struct {
+	id      string
+	row     Row
+	deleted bool
+}
+
+// Commit payloads are copied into chunks that double from 1 KiB to 64
+// KiB within a section: a thousand small rows share a few allocations
+// instead of one each. A chunk stays alive while any row cut from it is
+// in the replica, which for this client (tests and load) is the right
+// trade for the allocations spared.
+const (
+	payloadChunkFirst = 1 << 10
+	payloadChunkMax   = 64 << 10
+)
 
 // apply applies a response to the replica.
 func (c *Client) apply(ctx context.Context, msg *ssp2.Message, sent map[string]reqSub) (*Result, error) {
@@ -60,7 +87,6 @@ func (c *Client) apply(ctx context.Context, msg *ssp2.Message, sent map[string]r
 				sub:      s,
 				sec:      Section{Status: f.Status, Reason: f.ReasonCode, Bootstrap: f.Bootstrap, NextCursor: rq.cursor},
 				fresh:    f.Bootstrap && rq.cursor < 0 && !rq.resumed, // §5.6: only a fresh bootstrap clears
-				staged:   map[string]map[string]*Row{},
 				effectiv: f.EffectiveScopes.Map(),
 			}
 			if f.Status == ssp2.SubRevoked {
@@ -143,16 +169,16 @@ func (c *Client) finish(cur *section, f *ssp2.SubEnd) {
 	if cur.failed != nil {
 		return
 	}
-	for table, rows := range cur.staged {
-		if len(c.rows[table]) == 0 {
-			c.rows[table] = make(map[string]Row, len(rows)) // a bootstrap: sized once
+	for _, st := range cur.staged {
+		if len(c.rows[st.name]) == 0 {
+			c.rows[st.name] = make(map[string]Row, len(st.rows)) // a bootstrap: sized once
 		}
-		t := c.table(table)
-		for id, r := range rows {
-			if r == nil {
-				delete(t, id)
+		t := c.table(st.name)
+		for _, r := range st.rows {
+			if r.deleted {
+				delete(t, r.id)
 			} else {
-				t[id] = *r
+				t[r.id] = r.row
 			}
 		}
 	}
@@ -181,13 +207,48 @@ func (c *Client) table(name string) map[string]Row {
 	return t
 }
 
-func (cur *section) stage(table, id string, r *Row) {
-	t := cur.staged[table]
-	if t == nil {
-		t = map[string]*Row{}
-		cur.staged[table] = t
+// stage records a write of row id of table; stageDelete its deletion.
+func (cur *section) stage(table, id string, r Row) {
+	t := cur.stagedTo(table)
+	t.rows = append(t.rows, stagedRow{id: id, row: r})
+}
+
+func (cur *section) stageDelete(table, id string) {
+	t := cur.stagedTo(table)
+	t.rows = append(t.rows, stagedRow{id: id, deleted: true})
+}
+
+// reserve makes room for n more staged writes to table.
+func (cur *section) reserve(table string, n int) {
+	t := cur.stagedTo(table)
+	t.rows = slices.Grow(t.rows, n)
+}
+
+// stagedTo returns table's staged writes; a section holds one table's
+// rows, rarely more, so a scan beats a map.
+func (cur *section) stagedTo(table string) *stagedTable {
+	for i := range cur.staged {
+		if cur.staged[i].name == table {
+			return &cur.staged[i]
+		}
 	}
-	t[id] = r
+	cur.staged = append(cur.staged, stagedTable{name: table})
+	return &cur.staged[len(cur.staged)-1]
+}
+
+// copyPayload copies a commit payload out of the response body into the
+// section's chunk, capped so that nothing appended to it reaches a
+// neighbour.
+func (cur *section) copyPayload(b []byte) []byte {
+	if len(b) > payloadChunkMax/4 {
+		return bytes.Clone(b)
+	}
+	if cap(cur.payloads)-len(cur.payloads) < len(b) {
+		cur.payloads = make([]byte, 0, max(min(2*cap(cur.payloads), payloadChunkMax), payloadChunkFirst))
+	}
+	n := len(cur.payloads)
+	cur.payloads = append(cur.payloads, b...)
+	return cur.payloads[n:len(cur.payloads):len(cur.payloads)]
 }
 
 func (c *Client) stageCommit(cur *section, f *ssp2.Commit) error {
@@ -201,13 +262,13 @@ func (c *Client) stageCommit(cur *section, f *ssp2.Commit) error {
 			return fmt.Errorf("client: commit %d: unknown table %q", f.CommitSeq, table)
 		}
 		if ch.Op == ssp2.OpDelete {
-			cur.stage(table, ch.RowID, nil)
+			cur.stageDelete(table, ch.RowID)
 			continue
 		}
 		if err := codec.ValidateRow(ch.Row); err != nil {
 			return fmt.Errorf("client: commit %d: %s/%s: %w", f.CommitSeq, table, ch.RowID, err)
 		}
-		cur.stage(table, ch.RowID, &Row{Version: ch.RowVersion, Payload: bytes.Clone(ch.Row)})
+		cur.stage(table, ch.RowID, Row{Version: ch.RowVersion, Payload: cur.copyPayload(ch.Row)})
 	}
 	return nil
 }
@@ -230,7 +291,7 @@ func (c *Client) stageSegment(cur *section, b []byte) error {
 		cur.cleared = true
 		for id, r := range c.rows[t.Name] {
 			if c.matches(t, r.Payload, cur.effectiv) {
-				cur.stage(t.Name, id, nil)
+				cur.stageDelete(t.Name, id)
 			}
 		}
 	}
@@ -252,7 +313,7 @@ func (c *Client) stageSegment(cur *section, b []byte) error {
 			if err != nil {
 				return fmt.Errorf("client: segment row %s: %w", id, err)
 			}
-			cur.stage(t.Name, id, &Row{Version: row.ServerVersion, Payload: p})
+			cur.stage(t.Name, id, Row{Version: row.ServerVersion, Payload: p})
 			c.stats.BootstrapRows++
 		}
 	}

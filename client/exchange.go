@@ -262,6 +262,16 @@ func readBody(resp *http.Response, limit int64) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("client: unsupported Content-Encoding %q", ce)
 	}
+	if r == resp.Body && resp.ContentLength >= 0 && resp.ContentLength <= limit {
+		// A declared length is read into one buffer of that size, not
+		// grown by doubling; a body that ends early is an error, and
+		// bytes past it are for net/http to refuse.
+		b := make([]byte, resp.ContentLength)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, fmt.Errorf("client: read body: %w", err)
+		}
+		return b, nil
+	}
 	b, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("client: read body: %w", err)

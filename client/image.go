@@ -60,13 +60,11 @@ func (c *Client) stageImage(ctx context.Context, cur *section, f *ssp2.SegmentRe
 		cur.cleared = true
 		for id, r := range c.rows[t.Name] {
 			if c.matches(t, r.Payload, cur.effectiv) {
-				cur.stage(t.Name, id, nil)
+				cur.stageDelete(t.Name, id)
 			}
 		}
 	}
-	if cur.staged[t.Name] == nil {
-		cur.staged[t.Name] = make(map[string]*Row, f.RowCount)
-	}
+	cur.reserve(t.Name, int(min(max(f.RowCount, 0), 1<<16))) // a hint from the server, bounded
 	n, err := c.stageImageRows(ctx, conn, cur, t)
 	if err != nil {
 		return err
@@ -163,7 +161,7 @@ func (c *Client) stageImageRows(ctx context.Context, conn *sql.Conn, cur *sectio
 		if err != nil {
 			return n, syncerr.Newf(syncerr.InvalidRequest, "client: sqlite segment row %s: %v", id, err)
 		}
-		cur.stage(t.Name, id, &Row{Version: version, Payload: p})
+		cur.stage(t.Name, id, Row{Version: version, Payload: p})
 		c.stats.BootstrapRows++
 		n++
 	}
