@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/syncd-dev/syncd/domain/commit"
@@ -54,6 +55,11 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 		page = windowProbe
 	}
 	r := windowRead{w: w, after: w.AfterSeq}
+	// Sized up front for a short read, and once more when the probe finds
+	// the window dense (grown by doubling, a 1,000-commit read copied its
+	// commits and changes about twice over).
+	r.out = make([]commit.Commit, 0, windowPresize(w))
+	r.arena.changes = make([]commit.Change, 0, windowPresize(w))
 	dense := false
 	perSeq := 1.0 // delivered changes per seq of the last page
 	for r.delivered < w.LimitChanges && r.after < w.ThroughSeq {
@@ -92,6 +98,12 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 		dense = 2*(len(r.out)-kept) >= int(r.after-from)
 		perSeq = float64(r.delivered-had) / float64(r.after-from)
 		page = batch
+		if dense {
+			r.reserve(min(w.LimitChanges-r.delivered, int(math.Ceil(float64(w.ThroughSeq-r.after)*perSeq))))
+		}
+	}
+	if len(r.out) == 0 {
+		return nil, nil // an empty window is nil, whatever was reserved
 	}
 	return r.out, nil
 }
@@ -105,6 +117,24 @@ type windowRead struct {
 	delivered int
 	after     int64
 	arena     pageArena
+}
+
+// windowPresize is what a window read's commits and changes are first
+// sized for: the change limit, if the window is that long, and no more
+// than a short read needs, so that a large limit over a sparse window
+// does not reserve what it never fills.
+func windowPresize(w ports.CommitWindow) int {
+	return int(max(0, min(int64(w.LimitChanges), w.ThroughSeq-w.AfterSeq, windowPresizeMax)))
+}
+
+const windowPresizeMax = 256
+
+// reserve makes room for n more changes (and as many commits), the most a
+// dense window's rest delivers.
+func (r *windowRead) reserve(n int) {
+	n = min(max(n, 0), r.w.LimitChanges)
+	r.out = slices.Grow(r.out, n)
+	r.arena.changes = slices.Grow(r.arena.changes, n)
 }
 
 // windowProbe is the candidate page that probes a long window's density,

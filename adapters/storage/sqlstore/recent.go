@@ -246,24 +246,31 @@ func (r *recentLog) window(partition, epoch string, w ports.CommitWindow) ([]com
 	if p == nil || p.epoch != epoch || w.AfterSeq < p.lo || w.ThroughSeq > p.hi() {
 		return nil, false
 	}
-	var out []commit.Commit
 	delivered := 0
 	from := p.head + int(w.AfterSeq-p.lo)
 	to := p.head + int(w.ThroughSeq-p.lo)
+	// One backing array for the commits and one for the changes, each
+	// commit's a capped slice of it (the log's own stay untouched).
+	out := make([]commit.Commit, 0, windowPresize(w))
+	arena := make([]commit.Change, 0, windowPresize(w))
 	for i := from; i < to && delivered < w.LimitChanges; i++ {
 		c := &p.commits[i].c
-		var changes []commit.Change
+		first := len(arena)
 		for j := range c.Changes {
 			ch := &c.Changes[j]
 			if ch.Table == w.Table && matches(ch.Scopes, w.ScopeFilter) {
-				changes = append(changes, *ch)
+				arena = append(arena, *ch)
 			}
 		}
-		if len(changes) == 0 {
+		if len(arena) == first {
 			continue
 		}
+		changes := arena[first:len(arena):len(arena)]
 		out = append(out, commit.Commit{Seq: c.Seq, CreatedAtMs: c.CreatedAtMs, ActorID: c.ActorID, Changes: changes})
 		delivered += len(changes)
+	}
+	if len(out) == 0 {
+		return nil, true // as the log answers an empty window
 	}
 	return out, true
 }
