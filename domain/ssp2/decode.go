@@ -39,30 +39,22 @@ func (a *frameArena) grow(n int) int {
 	return max(a.chunk, n)
 }
 
-func (a *frameArena) commit() *Commit {
-	if len(a.commits) == cap(a.commits) {
-		a.commits = make([]Commit, 0, a.grow(1))
-	}
-	a.commits = a.commits[:len(a.commits)+1]
-	return &a.commits[len(a.commits)-1]
-}
+func (a *frameArena) commit() *Commit { return &carve(a, &a.commits, 1)[0] }
 
-func (a *frameArena) tableNames(n int) []string {
-	if cap(a.tables)-len(a.tables) < n {
-		a.tables = make([]string, 0, a.grow(n))
-	}
-	i := len(a.tables)
-	a.tables = a.tables[:i+n]
-	return a.tables[i : i+n : i+n]
-}
+func (a *frameArena) tableNames(n int) []string { return carve(a, &a.tables, n) }
 
-func (a *frameArena) changeList(n int) []Change {
-	if cap(a.changes)-len(a.changes) < n {
-		a.changes = make([]Change, 0, a.grow(n))
+func (a *frameArena) changeList(n int) []Change { return carve(a, &a.changes, n) }
+
+// carve hands out n elements of the chunk *buf, capped, starting a new
+// chunk when this one lacks room; the old chunk stays with the frames that
+// hold parts of it.
+func carve[T any](a *frameArena, buf *[]T, n int) []T {
+	if cap(*buf)-len(*buf) < n {
+		*buf = make([]T, 0, a.grow(n))
 	}
-	i := len(a.changes)
-	a.changes = a.changes[:i+n]
-	return a.changes[i : i+n : i+n]
+	i := len(*buf)
+	*buf = (*buf)[:i+n]
+	return (*buf)[i : i+n : i+n]
 }
 
 // scopeRoom makes room for n more scope entries in one chunk, so that
