@@ -37,7 +37,7 @@ func Backup(ctx context.Context, path, out string) error {
 	// VACUUM INTO only reads the source (query_only would refuse it).
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sql.Open("sqlite", fileURI(path)+"?"+q.Encode())
 	if err != nil {
 		return err
 	}

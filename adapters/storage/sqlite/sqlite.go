@@ -75,12 +75,16 @@ type Store struct {
 
 var _ ports.Storage = (*Store)(nil)
 
+func (o Options) busyTimeout() time.Duration {
+	if o.BusyTimeout <= 0 {
+		return 5 * time.Second
+	}
+	return o.BusyTimeout
+}
+
 // DSN renders the modernc DSN for path; writer adds _txlock=immediate.
 func DSN(o Options, writer bool) string {
-	busy := o.BusyTimeout
-	if busy <= 0 {
-		busy = 5 * time.Second
-	}
+	busy := o.busyTimeout()
 	syncMode := strings.ToUpper(o.Synchronous)
 	if syncMode != "NORMAL" {
 		syncMode = "FULL"
@@ -103,8 +107,17 @@ func DSN(o Options, writer bool) string {
 	} else {
 		q.Add("_pragma", "query_only(1)")
 	}
-	return "file:" + o.Path + "?" + q.Encode()
+	return fileURI(o.Path) + "?" + q.Encode()
 }
+
+// fileURI is the SQLite URI every connection of the store opens path by.
+// SQLite decodes percent escapes in a URI's path and ends it at '?' or
+// '#', so those three are escaped: the file opened is the one named.
+func fileURI(path string) string {
+	return "file:" + uriPathEscaper.Replace(path)
+}
+
+var uriPathEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
 // Open opens (creating) the database; run EnsureSchema before row work.
 // It is New followed by Connect.
@@ -155,13 +168,15 @@ func New(o Options) (*Store, error) {
 	wdb := bun.NewDB(w, sqlitedialect.New())
 	rdb := bun.NewDB(r, sqlitedialect.New())
 	rs := sqlstore.NewStmtDB(r)
+	direct := newDirectReads(o.Path, o.busyTimeout(), n)
 	st := &Store{writer: w, reader: r, w: d.w, path: o.Path}
 	st.Store = sqlstore.New(sqlstore.Config{
-		Dialect: d, DB: wdb, ReadDB: rdb, Reader: rs,
+		Dialect: d, DB: wdb, ReadDB: rdb, Reader: rs, Direct: direct,
 		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now, Tracer: o.Tracer, RecentLogBytes: o.RecentLogBytes,
 		Close: func() error {
 			d.w.close()
 			rs.Close()
+			direct.Close()
 			return errors.Join(r.Close(), w.Close())
 		},
 	})

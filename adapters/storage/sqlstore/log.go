@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -72,7 +73,13 @@ func (s *Store) readCommitWindow(ctx context.Context, q Querier, partition strin
 			if err != nil {
 				return nil, err
 			}
-			_, done, err := s.windowPage(ctx, q, s.windowRangeQuery(), []any{partition, w.Table, r.after, through}, &heads, &r)
+			rangeArgs := []any{partition, w.Table, r.after, through}
+			var done bool
+			if s.direct != nil {
+				done, err = s.windowRangeDirect(ctx, rangeArgs, &heads, &r)
+			} else {
+				_, done, err = s.windowPage(ctx, q, s.windowRangeQuery(), rangeArgs, &heads, &r)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -168,14 +175,25 @@ type windowHead struct {
 }
 
 // windowHeads reads the headers of the commits in (after, through], in
-// seq order.
+// seq order (through the direct reader when the engine has one).
 func (s *Store) windowHeads(ctx context.Context, q Querier, partition string, after, through int64) ([]windowHead, error) {
+	out := make([]windowHead, 0, min(through-after, 4096))
+	if s.direct != nil {
+		err := s.direct.ReadDirect(ctx, s.windowHeadsQuery(), []any{partition, after, through}, func(row DirectRow) error {
+			var h windowHead
+			h.seq, _ = row.Int64(0)
+			h.actor = string(row.Bytes(1))
+			h.created, _ = row.Int64(2)
+			out = append(out, h)
+			return nil
+		})
+		return out, err
+	}
 	rows, err := q.QueryContext(ctx, s.windowHeadsQuery(), partition, after, through)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = rows.Close() }()
-	out := make([]windowHead, 0, min(through-after, 4096))
 	for rows.Next() {
 		var h windowHead
 		if err := rows.Scan(&h.seq, &h.actor, &h.created); err != nil {
@@ -209,118 +227,185 @@ ORDER BY c.k`, candidates("sync_change_scopes", "commit_seq", " AND commit_seq>?
 
 // windowPage folds one page: rows arrive ordered by seq (a candidate
 // page's commit changes in any order, put in idx order before the commit
-// is kept; a range read's in idx order); every
-// candidate advances the cursor, even one whose changes all fail the
-// full filter. Scopes and payload are scanned as sql.RawBytes (no
-// database/sql clone): the scopes are decoded straight from the driver's
-// bytes with interned variables and values, once per run of equal scopes
-// (a run of commits to one scope shares one read-only map and its match),
-// and a delivered upsert's payload is copied once, into the read's arena.
-// The commit header columns repeat on every change row of a commit and
-// are converted only on its first row. A range read's rows (ranged not
-// nil) carry no header columns: the headers come from *ranged, read by
-// the same range in seq order.
+// is kept; a range read's in idx order); every candidate advances the
+// cursor, even one whose changes all fail the full filter. Scopes and
+// payload are scanned as sql.RawBytes (no database/sql clone). A range
+// read's rows (ranged not nil) carry no header columns: the headers come
+// from *ranged, read by the same range in seq order.
 func (s *Store) windowPage(ctx context.Context, q Querier, query string, args []any, ranged *[]windowHead, r *windowRead) (cands int, done bool, err error) {
-	w, arena := r.w, &r.arena
-	var heads []windowHead
-	if ranged != nil {
-		heads = *ranged
-	}
+	f := newPageFold(r, ranged)
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return 0, false, err
 	}
 	defer func() { _ = rows.Close() }()
-	var cur commit.Commit
-	var order byIdx
-	have := false
-	curSeq := int64(-1)
-	first := len(arena.changes) // arena.changes[first:] are the current commit's
-	flush := func() bool {
-		if have && len(arena.changes) > first {
-			cur.Changes = arena.changes[first:len(arena.changes):len(arena.changes)]
-			order.changes = cur.Changes
-			// A range read's rows come in idx order already.
-			if ranged == nil && !sort.IsSorted(order) {
-				sort.Sort(order)
-			}
-			r.out = append(r.out, cur)
-			r.delivered += len(cur.Changes)
-		}
-		cur, have = commit.Commit{}, false
-		order.idx = order.idx[:0]
-		first = len(arena.changes)
-		return r.delivered >= w.LimitChanges
-	}
-	in := interner{}
-	var lastScopes []byte
-	var lastMap map[string]string
-	lastMatch := false
-	var seq int64
-	var actor, rowID sql.NullString
-	var created, idx, op, rowVersion sql.NullInt64
+	var row windowRow
 	var scopes, payload sql.RawBytes
 	for rows.Next() {
 		if ranged != nil {
-			err = rows.Scan(&seq, &rowID, &op, &rowVersion, &scopes, &payload)
+			err = rows.Scan(&row.seq, &row.rowID, &row.op, &row.rowVersion, &scopes, &payload)
 		} else {
-			err = rows.Scan(&seq, &actor, &created, &idx, &rowID, &op, &rowVersion, &scopes, &payload)
+			err = rows.Scan(&row.seq, &row.actor, &row.created, &row.idx, &row.rowID, &row.op, &row.rowVersion, &scopes, &payload)
 		}
 		if err != nil {
-			return cands, false, err
+			return f.cands, false, err
 		}
-		if ranged != nil && seq != curSeq {
-			// The header from the range's, both in seq order; a change
-			// without one is left out, as the join leaves it.
-			for len(heads) > 0 && heads[0].seq < seq {
-				heads = heads[1:]
-			}
-			actor.Valid = len(heads) > 0 && heads[0].seq == seq
-			if actor.Valid {
-				actor.String, created.Int64 = heads[0].actor, heads[0].created
-			}
-		}
-		if seq != curSeq {
-			if flush() {
-				return cands, true, nil
-			}
-			cands++
-			curSeq = seq
-			r.after = seq
-			if actor.Valid {
-				cur = commit.Commit{Seq: seq, CreatedAtMs: created.Int64, ActorID: actor.String}
-				have = true
-			}
-		}
-		if !have || !rowID.Valid {
-			continue
-		}
-		if lastMap == nil || !bytes.Equal(scopes, lastScopes) {
-			if lastMap, err = decodeScopesIn(scopes, in); err != nil {
-				return cands, false, err
-			}
-			lastScopes = append(lastScopes[:0], scopes...)
-			lastMatch = matches(lastMap, w.ScopeFilter)
-		}
-		if !lastMatch {
-			continue
-		}
-		ch := commit.Change{Table: w.Table, RowID: rowID.String, Op: commit.Op(op.Int64), Scopes: lastMap}
-		if rowVersion.Valid {
-			ch.RowVersion = rowVersion.Int64
-		}
-		if ch.Op == commit.OpUpsert && payload != nil {
-			ch.Row = arena.copy(payload)
-		}
-		arena.changes = append(arena.changes, ch)
-		if ranged == nil {
-			order.idx = append(order.idx, idx.Int64)
+		row.scopes, row.payload = scopes, payload
+		if done, err := f.add(&row); done || err != nil {
+			return f.cands, done, err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return cands, false, err
+		return f.cands, false, err
 	}
-	return cands, flush(), nil
+	return f.cands, f.flush(), nil
+}
+
+// windowRangeDirect is windowPage's range read through the direct
+// reader: the same fold over borrowed column values.
+func (s *Store) windowRangeDirect(ctx context.Context, args []any, heads *[]windowHead, r *windowRead) (done bool, err error) {
+	f := newPageFold(r, heads)
+	var row windowRow
+	err = s.direct.ReadDirect(ctx, s.windowRangeQuery(), args, func(d DirectRow) error {
+		row.seq, _ = d.Int64(0)
+		id := d.Bytes(1)
+		row.rowID = sql.NullString{String: string(id), Valid: id != nil}
+		row.op.Int64, row.op.Valid = d.Int64(2)
+		row.rowVersion.Int64, row.rowVersion.Valid = d.Int64(3)
+		row.scopes = d.Bytes(4)
+		// An empty payload is no payload, as database/sql scans it.
+		if row.payload = d.Bytes(5); len(row.payload) == 0 {
+			row.payload = nil
+		}
+		stop, err := f.add(&row)
+		if stop && err == nil {
+			return errWindowFull
+		}
+		return err
+	})
+	if errors.Is(err, errWindowFull) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return f.flush(), nil
+}
+
+// errWindowFull stops a direct read once the window has its changes.
+var errWindowFull = errors.New("sqlstore: window full")
+
+// windowRow is one change row of a window page, as either read fills it;
+// scopes and payload are borrowed from the driver until the next row.
+type windowRow struct {
+	seq                          int64
+	actor, rowID                 sql.NullString
+	created, idx, op, rowVersion sql.NullInt64
+	scopes, payload              []byte
+}
+
+// pageFold builds a page's commits from its rows. The scopes are decoded
+// straight from the driver's bytes with interned variables and values,
+// once per run of equal scopes (a run of commits to one scope shares one
+// read-only map and its match), and a delivered upsert's payload is
+// copied once, into the read's arena. The commit header columns repeat
+// on every change row of a commit and are converted only on its first
+// row.
+type pageFold struct {
+	r          *windowRead
+	heads      []windowHead
+	ranged     bool
+	cands      int
+	cur        commit.Commit
+	order      byIdx
+	have       bool
+	curSeq     int64
+	first      int // r.arena.changes[first:] are the current commit's
+	in         interner
+	lastScopes []byte
+	lastMap    map[string]string
+	lastMatch  bool
+}
+
+func newPageFold(r *windowRead, ranged *[]windowHead) *pageFold {
+	f := &pageFold{r: r, ranged: ranged != nil, curSeq: -1, first: len(r.arena.changes), in: interner{}}
+	if ranged != nil {
+		f.heads = *ranged
+	}
+	return f
+}
+
+// flush keeps the current commit if it has changes; it reports the
+// window's change limit reached.
+func (f *pageFold) flush() bool {
+	r, arena := f.r, &f.r.arena
+	if f.have && len(arena.changes) > f.first {
+		f.cur.Changes = arena.changes[f.first:len(arena.changes):len(arena.changes)]
+		f.order.changes = f.cur.Changes
+		// A range read's rows come in idx order already.
+		if !f.ranged && !sort.IsSorted(f.order) {
+			sort.Sort(f.order)
+		}
+		r.out = append(r.out, f.cur)
+		r.delivered += len(f.cur.Changes)
+	}
+	f.cur, f.have = commit.Commit{}, false
+	f.order.idx = f.order.idx[:0]
+	f.first = len(arena.changes)
+	return r.delivered >= r.w.LimitChanges
+}
+
+// add folds one row; done reports the change limit reached before it.
+func (f *pageFold) add(row *windowRow) (done bool, err error) {
+	r, arena := f.r, &f.r.arena
+	if f.ranged && row.seq != f.curSeq {
+		// The header from the range's, both in seq order; a change
+		// without one is left out, as the join leaves it.
+		for len(f.heads) > 0 && f.heads[0].seq < row.seq {
+			f.heads = f.heads[1:]
+		}
+		row.actor.Valid = len(f.heads) > 0 && f.heads[0].seq == row.seq
+		if row.actor.Valid {
+			row.actor.String, row.created.Int64 = f.heads[0].actor, f.heads[0].created
+		}
+	}
+	if row.seq != f.curSeq {
+		if f.flush() {
+			return true, nil
+		}
+		f.cands++
+		f.curSeq = row.seq
+		r.after = row.seq
+		if row.actor.Valid {
+			f.cur = commit.Commit{Seq: row.seq, CreatedAtMs: row.created.Int64, ActorID: row.actor.String}
+			f.have = true
+		}
+	}
+	if !f.have || !row.rowID.Valid {
+		return false, nil
+	}
+	if f.lastMap == nil || !bytes.Equal(row.scopes, f.lastScopes) {
+		if f.lastMap, err = decodeScopesIn(row.scopes, f.in); err != nil {
+			return false, err
+		}
+		f.lastScopes = append(f.lastScopes[:0], row.scopes...)
+		f.lastMatch = matches(f.lastMap, r.w.ScopeFilter)
+	}
+	if !f.lastMatch {
+		return false, nil
+	}
+	ch := commit.Change{Table: r.w.Table, RowID: row.rowID.String, Op: commit.Op(row.op.Int64), Scopes: f.lastMap}
+	if row.rowVersion.Valid {
+		ch.RowVersion = row.rowVersion.Int64
+	}
+	if ch.Op == commit.OpUpsert && row.payload != nil {
+		ch.Row = arena.copy(row.payload)
+	}
+	arena.changes = append(arena.changes, ch)
+	if !f.ranged {
+		f.order.idx = append(f.order.idx, row.idx.Int64)
+	}
+	return false, nil
 }
 
 // pageArena holds what one window read delivers in a few large

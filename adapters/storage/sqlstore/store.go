@@ -34,6 +34,9 @@ type Config struct {
 	Reader Querier
 	// ReadDB is the bun handle reads use for model queries (may equal DB).
 	ReadDB *bun.DB
+	// Direct, when set, runs the commit window's range reads (catch-up)
+	// instead of Reader.
+	Direct DirectReader
 	// NewEpoch mints log epochs; nil uses 16 random bytes in hex.
 	NewEpoch func() string
 	// TouchInterval skips the last-seen write of TouchPartition when the
@@ -61,6 +64,7 @@ type Store struct {
 	db       *bun.DB
 	rdb      *bun.DB
 	rd       Querier
+	direct   DirectReader
 	types    Types
 	epoch    func() string
 	touch    int64
@@ -110,7 +114,7 @@ func New(c Config) *Store {
 		c = traceStorage(c)
 	}
 	s := &Store{
-		d: c.Dialect, db: c.DB, rdb: c.ReadDB, rd: c.Reader, types: c.Dialect.Types(),
+		d: c.Dialect, db: c.DB, rdb: c.ReadDB, rd: c.Reader, direct: c.Direct, types: c.Dialect.Types(),
 		epoch: c.NewEpoch, touch: c.TouchInterval.Milliseconds(), retries: c.MaxRetries,
 		closeFn: c.Close, sqlCache: map[string]string{}, now: c.Now, traced: c.Tracer != nil,
 		recent: newRecentLog(c.RecentLogBytes),

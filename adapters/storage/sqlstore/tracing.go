@@ -53,6 +53,9 @@ func traceStorage(c Config) Config {
 	if c.Reader != nil {
 		c.Reader = tracedQuerier{q: c.Reader, tr: tr}
 	}
+	if c.Direct != nil {
+		c.Direct = tracedDirect{d: c.Direct, tr: tr}
+	}
 	hook := bunHook{tr: tr}
 	same := c.ReadDB == c.DB
 	if c.DB != nil {
@@ -190,6 +193,20 @@ func (t tracedQuerier) QueryRowContext(ctx context.Context, q string, args ...an
 	r := t.q.QueryRowContext(ctx, q, args...)
 	endSpan(span, r.Err())
 	return r
+}
+
+// tracedDirect runs each direct read in a span that, unlike a query's,
+// lasts until its rows have been read (they are read inside the call).
+type tracedDirect struct {
+	d  DirectReader
+	tr *tracer
+}
+
+func (t tracedDirect) ReadDirect(ctx context.Context, q string, args []any, each func(DirectRow) error) error {
+	ctx, span := t.tr.stmt(ctx, q)
+	err := t.d.ReadDirect(ctx, q, args, each)
+	endSpan(span, err)
+	return err
 }
 
 // stmt starts a statement span. A query's span ends when its rows are

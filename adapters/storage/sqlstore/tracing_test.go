@@ -1,6 +1,15 @@
 package sqlstore
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
 
 func TestStatementTarget(t *testing.T) {
 	for _, c := range []struct{ q, op, table string }{
@@ -23,3 +32,53 @@ func TestStatementTarget(t *testing.T) {
 		}
 	}
 }
+
+type directFunc func(ctx context.Context, q string, args []any, each func(DirectRow) error) error
+
+func (f directFunc) ReadDirect(ctx context.Context, q string, args []any, each func(DirectRow) error) error {
+	return f(ctx, q, args, each)
+}
+
+// A direct read's span is the statement's child of the caller and lasts
+// through the read; a failed read marks it failed.
+func TestTracedDirectRead(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		code codes.Code
+	}{
+		{"read", nil, codes.Unset},
+		{"failed read", errors.New("boom"), codes.Error},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			d := traceStorage(Config{Tracer: tp, Dialect: namedDialect{}, Direct: directFunc(func(ctx context.Context, _ string, _ []any, _ func(DirectRow) error) error {
+				if n := len(rec.Ended()); n != 0 {
+					t.Errorf("%d spans ended before the read did", n)
+				}
+				if !trace.SpanContextFromContext(ctx).IsValid() {
+					t.Error("the read runs outside its span")
+				}
+				return c.err
+			})}).Direct
+			ctx, req := tp.Tracer("test").Start(context.Background(), "request")
+			if err := d.ReadDirect(ctx, "SELECT commit_seq FROM sync_changes WHERE partition=?", []any{"p"}, nil); !errors.Is(err, c.err) {
+				t.Fatalf("got %v, want %v", err, c.err)
+			}
+			req.End()
+			spans := rec.Ended()
+			if len(spans) != 2 || spans[0].Name() != "SELECT sync_changes" || spans[0].Parent().SpanID() != req.SpanContext().SpanID() {
+				t.Fatalf("spans %v", spans)
+			}
+			if got := spans[0].Status().Code; got != c.code {
+				t.Errorf("status %v, want %v", got, c.code)
+			}
+		})
+	}
+}
+
+// namedDialect is only a name for the tracer.
+type namedDialect struct{ Dialect }
+
+func (namedDialect) Name() string { return "sqlite" }
