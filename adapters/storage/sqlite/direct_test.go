@@ -12,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	sqlite3 "modernc.org/sqlite/lib"
+
 	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
+	"github.com/syncd-dev/syncd/adapters/storage/sqlstore/storetest"
+	"github.com/syncd-dev/syncd/ports"
 )
 
 // directFixture is a WAL database with table t(i, s, b) written through
@@ -112,6 +116,40 @@ func TestDirectReadOpensTheNamedFile(t *testing.T) {
 	got, err := readAll(context.Background(), d, `SELECT i, s, b FROM t WHERE k>=?`, int64(0))
 	if err != nil || len(got) != 3 {
 		t.Fatalf("%d rows, %v; want the writer's 3", len(got), err)
+	}
+}
+
+// The request head runs its cached plan again: a read leaves no cleared
+// bindings behind. Clearing them expires a statement whose plan depends
+// on a parameter being 0 or 1 (the head's running schema version is one),
+// and its next step would prepare it afresh.
+func TestDirectRequestHeadKeepsItsPlan(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "h.db"), TouchInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	if err := st.EnsureSchema(ctx, storetest.Schema(t, storetest.IR), nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		q := ports.HeadQuery{Partition: "p", ClientID: "c", Running: 1, NowMs: int64(1_000 + i), PushClientID: "c", PushClientCommitID: "cc"}
+		if _, err := st.TouchPartitionHead(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads := 0
+	for _, c := range st.direct.idle {
+		for q, stmt := range c.stmts {
+			reads++
+			if n := sqlite3.Xsqlite3_stmt_status(c.tls, stmt, sqlite3.SQLITE_STMTSTATUS_REPREPARE, 0); n != 0 {
+				t.Errorf("prepared again %d times: %s", n, q)
+			}
+		}
+	}
+	if reads == 0 {
+		t.Fatal("the head was not read through the direct reader")
 	}
 }
 

@@ -70,6 +70,7 @@ type Store struct {
 	writer *sql.DB
 	reader *sql.DB
 	w      *writer
+	direct *directReads
 	path   string
 }
 
@@ -169,7 +170,7 @@ func New(o Options) (*Store, error) {
 	rdb := bun.NewDB(r, sqlitedialect.New())
 	rs := sqlstore.NewStmtDB(r)
 	direct := newDirectReads(o.Path, o.busyTimeout(), n)
-	st := &Store{writer: w, reader: r, w: d.w, path: o.Path}
+	st := &Store{writer: w, reader: r, w: d.w, path: o.Path, direct: direct}
 	st.Store = sqlstore.New(sqlstore.Config{
 		Dialect: d, DB: wdb, ReadDB: rdb, Reader: rs, Direct: direct,
 		NewEpoch: o.NewEpoch, TouchInterval: o.TouchInterval, Now: o.Now, Tracer: o.Tracer, RecentLogBytes: o.RecentLogBytes,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
@@ -11,9 +12,14 @@ import (
 )
 
 // Engine is the SQLite engine for the shared tests.
-func Engine() storetest.Engine {
+func Engine() storetest.Engine { return engineWith(sqlite.Options{}) }
+
+// engineWith is the engine opening its stores with o (and a path of
+// their own).
+func engineWith(o sqlite.Options) storetest.Engine {
 	open, reopen := storetest.Opener(func(ctx context.Context, path string) (*sqlstore.Store, error) {
-		s, err := sqlite.Open(ctx, sqlite.Options{Path: path})
+		o.Path = path
+		s, err := sqlite.Open(ctx, o)
 		if err != nil {
 			return nil, err
 		}
@@ -36,3 +42,6 @@ func BenchmarkPushAppend(b *testing.B) { storetest.BenchPushAppend(b, Engine()) 
 func BenchmarkWindowRead(b *testing.B) { storetest.BenchWindowRead(b, Engine()) }
 func BenchmarkScanRows(b *testing.B)   { storetest.BenchScanRows(b, Engine()) }
 func BenchmarkSeed100k(b *testing.B)   { storetest.BenchSeed(b, Engine(), 100_000) }
+func BenchmarkRequestHead(b *testing.B) {
+	storetest.BenchRequestHead(b, engineWith(sqlite.Options{TouchInterval: time.Hour}))
+}

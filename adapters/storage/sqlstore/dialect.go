@@ -216,23 +216,3 @@ func NumberPlaceholders(q string) string {
 	}
 	return b.String()
 }
-
-// DirectReader runs a read-only statement and hands each row to each,
-// with column values borrowed from the engine (valid only during the
-// call): where a driver's per-value cost dominates a long ordered read
-// (SQLite: modernc's database/sql path takes the connection mutex on
-// every column call and boxes every value), the store's range reads go
-// through one. Args are int64, int or string. Not for reads that must
-// share a transaction with anything else.
-type DirectReader interface {
-	ReadDirect(ctx context.Context, query string, args []any, each func(DirectRow) error) error
-}
-
-// DirectRow is one row of a DirectReader's statement.
-type DirectRow interface {
-	// Int64 is column col as an integer; ok is false for NULL.
-	Int64(col int) (v int64, ok bool)
-	// Bytes is column col's text or blob, nil for NULL; it is valid only
-	// until the callback returns.
-	Bytes(col int) []byte
-}

@@ -70,7 +70,13 @@ func (s *Store) TouchPartitionHead(ctx context.Context, hq ports.HeadQuery) (por
 	if push {
 		i |= 2
 	}
-	if err := s.rd.QueryRowContext(ctx, s.heads[i], args...).Scan(dest...); err != nil {
+	var err error
+	if s.direct != nil {
+		err = readRowDirect(ctx, s.direct, s.heads[i], args, dest...)
+	} else {
+		err = s.rd.QueryRowContext(ctx, s.heads[i], args...).Scan(dest...)
+	}
+	if err != nil {
 		return ports.RequestHead{}, internal("read request head", err)
 	}
 	h := ports.RequestHead{

@@ -35,7 +35,7 @@ type Config struct {
 	// ReadDB is the bun handle reads use for model queries (may equal DB).
 	ReadDB *bun.DB
 	// Direct, when set, runs the commit window's range reads (catch-up)
-	// instead of Reader.
+	// and the request head instead of Reader.
 	Direct DirectReader
 	// NewEpoch mints log epochs; nil uses 16 random bytes in hex.
 	NewEpoch func() string

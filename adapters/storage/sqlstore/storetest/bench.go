@@ -20,6 +20,30 @@ func Rows(n int, org string) []ports.RowWrite {
 	return out
 }
 
+// BenchRequestHead measures the read every pull starts with: the request
+// head of a known client with the optimistic idempotency lookup, on a
+// store whose partition touch is not due (e must open its stores with a
+// touch interval, as a server does; without one every call also writes).
+func BenchRequestHead(b *testing.B, e Engine) {
+	ctx := context.Background()
+	s := e.open(b)
+	if err := benchPush(ctx, s, 1); err != nil {
+		b.Fatal(err)
+	}
+	q := ports.HeadQuery{Partition: "p", ClientID: "c", Running: 1, NowMs: 1_000, PushClientID: "c", PushClientCommitID: "cc1"}
+	if _, err := s.TouchPartitionHead(ctx, q); err != nil { // the touch, due once
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		h, err := s.TouchPartitionHead(ctx, q)
+		if err != nil || !h.PushFound {
+			b.Fatalf("head %+v, %v", h, err)
+		}
+	}
+}
+
 // BenchPushAppend measures one typical single-operation push: lock, read
 // the row, upsert it, append the commit and store the result.
 func BenchPushAppend(b *testing.B, e Engine) {
