@@ -246,33 +246,51 @@ func (r *recentLog) window(partition, epoch string, w ports.CommitWindow) ([]com
 	if p == nil || p.epoch != epoch || w.AfterSeq < p.lo || w.ThroughSeq > p.hi() {
 		return nil, false
 	}
-	delivered := 0
 	from := p.head + int(w.AfterSeq-p.lo)
 	to := p.head + int(w.ThroughSeq-p.lo)
-	// One backing array for the commits and one for the changes, each
-	// commit's a capped slice of it (the log's own stay untouched).
-	out := make([]commit.Commit, 0, windowPresize(w))
-	arena := make([]commit.Change, 0, windowPresize(w))
-	for i := from; i < to && delivered < w.LimitChanges; i++ {
+	terms := termsOf(w.ScopeFilter)
+	// Counted first, then copied into one backing array for the commits
+	// and one for the changes, each commit's a capped slice of it (the
+	// log's own stay untouched): a pull of a busy partition spans every
+	// client's commits and takes one or two of them, and arrays sized for
+	// the span were a fifth of the bytes push-pull allocated.
+	n, nc := 0, 0
+	for i := from; i < to && nc < w.LimitChanges; i++ {
+		if k := matchingChanges(&p.commits[i].c, w.Table, terms); k > 0 {
+			n, nc = n+1, nc+k
+		}
+	}
+	if n == 0 {
+		return nil, true // as the log answers an empty window
+	}
+	out := make([]commit.Commit, 0, n)
+	arena := make([]commit.Change, 0, nc)
+	for i := from; len(out) < n; i++ {
 		c := &p.commits[i].c
 		first := len(arena)
 		for j := range c.Changes {
 			ch := &c.Changes[j]
-			if ch.Table == w.Table && matches(ch.Scopes, w.ScopeFilter) {
+			if ch.Table == w.Table && terms.match(ch.Scopes) {
 				arena = append(arena, *ch)
 			}
 		}
 		if len(arena) == first {
 			continue
 		}
-		changes := arena[first:len(arena):len(arena)]
-		out = append(out, commit.Commit{Seq: c.Seq, CreatedAtMs: c.CreatedAtMs, ActorID: c.ActorID, Changes: changes})
-		delivered += len(changes)
-	}
-	if len(out) == 0 {
-		return nil, true // as the log answers an empty window
+		out = append(out, commit.Commit{Seq: c.Seq, CreatedAtMs: c.CreatedAtMs, ActorID: c.ActorID, Changes: arena[first:len(arena):len(arena)]})
 	}
 	return out, true
+}
+
+// matchingChanges counts c's changes to table that terms match.
+func matchingChanges(c *commit.Commit, table string, terms filterTerms) int {
+	k := 0
+	for j := range c.Changes {
+		if ch := &c.Changes[j]; ch.Table == table && terms.match(ch.Scopes) {
+			k++
+		}
+	}
+	return k
 }
 
 // ReadRecentWindow implements ports.RecentWindowReader.

@@ -157,3 +157,95 @@ func TestRecentLogWindow(t *testing.T) {
 		t.Fatalf("held row %q follows the caller's bytes", h.c.Changes[0].Row)
 	}
 }
+
+// A window from memory keeps, in seq order, each commit's changes to the
+// table that the filter matches, drops commits left without any, and
+// stops at the first commit that reaches the change limit, as the log's
+// window read does.
+func TestRecentLogWindowFilters(t *testing.T) {
+	change := func(table, row, org, team string) commit.Change {
+		sc := map[string]string{"org": org}
+		if team != "" {
+			sc["team"] = team
+		}
+		return commit.Change{Table: table, RowID: row, Op: commit.OpUpsert, RowVersion: 1, Scopes: sc, Row: []byte(row)}
+	}
+	log := [][]commit.Change{
+		{change("t", "1a", "a", "x"), change("t", "1b", "b", "x")},                             // seq 1
+		{change("u", "2a", "a", "x")},                                                          // seq 2: another table
+		{change("t", "3a", "a", "y"), change("u", "3b", "a", "y"), change("t", "3c", "a", "")}, // seq 3
+		{change("t", "4a", "b", "x")},                                                          // seq 4
+		{change("t", "5a", "a", "x"), change("t", "5b", "a", "x")},                             // seq 5
+	}
+	r := newRecentLog(0)
+	var cs []appended
+	for i, chs := range log {
+		cs = append(cs, heldForm(int64(i+1), ports.NewCommit{ActorID: "a", Changes: chs}))
+	}
+	r.add("p", "e", cs)
+	tests := []struct {
+		name   string
+		table  string
+		filter map[string][]string
+		limit  int
+		want   string // seq:rows per kept commit
+	}{
+		{"one value", "t", map[string][]string{"org": {"a"}}, 100, "1:1a 3:3a,3c 5:5a,5b"},
+		{"two values", "t", map[string][]string{"org": {"a", "b"}}, 100, "1:1a,1b 3:3a,3c 4:4a 5:5a,5b"},
+		{"two variables", "t", map[string][]string{"org": {"a"}, "team": {"x"}}, 100, "1:1a 5:5a,5b"},
+		{"a variable the change lacks", "t", map[string][]string{"org": {"a"}, "team": {"y", "z"}}, 100, "3:3a"},
+		{"another table", "u", map[string][]string{"org": {"a"}}, 100, "2:2a 3:3b"},
+		{"nothing matches", "t", map[string][]string{"org": {"c"}}, 100, ""},
+		{"the limit ends after the commit reaching it", "t", map[string][]string{"org": {"a"}}, 2, "1:1a 3:3a,3c"},
+		{"a limit of one", "t", map[string][]string{"org": {"a"}}, 1, "1:1a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := r.window("p", "e", ports.CommitWindow{Table: tt.table, ScopeFilter: tt.filter, AfterSeq: 0, ThroughSeq: 5, LimitChanges: tt.limit})
+			if !ok {
+				t.Fatal("not answered from memory")
+			}
+			var parts []string
+			for _, c := range got {
+				var rows []string
+				for _, ch := range c.Changes {
+					rows = append(rows, ch.RowID)
+				}
+				parts = append(parts, fmt.Sprintf("%d:%s", c.Seq, strings.Join(rows, ",")))
+			}
+			if g := strings.Join(parts, " "); g != tt.want {
+				t.Fatalf("got %q, want %q", g, tt.want)
+			}
+			if len(got) > 0 && cap(got[0].Changes) != len(got[0].Changes) {
+				t.Fatal("a commit's changes are not capped: an append would write into the next commit's")
+			}
+		})
+	}
+}
+
+// BenchmarkRecentWindow is a push-pull pull answered from memory: the
+// window spans the commits of every client since the last pull, and one of
+// them is the pulling client's scope's (50 clients, one commit each).
+func BenchmarkRecentWindow(b *testing.B) {
+	for _, clients := range []int{10, 50} {
+		b.Run(fmt.Sprint("clients=", clients), func(b *testing.B) {
+			r := newRecentLog(0)
+			cs := make([]appended, 0, 1000)
+			for seq := int64(1); seq <= 1000; seq++ {
+				cs = append(cs, heldForm(seq, ports.NewCommit{ActorID: "a", Changes: []commit.Change{{
+					Table: "t", RowID: fmt.Sprint("r", seq), Op: commit.OpUpsert, RowVersion: 1,
+					Scopes: map[string]string{"o": fmt.Sprint("p", seq%int64(clients))}, Row: []byte("row"),
+				}}}))
+			}
+			r.add("p", "e", cs)
+			w := ports.CommitWindow{Table: "t", ScopeFilter: map[string][]string{"o": {"p0"}}, LimitChanges: 1000,
+				AfterSeq: 1000 - int64(clients), ThroughSeq: 1000}
+			b.ReportAllocs()
+			for b.Loop() {
+				if out, ok := r.window("p", "e", w); !ok || len(out) != 1 {
+					b.Fatalf("%d commits, %v", len(out), ok)
+				}
+			}
+		})
+	}
+}

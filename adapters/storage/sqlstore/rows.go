@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -42,6 +43,35 @@ func matches(stored map[string]string, filter map[string][]string) bool {
 			}
 		}
 		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// filterTerms is a scope filter as a slice, for a read that matches many
+// changes against one filter: ranging over the filter's map for every
+// change cost more than the lookups it makes.
+type filterTerms []filterTerm
+
+type filterTerm struct {
+	v    string
+	vals []string
+}
+
+func termsOf(filter map[string][]string) filterTerms {
+	out := make(filterTerms, 0, len(filter))
+	for v, vals := range filter {
+		out = append(out, filterTerm{v: v, vals: vals})
+	}
+	return out
+}
+
+// match is matches(stored, filter) for the filter t was built from.
+func (t filterTerms) match(stored map[string]string) bool {
+	for i := range t {
+		got, ok := stored[t[i].v]
+		if !ok || !slices.Contains(t[i].vals, got) {
 			return false
 		}
 	}
