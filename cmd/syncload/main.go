@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -71,6 +72,7 @@ type options struct {
 	prepareTimeout time.Duration
 	maxErrors      int
 	jsonOut        string
+	cpuProfile     string
 	runID          string
 	slowConns      int
 	slowDeclared   int64
@@ -141,6 +143,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.StringVar(&o.engineDatabase, "engine-database", "", "engine-commit: the database to commit on directly (a SQLite file path or a postgres:// URL)")
 	fs.BoolVar(&o.engineRead, "engine-read", false, "engine-commit: follow each commit with a one-row read")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file (\"-\": standard output)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile over the scenarios to this file (go tool pprof): where the loader's share of a shared machine goes")
 	fs.StringVar(&o.runID, "run-id", "", "names this run's clients and projects (default: random)")
 	fs.IntVar(&o.slowConns, "slow-conns", 1000, "slow-bodies: slow connections held open beside the clients")
 	fs.Int64Var(&o.slowDeclared, "slow-declared-bytes", 16<<20, "slow-bodies: Content-Length each slow connection declares")
@@ -269,6 +272,18 @@ func run0(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer t.Close()
+	if o.cpuProfile != "" {
+		stop, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			_, _ = fmt.Fprintf(stderr, "syncload: %v\n", err)
+			return 2
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				_, _ = fmt.Fprintf(stderr, "syncload: cpu profile: %v\n", err)
+			}
+		}()
+	}
 	var results []*Result
 	failed := false
 	for _, name := range names {
@@ -348,4 +363,20 @@ func writeJSON(path string, stdout io.Writer, results []*Result) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
+}
+
+// startCPUProfile profiles this process into path until the returned stop.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
