@@ -70,7 +70,7 @@ type Store struct {
 	writer *sql.DB
 	reader *sql.DB
 	w      *writer
-	direct *directReads
+	direct *directReads // also sqlstore's Config.Direct; kept for tests
 	path   string
 }
 

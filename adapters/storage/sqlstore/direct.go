@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 )
 
@@ -78,5 +77,5 @@ func scanDirect(row DirectRow, dest []any) error {
 // errDirectNull is a NULL scanned into a plain integer, which Scan refuses
 // as well.
 func errDirectNull(col int) error {
-	return errors.New("sqlstore: direct scan: NULL in column " + fmt.Sprint(col) + " into an integer")
+	return fmt.Errorf("sqlstore: direct scan: NULL in column %d into an integer", col)
 }

@@ -31,22 +31,17 @@ func drivingVariable(filter map[string][]string) (string, error) {
 // matches applies the scope-filter rule to stored scopes.
 func matches(stored map[string]string, filter map[string][]string) bool {
 	for v, vals := range filter {
-		got, ok := stored[v]
-		if !ok {
-			return false
-		}
-		found := false
-		for _, want := range vals {
-			if want == got {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !termHolds(stored, v, vals) {
 			return false
 		}
 	}
 	return true
+}
+
+// termHolds is one variable of the rule: stored has v, with one of vals.
+func termHolds(stored map[string]string, v string, vals []string) bool {
+	got, ok := stored[v]
+	return ok && slices.Contains(vals, got)
 }
 
 // filterTerms is a scope filter as a slice, for a read that matches many
@@ -70,8 +65,7 @@ func termsOf(filter map[string][]string) filterTerms {
 // match is matches(stored, filter) for the filter t was built from.
 func (t filterTerms) match(stored map[string]string) bool {
 	for i := range t {
-		got, ok := stored[t[i].v]
-		if !ok || !slices.Contains(t[i].vals, got) {
+		if !termHolds(stored, t[i].v, t[i].vals) {
 			return false
 		}
 	}
