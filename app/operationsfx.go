@@ -174,8 +174,12 @@ type operationsRouteParams struct {
 	Auth      ports.Authenticator
 	Service   *operations.Service  `optional:"true"`
 	Hub       *operations.WatchHub `optional:"true"`
+	Clock     Clock
 	Log       *zap.Logger
 }
+
+// maxWatchMessageBytes bounds one message of the operations socket.
+const maxWatchMessageBytes = 1 << 20
 
 func newOperationsRoutes(p operationsRouteParams) ([]RouteHandler, error) {
 	if p.Service == nil {
@@ -187,9 +191,11 @@ func newOperationsRoutes(p operationsRouteParams) ([]RouteHandler, error) {
 	log := p.Log.Named("operations")
 	routes := []RouteHandler{{Route: httpapi.RouteOperations, Handler: p.Transport.OperationsEndpoint(p.Auth, p.Service, log)}}
 	if p.Hub != nil {
-		routes = append(routes, RouteHandler{Route: httpapi.RouteOperationsRealtime, Handler: httpapi.OperationsRealtimeEndpoint(p.Auth,
-			httpapi.RealtimeOptions{Limits: p.Config.Limits.Domain(), MaxMessageBytes: p.Config.Sync.MaxDecodedBodyBytes + 1,
-				OriginPatterns: corsOptions(p.Config).OriginPatterns(), Log: log}, p.Hub.Serve)})
+		o := socketMessageOptions(p.Config, p.Transport, p.Clock)
+		// Watch messages are small JSON: a query's id and parameters.
+		o.MaxMessageBytes = min(p.Config.Sync.MaxDecodedBodyBytes, maxWatchMessageBytes)
+		o.Log = log
+		routes = append(routes, RouteHandler{Route: httpapi.RouteOperationsRealtime, Handler: httpapi.OperationsRealtimeEndpoint(p.Auth, o, p.Hub.Serve)})
 	}
 	return routes, nil
 }

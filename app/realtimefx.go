@@ -69,6 +69,7 @@ type RealtimeHubParams struct {
 	Fanout    ports.Fanout         `optional:"true"`
 	Tracer    trace.TracerProvider `optional:"true"`
 	Events    ports.EventSink      `optional:"true"`
+	Transport *httpapi.Transport   `optional:"true"`
 }
 
 // NewRealtimeHub builds the hub; nil without storage or sync use case.
@@ -78,9 +79,15 @@ func NewRealtimeHub(p RealtimeHubParams) (*realtime.Hub, error) {
 	}
 	m := p.Metrics
 	rc := p.Config.Realtime
+	var inflight ports.Inflight
+	if p.Transport != nil {
+		inflight = p.Transport.Inflight()
+	}
 	return realtime.New(realtime.Options{
 		Store: p.Store, Schema: p.Readiness.Schema, Resolver: p.Resolver, Leases: p.Leases, Rounds: p.Service,
 		MaxDeltaBytes: rc.MaxDeltaBytes, MaxRequestBytes: p.Config.Sync.MaxDecodedBodyBytes,
+		RoundTimeout: p.Config.HTTP.BodyReadTimeout, Inflight: inflight, SendBudgetBytes: rc.SendBudgetBytes,
+		PresenceRate: rc.PresenceRate, PresenceBurst: rc.PresenceBurst,
 		Heartbeat: rc.Heartbeat, IdleTimeout: rc.IdleTimeout, WriteTimeout: rc.WriteTimeout,
 		SendQueueBytes: rc.SendQueueBytes, MaxSockets: rc.MaxSockets, MaxSocketsPerActor: rc.MaxSocketsPerActor,
 		MaxPresenceBytes: rc.MaxPresenceBytes, PresenceLease: rc.PresenceLease, Fanout: p.Fanout,
@@ -103,10 +110,12 @@ func (noSessions) RefreshScopes(context.Context, string, string) int { return 0 
 
 type realtimeRouteParams struct {
 	fx.In
-	Config config.Config
-	Auth   ports.Authenticator
-	Hub    *realtime.Hub `optional:"true"`
-	Log    *zap.Logger
+	Config    config.Config
+	Auth      ports.Authenticator
+	Hub       *realtime.Hub `optional:"true"`
+	Transport *httpapi.Transport
+	Clock     Clock
+	Log       *zap.Logger
 }
 
 func newRealtimeRoutes(p realtimeRouteParams) ([]RouteHandler, error) {
@@ -116,12 +125,27 @@ func newRealtimeRoutes(p realtimeRouteParams) ([]RouteHandler, error) {
 	if p.Auth == nil {
 		return nil, errNoAuthenticator
 	}
-	h := httpapi.RealtimeEndpoint(p.Auth, httpapi.RealtimeOptions{
-		Limits: p.Config.Limits.Domain(), MaxMessageBytes: p.Config.Sync.MaxDecodedBodyBytes + 1,
-		OriginPatterns: corsOptions(p.Config).OriginPatterns(),
-		Log:            p.Log.Named("realtime"),
-	}, p.Hub.Admit)
+	o := socketMessageOptions(p.Config, p.Transport, p.Clock)
+	// A round may come as one binary message (tag byte and request); text
+	// messages are control and presence, bounded by the presence cap.
+	o.MaxMessageBytes = p.Config.Sync.MaxDecodedBodyBytes + 1
+	o.MaxTextBytes = p.Config.Realtime.MaxControlBytes()
+	o.Log = p.Log.Named("realtime")
+	h := httpapi.RealtimeEndpoint(p.Auth, o, p.Hub.Admit)
 	return []RouteHandler{{Route: httpapi.RouteRealtime, Handler: h}}, nil
+}
+
+// socketMessageOptions are the bounds every socket's client messages share:
+// the body read timeout once a message has begun, and the node's
+// in-flight memory budget for the bytes it holds.
+func socketMessageOptions(cfg config.Config, t *httpapi.Transport, clock Clock) httpapi.RealtimeOptions {
+	return httpapi.RealtimeOptions{
+		Limits:         cfg.Limits.Domain(),
+		MessageTimeout: cfg.HTTP.BodyReadTimeout,
+		Inflight:       t.Inflight(),
+		Sleep:          clock.Sleep,
+		OriginPatterns: corsOptions(cfg).OriginPatterns(),
+	}
 }
 
 type realtimeRunParams struct {
@@ -178,6 +202,7 @@ type realtimeMetrics struct {
 	wakes   *prometheus.CounterVec
 	dropped prometheus.Counter
 	rounds  prometheus.Counter
+	over    prometheus.Counter
 	pevents *prometheus.CounterVec
 	pdocs   prometheus.Gauge
 	notices *prometheus.CounterVec
@@ -197,8 +222,10 @@ func newRealtimeMetrics(m *Metrics) (*realtimeMetrics, error) {
 			Help: "Realtime deltas not sent (suppressed, mid-round, oversize or slow consumer) and answered with a wake-up."}),
 		rounds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_rounds_total",
 			Help: "Sync rounds served over realtime sockets."}),
+		over: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_overflow_closes_total",
+			Help: "Realtime sockets closed because their send queue overflowed (a client that does not read)."}),
 		pevents: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_presence_events_total",
-			Help: "Presence events: join, update, leave, forbidden and too_large publishes, remote changes heard from other nodes."}, []string{"event"}),
+			Help: "Presence events: join, update, leave, forbidden and too_large publishes, publishes held past the socket's rate, remote changes heard from other nodes."}, []string{"event"}),
 		pdocs: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "syncd", Name: "realtime_presence_docs",
 			Help: "Presence documents held on this node (its own and those heard from other nodes)."}),
 		notices: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "syncd", Name: "fanout_notices_total",
@@ -207,7 +234,7 @@ func newRealtimeMetrics(m *Metrics) (*realtimeMetrics, error) {
 	if m == nil || m.Registry == nil {
 		return r, nil
 	}
-	for _, c := range []prometheus.Collector{r.sockets, r.deltas, r.bytes, r.wakes, r.dropped, r.rounds, r.pevents, r.pdocs, r.notices} {
+	for _, c := range []prometheus.Collector{r.sockets, r.deltas, r.bytes, r.wakes, r.dropped, r.rounds, r.over, r.pevents, r.pdocs, r.notices} {
 		if err := m.Registry.Register(c); err != nil {
 			return nil, err
 		}
@@ -220,8 +247,9 @@ func (r *realtimeMetrics) Delta(n int)   { r.deltas.Inc(); r.bytes.Add(float64(n
 func (r *realtimeMetrics) Wake(reason domrt.WakeReason) {
 	r.wakes.WithLabelValues(string(reason)).Inc()
 }
-func (r *realtimeMetrics) Dropped() { r.dropped.Inc() }
-func (r *realtimeMetrics) Round()   { r.rounds.Inc() }
+func (r *realtimeMetrics) Dropped()  { r.dropped.Inc() }
+func (r *realtimeMetrics) Round()    { r.rounds.Inc() }
+func (r *realtimeMetrics) Overflow() { r.over.Inc() }
 func (r *realtimeMetrics) Presence(event string) {
 	r.pevents.WithLabelValues(event).Inc()
 }

@@ -15,10 +15,21 @@ const (
 	CloseNormal        = 1000
 	CloseGoingAway     = 1001 // the server drains
 	CloseProtocolError = 1002 // a §8.7 framing violation
-	ClosePolicy        = 1008 // a malformed control message, a slow consumer
+	ClosePolicy        = 1008 // a malformed control message, a slow consumer, a stalled message
+	CloseTooBig        = 1009 // a message or a socket round past its size bound
 	CloseInternal      = 1011
 	CloseTryAgainLater = 1013
 )
+
+// RealtimeCloseError is a read the transport refused (a message past its
+// size bound or its deadline, no room in the in-flight budget): the
+// socket is to be closed with Code and Reason, a catalog code first.
+type RealtimeCloseError struct {
+	Code   int
+	Reason string
+}
+
+func (e *RealtimeCloseError) Error() string { return e.Reason }
 
 // RealtimeConn is one accepted realtime socket. Read is called from one
 // goroutine; Write and Close may be called from any, but the realtime use

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
 )
 
 // Limiter defaults, sized for a small (2-core) node: SQLite serializes
@@ -163,3 +164,27 @@ func setRetryAfter(w http.ResponseWriter, err error) {
 		w.Header().Set("Retry-After", RetryAfterSeconds)
 	}
 }
+
+// Share implements ports.Inflight: a Lease of its own for one socket's
+// message or round, on the same bounds as the /sync bodies.
+func (l *Limiter) Share() ports.InflightShare {
+	if l == nil {
+		return noShare{}
+	}
+	return &share{l.Lease()}
+}
+
+// share is a Lease as a ports.InflightShare.
+type share struct{ *Lease }
+
+func (s *share) Reserve(n int64) error { return s.reserve(n) }
+func (s *share) Unreserve(n int64)     { s.unreserve(n) }
+func (s *share) Acquire() error        { return s.acquire() }
+
+// noShare is the share of a missing Limiter: no bound.
+type noShare struct{}
+
+func (noShare) Reserve(int64) error { return nil }
+func (noShare) Unreserve(int64)     {}
+func (noShare) Acquire() error      { return nil }
+func (noShare) Release()            {}

@@ -126,10 +126,7 @@ func OperationsRealtimeEndpoint(auth ports.Authenticator, o RealtimeOptions, ser
 			log.Debug("operations realtime upgrade failed", zap.Error(err))
 			return
 		}
-		if o.MaxMessageBytes > 0 {
-			c.SetReadLimit(o.MaxMessageBytes)
-		}
 		// The session's own context ends the socket (close, drain).
-		serve(context.WithoutCancel(r.Context()), id, &wsConn{c: c})
+		serve(context.WithoutCancel(r.Context()), id, newWSConn(c, o))
 	})
 }

@@ -2,8 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
@@ -36,9 +41,24 @@ type RealtimeAdmitFunc func(ctx context.Context, id ports.Identity, clientID str
 type RealtimeOptions struct {
 	// Limits bound the identity and the client id.
 	Limits limits.Limits
-	// MaxMessageBytes bounds one client message (a control message or a
-	// round chunk); a larger one closes the socket.
+	// MaxMessageBytes bounds one binary client message (a round chunk); a
+	// larger one closes the socket with 1009 (0: no bound).
 	MaxMessageBytes int64
+	// MaxTextBytes bounds one text client message (control, presence,
+	// watch messages); a larger one closes the socket with 1009 (0:
+	// MaxMessageBytes).
+	MaxTextBytes int64
+	// MessageTimeout bounds how long a client message may take to arrive
+	// once its first frame is in (0: no bound): a client that begins a
+	// message and stalls, pinging to stay alive, is closed with 1008.
+	MessageTimeout time.Duration
+	// Inflight, when set, holds every message being read, as its buffer
+	// grows, on the node's in-flight memory budget (the /sync bodies'); a
+	// message that finds no room closes the socket with 1013.
+	Inflight ports.Inflight
+	// Sleep waits on the server's clock (the message deadline); nil: the
+	// wall clock.
+	Sleep func(ctx context.Context, d time.Duration) error
 	// OriginPatterns are the browser origins accepted at the upgrade
 	// (host patterns, see coder/websocket); empty accepts any origin,
 	// since credentials never come from cookies here: the authenticators
@@ -53,8 +73,9 @@ type RealtimeOptions struct {
 // every route, so a token in a query parameter works where the
 // authenticator reads one), the client id, admission, and only then the
 // WebSocket upgrade. Every refusal before the upgrade is §10.1 JSON with
-// its catalog status. The /sync body deadline and in-flight bounds do not
-// apply: a socket lives long and its rounds are bounded by the session.
+// its catalog status. A socket lives long: the /sync bounds apply to each
+// of its messages instead (RealtimeOptions), and its rounds are bounded by
+// the session.
 func RealtimeEndpoint(auth ports.Authenticator, o RealtimeOptions, admit RealtimeAdmitFunc) http.Handler {
 	log := o.Log
 	if log == nil {
@@ -94,10 +115,7 @@ func RealtimeEndpoint(auth ports.Authenticator, o RealtimeOptions, admit Realtim
 			log.Debug("realtime upgrade failed", zap.Error(err))
 			return
 		}
-		if o.MaxMessageBytes > 0 {
-			c.SetReadLimit(o.MaxMessageBytes)
-		}
-		adm.Run(ctx, &wsConn{c: c})
+		adm.Run(ctx, newWSConn(c, o))
 	})
 }
 
@@ -123,15 +141,131 @@ func websocketUpgrade(r *http.Request) bool {
 	return false
 }
 
-// wsConn is ports.RealtimeConn over coder/websocket.
-type wsConn struct{ c *websocket.Conn }
+// wsConn is ports.RealtimeConn over coder/websocket. It reads each
+// message itself, so that a message is bounded by its kind's size, by a
+// deadline once it has begun, and by the node's in-flight memory: the
+// library alone would hold a whole message of up to the read limit,
+// indefinitely, outside any budget.
+type wsConn struct {
+	c     *websocket.Conn
+	o     RealtimeOptions
+	share ports.InflightShare // the message being read or last returned
+}
 
+func newWSConn(c *websocket.Conn, o RealtimeOptions) *wsConn {
+	if o.MaxTextBytes <= 0 {
+		o.MaxTextBytes = o.MaxMessageBytes
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleepWall
+	}
+	var share ports.InflightShare = noShare{}
+	if o.Inflight != nil {
+		share = o.Inflight.Share()
+	}
+	// The library's own limit is the backstop; ours, per kind, is below it.
+	if lim := max(o.MaxMessageBytes, o.MaxTextBytes); lim > 0 {
+		c.SetReadLimit(lim + 1)
+	} else {
+		c.SetReadLimit(-1)
+	}
+	return &wsConn{c: c, o: o, share: share}
+}
+
+func sleepWall(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errMessageTooBig is a message past its kind's bound.
+var errMessageTooBig = errors.New("message too big")
+
+// Read returns the next message. The previous one is given back to the
+// budget first: its reader is done with it by the time it reads again.
 func (w *wsConn) Read(ctx context.Context) (ports.RealtimeMessage, error) {
-	t, b, err := w.c.Read(ctx)
+	w.share.Release()
+	t, r, err := w.c.Reader(ctx)
 	if err != nil {
 		return ports.RealtimeMessage{}, err
 	}
+	limit := w.o.MaxMessageBytes
+	if t == websocket.MessageText {
+		limit = w.o.MaxTextBytes
+	}
+	stalled := w.deadline(ctx)
+	b, err := w.readMessage(r, limit)
+	if stalled() {
+		return ports.RealtimeMessage{}, &ports.RealtimeCloseError{Code: ports.ClosePolicy,
+			Reason: fmt.Sprintf("%s: message not completed within %v", syncerr.InvalidRequest, w.o.MessageTimeout)}
+	}
+	var rl *rateLimitedError
+	switch {
+	case errors.Is(err, errMessageTooBig):
+		return ports.RealtimeMessage{}, &ports.RealtimeCloseError{Code: ports.CloseTooBig,
+			Reason: fmt.Sprintf("%s: message larger than %d bytes", syncerr.InvalidRequest, limit)}
+	case errors.As(err, &rl):
+		return ports.RealtimeMessage{}, &ports.RealtimeCloseError{Code: ports.CloseTryAgainLater,
+			Reason: fmt.Sprintf("%s: server busy; retry later", syncerr.RateLimited)}
+	case err != nil:
+		return ports.RealtimeMessage{}, err
+	}
 	return ports.RealtimeMessage{Binary: t == websocket.MessageBinary, Data: b}, nil
+}
+
+// deadline arms the message deadline: when it passes before the message
+// is read, the socket is closed (which ends the blocked read). The
+// returned func disarms it and reports whether it fired.
+func (w *wsConn) deadline(ctx context.Context) (fired func() bool) {
+	if w.o.MessageTimeout <= 0 {
+		return func() bool { return false }
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	var hit atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if w.o.Sleep(dctx, w.o.MessageTimeout) == nil {
+			hit.Store(true)
+			_ = w.c.Close(websocket.StatusPolicyViolation, "message not completed in time")
+		}
+	}()
+	return func() bool {
+		cancel()
+		<-done
+		return hit.Load()
+	}
+}
+
+// readMessage reads one message body into a buffer held on the share,
+// failing with errMessageTooBig past limit (0: none).
+func (w *wsConn) readMessage(r io.Reader, limit int64) ([]byte, error) {
+	ceiling := int64(InitialBodyBufferBytes)
+	if limit > 0 {
+		r = &messageCap{r: r, left: limit}
+		ceiling = limit
+	}
+	return readGrowing(r, ceiling, shareBudget{w.share})
+}
+
+// messageCap fails with errMessageTooBig once more than left bytes came.
+type messageCap struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *messageCap) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		return 0, errMessageTooBig
+	}
+	return n, err
 }
 
 func (w *wsConn) Write(ctx context.Context, m ports.RealtimeMessage) error {
@@ -145,5 +279,6 @@ func (w *wsConn) Write(ctx context.Context, m ports.RealtimeMessage) error {
 func (w *wsConn) Ping(ctx context.Context) error { return w.c.Ping(ctx) }
 
 func (w *wsConn) Close(code int, reason string) error {
+	defer w.share.Release()
 	return w.c.Close(websocket.StatusCode(code), reason)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/syncd-dev/syncd/domain/limits"
 	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
 )
 
 // ContentTypeSync is the content type of SSP2 request and response bodies
@@ -275,7 +276,7 @@ func (t *Transport) readBody(r *http.Request, lease *Lease) ([]byte, error) {
 // size). Each buffer's capacity is reserved on lease before it is
 // allocated; the one it replaces is released, so a body holds at most
 // its ceiling of the bound.
-func readGrowing(r io.Reader, ceiling int64, lease *Lease) ([]byte, error) {
+func readGrowing(r io.Reader, ceiling int64, lease bodyBudget) ([]byte, error) {
 	size := min(int64(InitialBodyBufferBytes), max(ceiling, 1))
 	if err := lease.reserve(size); err != nil {
 		return nil, err
@@ -317,6 +318,19 @@ func readGrowing(r io.Reader, ceiling int64, lease *Lease) ([]byte, error) {
 		}
 	}
 }
+
+// bodyBudget is what a body buffer's growth is reserved on: a /sync
+// request's *Lease, or a socket message's share.
+type bodyBudget interface {
+	reserve(n int64) error
+	unreserve(n int64)
+}
+
+// shareBudget is a ports.InflightShare as a bodyBudget.
+type shareBudget struct{ s ports.InflightShare }
+
+func (b shareBudget) reserve(n int64) error { return b.s.Reserve(n) }
+func (b shareBudget) unreserve(n int64)     { b.s.Unreserve(n) }
 
 // readSome reads until at least one byte or an error arrives.
 func readSome(r io.Reader, p []byte) (int, error) {
@@ -471,3 +485,7 @@ func (z zstdCloser) Close() error { z.d.Close(); return nil }
 
 // Unwrap lets noteCode reach the router's writer.
 func (s *statusOverride) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Inflight is the transport's in-flight bounds as a port: socket rounds
+// and socket messages share them with the /sync bodies.
+func (t *Transport) Inflight() ports.Inflight { return t.limiter }

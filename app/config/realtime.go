@@ -17,8 +17,18 @@ type Realtime struct {
 	IdleTimeout time.Duration
 	// WriteTimeout bounds one socket write; a slower client is dropped.
 	WriteTimeout time.Duration
-	// SendQueueBytes bounds a socket's queued outbound bytes.
+	// SendQueueBytes bounds a socket's queued outbound bytes: deltas past
+	// it become wake-ups, round chunks wait, and control messages past a
+	// quarter more close the socket (the client is not reading).
 	SendQueueBytes int
+	// SendBudgetBytes bounds the bytes queued on all the node's sockets
+	// together (deltas past it become wake-ups, round chunks wait).
+	SendBudgetBytes int64
+	// PresenceRate bounds one socket's presence publishes per second, in
+	// bursts of PresenceBurst (0: unbounded); faster publishes are held,
+	// the latest per key winning, and applied as the rate allows.
+	PresenceRate  float64
+	PresenceBurst int
 	// MaxSockets and MaxSocketsPerActor bound the sockets of this node and
 	// of one actor on it (0: unbounded); past them the upgrade is refused
 	// with sync.websocket_connection_limit.
@@ -41,6 +51,9 @@ func DefaultRealtime() Realtime {
 		IdleTimeout:      60 * time.Second,
 		WriteTimeout:     10 * time.Second,
 		SendQueueBytes:   4 << 20,
+		SendBudgetBytes:  128 << 20,
+		PresenceRate:     10,
+		PresenceBurst:    20,
 		MaxPresenceBytes: 16 << 10,
 		PresenceLease:    30 * time.Second,
 	}
@@ -51,7 +64,10 @@ func (r *Realtime) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&r.Heartbeat, "realtime-heartbeat", r.Heartbeat, "realtime heartbeat interval (0: none)")
 	fs.DurationVar(&r.IdleTimeout, "realtime-idle-timeout", r.IdleTimeout, "close a realtime socket that answers no ping for this long (pings go with the heartbeats; 0: none)")
 	fs.DurationVar(&r.WriteTimeout, "realtime-write-timeout", r.WriteTimeout, "drop a realtime socket when one write takes longer")
-	fs.IntVar(&r.SendQueueBytes, "realtime-send-queue-bytes", r.SendQueueBytes, "outbound bytes queued per realtime socket before deltas turn into wake-ups and rounds wait")
+	fs.IntVar(&r.SendQueueBytes, "realtime-send-queue-bytes", r.SendQueueBytes, "outbound bytes queued per realtime socket before deltas turn into wake-ups and rounds wait; control messages a quarter past it close the socket (1008)")
+	fs.Int64Var(&r.SendBudgetBytes, "realtime-send-budget-bytes", r.SendBudgetBytes, "outbound bytes queued on all realtime sockets of this node together; past it deltas turn into wake-ups and rounds wait")
+	fs.Float64Var(&r.PresenceRate, "realtime-presence-rate", r.PresenceRate, "presence publishes per second one socket may make (0: unbounded); faster ones are held, the latest per key winning")
+	fs.IntVar(&r.PresenceBurst, "realtime-presence-burst", r.PresenceBurst, "presence publishes one socket may make at once before --realtime-presence-rate applies")
 	fs.IntVar(&r.MaxSockets, "realtime-max-sockets", r.MaxSockets, "most realtime sockets on this node (0: unbounded)")
 	fs.IntVar(&r.MaxPresenceBytes, "realtime-max-presence-bytes", r.MaxPresenceBytes, "largest presence document (serialized JSON); a larger publish is refused with presence.too_large")
 	fs.DurationVar(&r.PresenceLease, "realtime-presence-lease", r.PresenceLease, "drop presence heard from another node once that node has been silent this long (nodes renew every third of it)")
@@ -62,6 +78,12 @@ func (r Realtime) validate() []error {
 	var errs []error
 	if r.MaxDeltaBytes < 1 || r.SendQueueBytes < 1 {
 		errs = append(errs, fmt.Errorf("--realtime-max-delta-bytes and --realtime-send-queue-bytes must be positive"))
+	}
+	if r.SendBudgetBytes < int64(r.SendQueueBytes) {
+		errs = append(errs, fmt.Errorf("--realtime-send-budget-bytes %d: must be at least --realtime-send-queue-bytes (%d)", r.SendBudgetBytes, r.SendQueueBytes))
+	}
+	if r.PresenceRate < 0 || r.PresenceBurst < 0 || (r.PresenceRate > 0 && r.PresenceBurst < 1) {
+		errs = append(errs, fmt.Errorf("--realtime-presence-rate must not be negative, and --realtime-presence-burst must be positive when it is set"))
 	}
 	if r.Heartbeat < 0 || r.IdleTimeout < 0 || r.WriteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--realtime-heartbeat and --realtime-idle-timeout must not be negative, --realtime-write-timeout must be positive"))
@@ -77,3 +99,9 @@ func (r Realtime) validate() []error {
 	}
 	return errs
 }
+
+// MaxControlBytes bounds one text message a client sends on the realtime
+// socket (acks and presence publishes): room for the largest presence
+// document written with escapes, and no more, so that a socket's control
+// messages cannot be a way to hold memory.
+func (r Realtime) MaxControlBytes() int64 { return 4*int64(r.MaxPresenceBytes) + 64<<10 }

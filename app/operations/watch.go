@@ -109,7 +109,11 @@ func (h *WatchHub) Serve(ctx context.Context, id ports.Identity, c ports.Realtim
 	for {
 		m, err := c.Read(ctx)
 		if err != nil {
-			_ = c.Close(ports.CloseNormal, "")
+			code, reason := ports.CloseNormal, ""
+			if ce, ok := errors.AsType[*ports.RealtimeCloseError](err); ok {
+				code, reason = ce.Code, ce.Reason
+			}
+			_ = c.Close(code, reason)
 			return
 		}
 		msg, err := remoteop.DecodeWatchMessage(m.Data)

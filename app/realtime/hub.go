@@ -60,6 +60,9 @@ type Metrics interface {
 	Dropped()
 	// Round is called for every socket round served.
 	Round()
+	// Overflow is called for every socket closed because its send queue
+	// overflowed (a client that does not read).
+	Overflow()
 	// Presence is called for every presence event (PresenceJoined, …).
 	Presence(event string)
 	// PresenceDocs is called with +1 and -1 as documents come and go.
@@ -100,8 +103,26 @@ type Options struct {
 	Rounds Rounds
 	// MaxDeltaBytes: a larger delta is a delta-too-large wake-up (0 → 1 MiB).
 	MaxDeltaBytes int
-	// MaxRequestBytes bounds a socket round's request (0: unbounded).
+	// MaxRequestBytes bounds a socket round's request (0: unbounded); a
+	// larger one closes the socket with 1009.
 	MaxRequestBytes int64
+	// RoundTimeout bounds how long a socket round's request may take to
+	// arrive once its first chunk is in (0: no bound); past it the socket
+	// is closed with 1008.
+	RoundTimeout time.Duration
+	// Inflight, when set, bounds socket rounds as it bounds POST /sync: a
+	// round's request is held on its memory budget as it arrives (no room
+	// closes the socket with 1013) and takes a processing slot while it
+	// is served (none free answers it sync.rate_limited).
+	Inflight ports.Inflight
+	// SendBudgetBytes bounds the bytes queued on all the node's sockets
+	// together (0: only each socket's SendQueueBytes).
+	SendBudgetBytes int64
+	// PresenceRate bounds a socket's presence publishes per second, with
+	// bursts of PresenceBurst (0: unbounded); faster publishes are held,
+	// the latest per key winning, and applied as the rate allows.
+	PresenceRate  float64
+	PresenceBurst int
 	// Heartbeat is the heartbeat interval (0: none).
 	Heartbeat time.Duration
 	// IdleTimeout closes a socket that answers no ping for this long (0:
@@ -142,6 +163,7 @@ type Hub struct {
 	tracer trace.Tracer // nil: rounds are not traced
 
 	o     Options
+	send  *sendBudget
 	log   *zap.Logger
 	feeds feeds
 	node  string // names this node in presence events
@@ -160,7 +182,8 @@ func New(o Options) (*Hub, error) {
 	if o.Store == nil || o.Schema == nil || o.Resolver == nil || o.Rounds == nil {
 		return nil, errors.New("realtime: Store, Schema, Resolver and Rounds are required")
 	}
-	if o.MaxDeltaBytes < 0 || o.MaxPresenceBytes < 0 || o.PresenceLease < 0 || o.MaxSockets < 0 || o.MaxSocketsPerActor < 0 || o.SendQueueBytes < 0 {
+	if o.MaxDeltaBytes < 0 || o.MaxPresenceBytes < 0 || o.PresenceLease < 0 || o.MaxSockets < 0 || o.MaxSocketsPerActor < 0 || o.SendQueueBytes < 0 ||
+		o.SendBudgetBytes < 0 || o.PresenceRate < 0 || o.PresenceBurst < 0 || o.RoundTimeout < 0 || o.MaxRequestBytes < 0 {
 		return nil, errors.New("realtime: negative limit")
 	}
 	if o.MaxDeltaBytes == 0 {
@@ -178,6 +201,9 @@ func New(o Options) (*Hub, error) {
 	if o.SendQueueBytes == 0 {
 		o.SendQueueBytes = DefaultSendQueueBytes
 	}
+	if o.PresenceRate > 0 && o.PresenceBurst == 0 {
+		o.PresenceBurst = max(1, int(o.PresenceRate))
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -188,7 +214,7 @@ func New(o Options) (*Hub, error) {
 		o.Log = zap.NewNop()
 	}
 	h := &Hub{
-		o: o, log: o.Log, node: newSessionID(), feeds: feeds{m: map[string]*feed{}},
+		o: o, send: newSendBudget(o.SendBudgetBytes), log: o.Log, node: newSessionID(), feeds: feeds{m: map[string]*feed{}},
 		pres:   presence{entries: map[pkey]map[peerID]*presenceEntry{}, holders: map[pkey]map[*Session]struct{}{}, heard: map[string]int64{}},
 		byPart: map[string]map[*Session]struct{}{}, perActor: map[string]int{},
 	}
@@ -264,6 +290,17 @@ func (h *Hub) Resync() {
 	}
 }
 
+// QueuedBytes is what all the node's sockets have queued to send.
+func (h *Hub) QueuedBytes() int64 { return h.send.Used() }
+
+// noShare is the round share without in-flight bounds.
+type noShare struct{}
+
+func (noShare) Reserve(int64) error { return nil }
+func (noShare) Unreserve(int64)     {}
+func (noShare) Acquire() error      { return nil }
+func (noShare) Release()            {}
+
 // Sessions returns the number of open sessions.
 func (h *Hub) Sessions() int {
 	h.mu.Lock()
@@ -291,7 +328,12 @@ func (h *Hub) admit(ctx context.Context, id ports.Identity, clientID string) (*S
 		hub: h, id: id, clientID: clientID, sessionID: newSessionID(),
 		wakeCh: make(chan struct{}, 1),
 	}
-	s.out = newOutbox(h.o.SendQueueBytes)
+	s.out = newOutbox(h.o.SendQueueBytes, h.send)
+	s.scanner.MaxBytes = h.o.MaxRequestBytes
+	s.share = noShare{}
+	if h.o.Inflight != nil {
+		s.share = h.o.Inflight.Share()
+	}
 	if err := h.reserve(s); err != nil {
 		return nil, err
 	}

@@ -38,6 +38,7 @@ const (
 	PresenceTooLarge  = "too_large"
 	PresenceRemote    = "remote"  // a change heard from another node
 	PresenceExpired   = "expired" // a document of a node gone silent, dropped
+	PresenceHeld      = "held"    // a publish past the socket's rate, held (latest wins)
 )
 
 // DefaultPresenceLease is how long a document heard from another node
@@ -208,7 +209,10 @@ func (h *Hub) removeLocked(pk pkey, id peerID) {
 }
 
 // presencePublish handles a client publish or leave (§8.6.2–§8.6.4).
-func (s *Session) presencePublish(m *realtime.PresencePublish) {
+// Publishes past the socket's rate are held, the latest per key winning,
+// and applied as the rate allows: a client animating a cursor costs its
+// scope-mates a bounded stream, and its last position still arrives.
+func (s *Session) presencePublish(ctx context.Context, m *realtime.PresencePublish) {
 	h := s.hub
 	p := &h.pres
 	p.mu.Lock()
@@ -218,15 +222,80 @@ func (s *Session) presencePublish(m *realtime.PresencePublish) {
 		s.presenceError(m.ScopeKey, realtime.PresenceForbidden)
 		return
 	}
+	var raw []byte
+	if m.Doc != nil {
+		raw = canonjson.Marshal(m.Doc, "")
+		if len(raw) > h.o.MaxPresenceBytes {
+			h.count(PresenceTooLarge)
+			s.presenceError(m.ScopeKey, realtime.PresenceTooLarge)
+			return
+		}
+	}
+	if h.o.PresenceRate > 0 {
+		if len(s.pheld) > 0 || !s.presenceRate.take(h.o.Now(), h.o.PresenceRate, h.o.PresenceBurst) {
+			if s.pheld == nil {
+				s.pheld = map[string]heldPublish{}
+			}
+			s.pheld[m.ScopeKey] = heldPublish{m: m, raw: raw}
+			h.count(PresenceHeld)
+			if !s.pflushing {
+				s.pflushing = true
+				go s.flushPresence(ctx)
+			}
+			return
+		}
+	}
+	s.applyPublishLocked(m, raw)
+}
+
+// heldPublish is a publish waiting for the socket's presence rate.
+type heldPublish struct {
+	m   *realtime.PresencePublish
+	raw []byte // its canonical document (nil: a leave)
+}
+
+// flushPresence applies held publishes as the socket's rate allows, until
+// none is left or the session ends.
+func (s *Session) flushPresence(ctx context.Context) {
+	h := s.hub
+	p := &h.pres
+	for {
+		p.mu.Lock()
+		wait := s.presenceRate.wait(h.o.Now(), h.o.PresenceRate)
+		p.mu.Unlock()
+		if h.o.Sleep(ctx, wait) != nil {
+			p.mu.Lock()
+			s.pheld, s.pflushing = nil, false
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Lock()
+		for key, hp := range s.pheld {
+			if !s.presenceRate.take(h.o.Now(), h.o.PresenceRate, h.o.PresenceBurst) {
+				break
+			}
+			delete(s.pheld, key)
+			// The grant may have changed while it was held.
+			if _, ok := s.pkeys[key]; ok && !s.pdone {
+				s.applyPublishLocked(hp.m, hp.raw)
+			}
+		}
+		if len(s.pheld) == 0 {
+			s.pflushing = false
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+	}
+}
+
+// applyPublishLocked stores a granted, size-checked publish or leave and
+// tells the key's other holders and the other nodes.
+func (s *Session) applyPublishLocked(m *realtime.PresencePublish, raw []byte) {
+	h := s.hub
 	pk := pkey{s.id.Partition, m.ScopeKey}
 	if m.Doc == nil {
 		h.leaveLocked(s, pk)
-		return
-	}
-	raw := canonjson.Marshal(m.Doc, "")
-	if len(raw) > h.o.MaxPresenceBytes {
-		h.count(PresenceTooLarge)
-		s.presenceError(m.ScopeKey, realtime.PresenceTooLarge)
 		return
 	}
 	id := peerID{s.id.ActorID, s.clientID}
@@ -247,6 +316,38 @@ func (s *Session) presencePublish(m *realtime.PresencePublish) {
 	if payload != nil {
 		h.pres.out.push(h, ports.FanoutEvent{Topic: TopicPresence, Key: pk.partition + "/" + pk.scope, Payload: payload})
 	}
+}
+
+// tokenBucket is a rate limit read from the app clock: rate tokens a
+// second, at most burst saved up.
+type tokenBucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// take spends a token if one is there.
+func (b *tokenBucket) take(now time.Time, rate float64, burst int) bool {
+	if b.last.IsZero() {
+		b.tokens, b.last = float64(burst), now
+	}
+	if el := now.Sub(b.last); el > 0 {
+		b.tokens = min(float64(burst), b.tokens+el.Seconds()*rate)
+		b.last = now
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// wait is how long until the next token.
+func (b *tokenBucket) wait(now time.Time, rate float64) time.Duration {
+	missing := 1 - b.tokens - max(now.Sub(b.last), 0).Seconds()*rate
+	if missing <= 0 {
+		return 0
+	}
+	return time.Duration(missing / rate * float64(time.Second))
 }
 
 // storeLocked sets id's document on pk: a join when id was not present.
@@ -270,7 +371,7 @@ func (h *Hub) storeLocked(pk pkey, id peerID, e *presenceEntry) realtime.Presenc
 
 func (s *Session) presenceError(key, code string) {
 	if t, err := realtime.Encode(&realtime.PresenceError{ScopeKey: key, Error: code, Timestamp: s.hub.nowMs()}); err == nil {
-		s.out.control(t, "")
+		s.queueControl(t, "")
 	}
 }
 
@@ -283,15 +384,14 @@ func (h *Hub) fanLocal(pk pkey, origin *Session, f *realtime.PresenceFanout) {
 	}
 }
 
+// deliver queues f for s, merged into a delivery about the same peer and
+// key that s has not read yet.
 func (h *Hub) deliver(s *Session, f *realtime.PresenceFanout) {
 	c := *f
 	c.Timestamp = h.nowMs()
-	t, err := realtime.Encode(&c)
-	if err != nil {
-		h.log.Error("encode presence", zap.Error(err))
-		return
+	if !s.out.presence(&c) {
+		s.overflowed()
 	}
-	s.out.control(t, "")
 }
 
 func (h *Hub) count(event string) {

@@ -3,6 +3,8 @@ package realtime
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -37,6 +39,14 @@ type Session struct {
 	released bool // guarded by hub.mu
 
 	scanner realtime.RequestScanner // used by the reader only
+	// share holds the round being read (its buffer) and then served (a
+	// processing slot) on the node's in-flight bounds; used by the reader
+	// and by the round it starts, never both at once.
+	share ports.InflightShare
+	// roundDeadline disarms the deadline of the round being read (nil
+	// when none is); used by the reader only.
+	roundDeadline context.CancelFunc
+	presenceRate  tokenBucket // guarded by hub.pres.mu
 
 	mu sync.Mutex
 	// cursor is the highest seq acknowledged or delivered; lastSeq the
@@ -63,6 +73,10 @@ type Session struct {
 	// grant), set once hello is queued (pactive) and dropped at the end.
 	pkeys          map[string]struct{}
 	pactive, pdone bool
+	// pheld are publishes past the socket's presence rate, latest per key;
+	// pflushing says a goroutine applies them as the rate allows.
+	pheld     map[string]heldPublish
+	pflushing bool
 }
 
 // notify records a noticed commit seq and wakes the worker.
@@ -118,7 +132,7 @@ func (s *Session) Run(ctx context.Context, c ports.RealtimeConn) {
 		_ = c.Close(ports.CloseInternal, "internal error")
 		return
 	}
-	s.out.control(text, "")
+	s.queueControl(text, "")
 	if ev := s.hub.o.Events; ev != nil {
 		who := event.Who{Partition: s.id.Partition, ActorID: s.id.ActorID, ClientID: s.clientID}
 		ev.Emit(event.RealtimeConnected{Who: who, SessionID: s.sessionID})
@@ -147,8 +161,27 @@ func (s *Session) Run(ctx context.Context, c ports.RealtimeConn) {
 	<-s.closeDone()
 	cancel()
 	s.rounds.Wait()
+	s.disarmRound()
+	s.share.Release()
 	s.out.close()
 	wg.Wait()
+}
+
+// queueControl queues a control message; a queue that overflows closes
+// the socket (the client is not reading). Callers may hold s.mu.
+func (s *Session) queueControl(text []byte, wake realtime.WakeReason) {
+	if !s.out.control(text, wake) {
+		s.overflowed()
+	}
+}
+
+// overflowed closes a socket whose send queue overflowed. It may run with
+// s.mu held, so the close happens on its own goroutine.
+func (s *Session) overflowed() {
+	if m := s.hub.o.Metrics; m != nil {
+		m.Overflow()
+	}
+	go s.violation(ports.ClosePolicy, string(syncerr.RateLimited)+": send queue full; the client is not reading")
 }
 
 // shutdown closes the socket once with code; the reader then ends Run.
@@ -224,7 +257,7 @@ func (s *Session) heartbeat(ctx context.Context, c ports.RealtimeConn) {
 			return
 		}
 		if text, err := realtime.Encode(&realtime.Heartbeat{Timestamp: s.hub.nowMs()}); err == nil {
-			s.out.control(text, "")
+			s.queueControl(text, "")
 		}
 		if s.hub.o.IdleTimeout > 0 {
 			pctx, pcancel := context.WithTimeout(ctx, s.hub.o.IdleTimeout)
@@ -246,6 +279,10 @@ func (s *Session) heartbeat(ctx context.Context, c ports.RealtimeConn) {
 func (s *Session) read(ctx context.Context, c ports.RealtimeConn) {
 	for !s.isClosing() {
 		m, err := c.Read(ctx)
+		if ce, ok := errors.AsType[*ports.RealtimeCloseError](err); ok {
+			s.violation(ce.Code, ce.Reason)
+			return
+		}
 		if err != nil || s.isClosing() {
 			return
 		}
@@ -269,7 +306,7 @@ func (s *Session) control(ctx context.Context, text []byte) {
 	case *realtime.Ack:
 		s.ack(ctx, m.Cursor)
 	case *realtime.PresencePublish:
-		s.presencePublish(m)
+		s.presencePublish(ctx, m)
 	}
 }
 
@@ -278,7 +315,15 @@ func (s *Session) control(ctx context.Context, text []byte) {
 // observed) and the stored cursor advances, monotonically, for the same
 // actor and the live epoch only, never creating a record.
 func (s *Session) ack(ctx context.Context, cursor int64) {
+	if cursor < 0 {
+		s.violation(ports.ClosePolicy, fmt.Sprintf("%s: ack cursor %d is negative", syncerr.InvalidRequest, cursor))
+		return
+	}
 	s.mu.Lock()
+	// A cursor past every seq this node has seen for the partition is
+	// clamped to the highest one: it cannot have been delivered, and
+	// stored as is it would mark commits not yet written as acknowledged.
+	cursor = min(cursor, max(s.lastSeq, s.target.Load()))
 	s.cursor = max(s.cursor, cursor)
 	s.lastSeq = max(s.lastSeq, cursor)
 	if s.cursor >= s.lastSeq {
@@ -311,7 +356,21 @@ func (s *Session) binary(ctx context.Context, b []byte) {
 		s.violation(ports.ClosePolicy, "sync round begun while a response stream is in flight")
 		return
 	}
-	msg, excess, err := s.scanner.Push(b[1:])
+	chunk := b[1:]
+	if !s.scanner.Pending() && len(chunk) > 0 {
+		s.armRound(ctx)
+	}
+	if g := s.scanner.Growth(len(chunk)); g > 0 {
+		if err := s.share.Reserve(int64(g)); err != nil {
+			s.violation(ports.CloseTryAgainLater, string(syncerr.RateLimited)+": server busy; retry later")
+			return
+		}
+	}
+	msg, excess, err := s.scanner.Push(chunk)
+	if errors.Is(err, realtime.ErrRequestTooLarge) {
+		s.violation(ports.CloseTooBig, fmt.Sprintf("%s: %v", syncerr.InvalidRequest, err))
+		return
+	}
 	if err != nil {
 		s.violation(ports.ClosePolicy, err.Error())
 		return
@@ -319,6 +378,7 @@ func (s *Session) binary(ctx context.Context, b []byte) {
 	if msg == nil {
 		return
 	}
+	s.disarmRound()
 	if excess > 0 {
 		s.violation(ports.ClosePolicy, "request bytes past END (pipelining)")
 		return
@@ -327,6 +387,31 @@ func (s *Session) binary(ctx context.Context, b []byte) {
 	s.roundActive = true
 	s.mu.Unlock()
 	s.rounds.Go(func() { s.round(ctx, msg) })
+}
+
+// armRound starts the deadline of a round whose first bytes arrived: a
+// client that begins a request and never ends it, pinging to keep the
+// socket alive, is closed once the body read timeout passes.
+func (s *Session) armRound(ctx context.Context) {
+	d := s.hub.o.RoundTimeout
+	if d <= 0 {
+		return
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	s.roundDeadline = cancel
+	go func() {
+		if s.hub.o.Sleep(dctx, d) == nil {
+			s.violation(ports.ClosePolicy, fmt.Sprintf("%s: socket round not completed within %v", syncerr.InvalidRequest, d))
+		}
+	}()
+}
+
+// disarmRound stops the deadline of the round being read.
+func (s *Session) disarmRound() {
+	if s.roundDeadline != nil {
+		s.roundDeadline()
+		s.roundDeadline = nil
+	}
 }
 
 // round runs one socket round through the POST /sync handler and streams
@@ -368,8 +453,15 @@ func (s *Session) round(ctx context.Context, msg []byte) {
 	}
 	var resp *syncsvc.Response
 	if err == nil {
+		// A socket round is a request like POST /sync: it takes one of
+		// the node's processing slots, or is refused as busy.
+		err = s.share.Acquire()
+	}
+	if err == nil {
 		resp, err = s.hub.o.Rounds.Handle(syncsvc.WithTransport(ctx, event.TransportRealtime), s.id, msg)
 	}
+	// The request is done with: its buffer and slot go back to the node.
+	s.share.Release()
 	failed := err != nil
 	if err != nil {
 		// Refused before the first byte (the buffered read-verify included):
@@ -443,7 +535,7 @@ func (s *Session) sendWake(reason realtime.WakeReason) {
 	if err != nil {
 		return
 	}
-	s.out.control(text, reason)
+	s.queueControl(text, reason)
 	if m := s.hub.o.Metrics; m != nil {
 		m.Wake(reason)
 	}

@@ -2,6 +2,8 @@ package realtime
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/wire"
@@ -26,6 +28,14 @@ type RequestScanner struct {
 // violation that leaves the stream without a findable end: the socket is
 // to be closed.
 func (s *RequestScanner) Push(chunk []byte) (msg []byte, excess int, err error) {
+	if s.MaxBytes > 0 && int64(len(s.buf)+len(chunk)) > s.MaxBytes {
+		return nil, 0, s.tooLarge()
+	}
+	if need := len(s.buf) + len(chunk); need > cap(s.buf) {
+		grown := make([]byte, len(s.buf), s.grownCap(need))
+		copy(grown, s.buf)
+		s.buf = grown
+	}
 	s.buf = append(s.buf, chunk...)
 	if s.off == 0 {
 		if len(s.buf) < ssp2.HeaderSize {
@@ -48,25 +58,50 @@ func (s *RequestScanner) Push(chunk []byte) (msg []byte, excess int, err error) 
 				return nil, 0, wire.Errorf("END frame with length %d", n)
 			}
 			end := s.off + 5
-			if s.MaxBytes > 0 && int64(end) > s.MaxBytes {
-				return nil, 0, wire.Errorf("request stream exceeds %d bytes", s.MaxBytes)
-			}
 			msg, excess = s.buf[:end:end], len(s.buf)-end
 			s.buf, s.off = nil, 0
 			return msg, excess, nil
 		}
 		if s.MaxBytes > 0 && int64(s.off)+5+n > s.MaxBytes {
-			return nil, 0, wire.Errorf("request stream exceeds %d bytes", s.MaxBytes)
+			return nil, 0, s.tooLarge() // declared past the bound: refused before it arrives
 		}
 		if int64(len(s.buf)-s.off-5) < n {
 			break
 		}
 		s.off += 5 + int(n)
 	}
-	if s.MaxBytes > 0 && int64(len(s.buf)) > s.MaxBytes {
-		return nil, 0, wire.Errorf("request stream exceeds %d bytes", s.MaxBytes)
-	}
 	return nil, 0, nil
+}
+
+// ErrRequestTooLarge is a socket round's request past MaxBytes.
+var ErrRequestTooLarge = errors.New("socket round request too large")
+
+func (s *RequestScanner) tooLarge() error {
+	return fmt.Errorf("%w: more than %d bytes", ErrRequestTooLarge, s.MaxBytes)
+}
+
+// Growth is how many bytes of buffer capacity pushing a chunk of n bytes
+// would allocate (0 when it fits): the caller can reserve them on its
+// memory budget before the scanner takes them.
+func (s *RequestScanner) Growth(n int) int {
+	need := len(s.buf) + n
+	if need <= cap(s.buf) {
+		return 0
+	}
+	return s.grownCap(need) - cap(s.buf)
+}
+
+// Held is the buffer capacity the scanner holds for a request not yet
+// complete (a completed request's buffer passes to its caller).
+func (s *RequestScanner) Held() int { return cap(s.buf) }
+
+// grownCap doubles the buffer, never past MaxBytes unless need is.
+func (s *RequestScanner) grownCap(need int) int {
+	c := max(need, 2*cap(s.buf), 512)
+	if s.MaxBytes > 0 && int64(c) > s.MaxBytes {
+		c = max(need, int(s.MaxBytes))
+	}
+	return c
 }
 
 // Pending reports whether part of a request has been received.
