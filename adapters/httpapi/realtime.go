@@ -149,7 +149,7 @@ func websocketUpgrade(r *http.Request) bool {
 type wsConn struct {
 	c     *websocket.Conn
 	o     RealtimeOptions
-	share ports.InflightShare // the message being read or last returned
+	share ports.InflightShare // the message being read
 }
 
 func newWSConn(c *websocket.Conn, o RealtimeOptions) *wsConn {
@@ -186,10 +186,12 @@ func sleepWall(ctx context.Context, d time.Duration) error {
 // errMessageTooBig is a message past its kind's bound.
 var errMessageTooBig = errors.New("message too big")
 
-// Read returns the next message. The previous one is given back to the
-// budget first: its reader is done with it by the time it reads again.
+// Read returns the next message. Its bytes are held on the budget while
+// it arrives, which is when a client can make it last, and given back
+// once it is whole: its reader copies what it keeps (a round's chunk goes
+// into the round's own buffer, held on the budget by the session).
 func (w *wsConn) Read(ctx context.Context) (ports.RealtimeMessage, error) {
-	w.share.Release()
+	defer w.share.Release()
 	t, r, err := w.c.Reader(ctx)
 	if err != nil {
 		return ports.RealtimeMessage{}, err
@@ -279,6 +281,5 @@ func (w *wsConn) Write(ctx context.Context, m ports.RealtimeMessage) error {
 func (w *wsConn) Ping(ctx context.Context) error { return w.c.Ping(ctx) }
 
 func (w *wsConn) Close(code int, reason string) error {
-	defer w.share.Release()
 	return w.c.Close(websocket.StatusCode(code), reason)
 }

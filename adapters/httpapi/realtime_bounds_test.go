@@ -133,7 +133,7 @@ func TestRealtimeMessageBounds(t *testing.T) {
 }
 
 // A message within the bounds is delivered whole, and its bytes return
-// to the budget once the reader asks for the next one.
+// to the budget once it is.
 func TestRealtimeMessageWithinBounds(t *testing.T) {
 	lim, err := httpapi.NewLimiter(httpapi.LimiterOptions{MaxRequests: 1, MaxBodyBytes: 1 << 20})
 	if err != nil {

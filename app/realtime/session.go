@@ -360,6 +360,9 @@ func (s *Session) binary(ctx context.Context, b []byte) {
 	if !s.scanner.Pending() && len(chunk) > 0 {
 		s.armRound(ctx)
 	}
+	// The buffer's capacity is what is held, counted as it grows, as a
+	// POST /sync body's is (the copy made while growing is not counted, so
+	// a request as large as the budget can still arrive).
 	if g := s.scanner.Growth(len(chunk)); g > 0 {
 		if err := s.share.Reserve(int64(g)); err != nil {
 			s.violation(ports.CloseTryAgainLater, string(syncerr.RateLimited)+": server busy; retry later")

@@ -85,15 +85,11 @@ func (s *RequestScanner) tooLarge() error {
 // memory budget before the scanner takes them.
 func (s *RequestScanner) Growth(n int) int {
 	need := len(s.buf) + n
-	if need <= cap(s.buf) {
-		return 0
+	if need <= cap(s.buf) || (s.MaxBytes > 0 && int64(need) > s.MaxBytes) {
+		return 0 // fits, or Push refuses it before it allocates
 	}
 	return s.grownCap(need) - cap(s.buf)
 }
-
-// Held is the buffer capacity the scanner holds for a request not yet
-// complete (a completed request's buffer passes to its caller).
-func (s *RequestScanner) Held() int { return cap(s.buf) }
 
 // grownCap doubles the buffer, never past MaxBytes unless need is.
 func (s *RequestScanner) grownCap(need int) int {

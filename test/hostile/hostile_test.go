@@ -27,9 +27,9 @@ import (
 	"github.com/syncd-dev/syncd/test/syncdproc/proctest"
 )
 
-var binary string
+var syncdBinary string
 
-func TestMain(m *testing.M) { os.Exit(proctest.Main(m, "syncd-hostile-", &binary)) }
+func TestMain(m *testing.M) { os.Exit(proctest.Main(m, "syncd-hostile-", &syncdBinary)) }
 
 // engine is a storage engine the server runs on.
 type engine struct {
@@ -52,7 +52,7 @@ func serve(t *testing.T, db string, args ...string) *syncdproc.Node {
 	t.Helper()
 	proctest.WatchSources(t)
 	all := append([]string{"--database", db, "--auth", "dev", "--log-level", "info"}, args...)
-	n, err := syncdproc.Start(syncdproc.Options{Binary: binary, Args: all})
+	n, err := syncdproc.Start(syncdproc.Options{Binary: syncdBinary, Args: all})
 	if err != nil {
 		t.Fatal(err)
 	}
