@@ -41,6 +41,9 @@ const (
 	DefaultOrphanGrace = 24 * time.Hour
 	// DefaultSweepPage is how many candidates one claim transaction takes.
 	DefaultSweepPage = 100
+	// DefaultTransferBufferBytes is the memory charged for one transfer
+	// of a store that does not bound its own (ports.BlobBuffers).
+	DefaultTransferBufferBytes = 1 << 20
 )
 
 // ObjectPath is the path, below the sync API base, of the native
@@ -188,6 +191,26 @@ func (s *Service) Upload(ctx context.Context, id ports.Identity, u httpapi.BlobU
 	}
 	s.o.Metrics.Uploaded(created, info.ByteLength)
 	return nil
+}
+
+// UploadBufferBytes is the memory the store holds while an upload of u
+// streams (httpapi reserves it on the in-flight body budget).
+func (s *Service) UploadBufferBytes(u httpapi.BlobUploadRequest) int64 {
+	b, ok := s.o.Blobs.(ports.BlobBuffers)
+	if !ok {
+		return DefaultTransferBufferBytes
+	}
+	return b.PutBufferBytes(ports.BlobUpload{BlobID: u.BlobID, MediaType: u.MediaType, ByteLength: u.ByteLength, MaxBytes: s.o.MaxBytes})
+}
+
+// DownloadBufferBytes is the memory the store holds while length bytes of
+// info stream out.
+func (s *Service) DownloadBufferBytes(info ports.BlobInfo, length int64) int64 {
+	b, ok := s.o.Blobs.(ports.BlobBuffers)
+	if !ok {
+		return DefaultTransferBufferBytes
+	}
+	return b.OpenBufferBytes(info, length)
 }
 
 // UploadGrant is POST <mount>/blobs/{blobId}/upload-grant (SPEC §5.9.3):
