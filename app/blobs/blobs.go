@@ -3,12 +3,16 @@
 // re-authorized against the rows that reference the blob, the push-time
 // existence check, and the orphan sweep.
 //
-// A blob id is never a capability: a download is authorized iff at least
-// one current row referencing the blob passes the §3.4 stored-row scope
-// test for the actor (the reference index gives the candidates), else
-// blob.forbidden, never a 404 that would tell an unauthorized caller the
-// blob exists. Only a presigned URL is a bearer grant, for its short
-// lifetime.
+// The id alone never authorizes a download: a download is authorized iff
+// at least one current row referencing the blob passes the §3.4
+// stored-row scope test for the actor (the reference index gives the
+// candidates), else blob.forbidden. That is not secrecy of the id: inside
+// its partition an id tells any authenticated actor whether the blob is
+// stored (the grant's present marker, 403 against 404, the push check),
+// and gives its bytes to any actor who may push a row with a blob_ref
+// column, by referencing it in a row of its own (ARCHITECTURE.md, "What a
+// blob id reveals"). Only a presigned URL is a bearer grant, for its
+// short lifetime.
 package blobs
 
 import (
