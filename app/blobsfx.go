@@ -139,6 +139,22 @@ func (l *lazyBlobs) ListCreatedBefore(ctx context.Context, partition string, bef
 	return l.get().ListCreatedBefore(ctx, partition, beforeMs, after, limit)
 }
 
+// PutBufferBytes and OpenBufferBytes forward to the opened store, with
+// the use case's default for one that does not bound its transfers.
+func (l *lazyBlobs) PutBufferBytes(u ports.BlobUpload) int64 {
+	if b, ok := l.get().(ports.BlobBuffers); ok {
+		return b.PutBufferBytes(u)
+	}
+	return blobs.DefaultTransferBufferBytes
+}
+
+func (l *lazyBlobs) OpenBufferBytes(info ports.BlobInfo, length int64) int64 {
+	if b, ok := l.get().(ports.BlobBuffers); ok {
+		return b.OpenBufferBytes(info, length)
+	}
+	return blobs.DefaultTransferBufferBytes
+}
+
 func (l *lazyBlobs) Delete(ctx context.Context, partition, blobID string) error {
 	return l.get().Delete(ctx, partition, blobID)
 }
@@ -222,8 +238,8 @@ func BlobRoutes(t *httpapi.Transport, auth ports.Authenticator, svc httpapi.Blob
 		{Route: httpapi.RouteBlobPut, Handler: t.BlobUploadEndpoint(auth, svc, log)},
 		{Route: httpapi.RouteBlobUploadGrant, Handler: t.BlobUploadGrantEndpoint(auth, svc, log)},
 		{Route: httpapi.RouteBlobGet, Handler: t.BlobDownloadEndpoint(auth, svc, log)},
-		{Route: httpapi.RouteBlobObjectGet, Handler: httpapi.BlobObjectGetEndpoint(svc, log)},
-		{Route: httpapi.RouteBlobObjectPut, Handler: httpapi.BlobObjectPutEndpoint(svc, log)},
+		{Route: httpapi.RouteBlobObjectGet, Handler: t.BlobObjectGetEndpoint(svc, log)},
+		{Route: httpapi.RouteBlobObjectPut, Handler: t.BlobObjectPutEndpoint(svc, log)},
 	}
 }
 

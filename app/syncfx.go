@@ -96,7 +96,9 @@ func withBuiltinMergers(host []ports.CRDTMerger) []ports.CRDTMerger {
 }
 
 // NewSyncTransport builds the body and compression handling of /sync,
-// with the in-flight bounds and the body read deadline of cfg.HTTP.
+// with the in-flight bounds and the body read deadline of cfg.HTTP; the
+// blob routes share it (the same in-flight budget, the same deadline and
+// --blob-min-transfer-rate).
 func NewSyncTransport(cfg config.Config, clock Clock) (*httpapi.Transport, error) {
 	lim, err := httpapi.NewLimiter(httpapi.LimiterOptions{
 		MaxRequests:  cfg.HTTP.MaxInflightRequests,
@@ -114,6 +116,7 @@ func NewSyncTransport(cfg config.Config, clock Clock) (*httpapi.Transport, error
 		MaxDecodedBodyBytes: cfg.Sync.MaxDecodedBodyBytes,
 		Limits:              cfg.Limits.Domain(),
 		BodyReadTimeout:     timeout,
+		BlobMinRate:         cfg.Blobs.MinTransferRate,
 		Limiter:             lim,
 		Now:                 clock.Now,
 	})

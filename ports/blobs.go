@@ -72,3 +72,16 @@ type BlobPresigner interface {
 	// on the push-time existence check and the client's verify on download.
 	PresignPut(ctx context.Context, u BlobUpload, ttl time.Duration) (url string, err error)
 }
+
+// BlobBuffers is implemented by a BlobStore that can bound the memory its
+// transfers hold, so the HTTP routes reserve it on the server's in-flight
+// body budget before a transfer starts. A store without it is charged a
+// conservative default.
+type BlobBuffers interface {
+	// PutBufferBytes bounds the memory a Put of u holds while its body
+	// streams (u.ByteLength -1: a body of unknown length).
+	PutBufferBytes(u BlobUpload) int64
+	// OpenBufferBytes bounds the memory a reader of length bytes of info,
+	// as Open returns it, holds until closed.
+	OpenBufferBytes(info BlobInfo, length int64) int64
+}

@@ -28,6 +28,18 @@ const (
 	blobVary        = "Authorization, Accept-Encoding"
 	// maxGrantBodyBytes bounds an upload-grant request's JSON body.
 	maxGrantBodyBytes = 16 << 10
+	// BlobZstdMaxWindow bounds the window of a zstd-encoded blob upload
+	// (the size RFC 8878 asks every decoder to support): the decoder
+	// allocates the frame's window up front, so a larger one is refused
+	// (413) rather than allocated.
+	BlobZstdMaxWindow = 8 << 20
+	// gzipDecoderBytes and zstdDecoderBytes are what a blob upload's
+	// decoder holds: flate's window and tables; the zstd window, its
+	// block ring and tables.
+	gzipDecoderBytes = 64 << 10
+	zstdDecoderBytes = BlobZstdMaxWindow + 512<<10
+	// blobCopyBytes is the copy buffer of a download.
+	blobCopyBytes = 32 << 10
 )
 
 // BlobUploadRequest is one authenticated PUT <mount>/blobs/{blobId}.
@@ -79,13 +91,23 @@ type BlobService interface {
 	GetSigned(ctx context.Context, blobID string, q url.Values) (ports.BlobInfo, error)
 	// PutSigned stores the body of a native presigned upload URL.
 	PutSigned(ctx context.Context, blobID string, q url.Values, contentLength int64, body io.Reader) error
+	// UploadBufferBytes bounds the memory the store holds while an upload
+	// of u streams (u.ByteLength -1: unknown length), reserved on the
+	// in-flight body budget for the upload's duration.
+	UploadBufferBytes(u BlobUploadRequest) int64
+	// DownloadBufferBytes bounds the memory the store holds while length
+	// bytes of info stream out, reserved likewise.
+	DownloadBufferBytes(info ports.BlobInfo, length int64) int64
 }
 
 // BlobUploadEndpoint serves PUT <mount>/blobs/{blobId} (SPEC §5.9.3): host
 // authentication, then the body streamed to the store with its
 // Content-Encoding undone; the store verifies the content address and the
 // size cap as it reads (nothing buffers the whole body here). 200 with an
-// empty body on success, a new blob or one already stored.
+// empty body on success, a new blob or one already stored. The upload is
+// bounded like a /sync body: its buffers are reserved on the in-flight
+// body budget (429 sync.rate_limited when it is full) and its body must
+// arrive at the transfer pace (408, nothing stored, when it does not).
 func (t *Transport) BlobUploadEndpoint(auth ports.Authenticator, svc BlobService, log *zap.Logger) http.Handler {
 	log = orNop(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -94,20 +116,67 @@ func (t *Transport) BlobUploadEndpoint(auth ports.Authenticator, svc BlobService
 			refuseBlob(w, log, err)
 			return
 		}
-		body, length, err := openBlobBody(r)
+		u := BlobUploadRequest{BlobID: r.PathValue(PathBlobID), MediaType: mediaType(r)}
+		err = t.receiveBlob(w, r, svc, u, func(body io.Reader, length int64) error {
+			u.ByteLength = length
+			return svc.Upload(r.Context(), ident, u, body)
+		})
 		if err != nil {
-			refuseBlob(w, log, err)
-			return
-		}
-		defer func() { _ = body.Close() }()
-		u := BlobUploadRequest{BlobID: r.PathValue(PathBlobID), MediaType: mediaType(r), ByteLength: length}
-		if err := svc.Upload(r.Context(), ident, u, body); err != nil {
 			refuseBlob(w, log, err)
 			return
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusOK)
 	})
+}
+
+// receiveBlob runs one upload's body: the store's buffers and the
+// decoder's are reserved on the in-flight body budget until it ends, the
+// body is read under the transfer pace with its Content-Encoding undone,
+// and store consumes it. A body that failed (not in time, cut off) is
+// answered as such whatever the store made of the failure; the store
+// keeps nothing of it.
+func (t *Transport) receiveBlob(w http.ResponseWriter, r *http.Request, svc BlobService, u BlobUploadRequest, store func(body io.Reader, length int64) error) error {
+	coding, err := requestCoding(r.Header.Values("Content-Encoding"))
+	if err != nil {
+		return err
+	}
+	u.ByteLength = -1
+	if coding == "identity" && r.ContentLength >= 0 {
+		u.ByteLength = r.ContentLength
+	}
+	lease := t.limiter.Lease()
+	defer lease.Release()
+	if err := lease.reserve(svc.UploadBufferBytes(u) + decoderBytes(coding)); err != nil {
+		return err
+	}
+	wire := &pacedBody{r: http.NoBody, rc: http.NewResponseController(w), p: t.newPace()}
+	if r.Body != nil {
+		wire.r = r.Body
+	}
+	body, err := openBlobBody(r, coding, wire)
+	if err == nil {
+		defer func() { _ = body.Close() }()
+		err = store(body, u.ByteLength)
+	}
+	if ferr := wire.failed(); ferr != nil {
+		// The connection's read side is spent (a deadline passed or
+		// the client went): answer, then close.
+		w.Header().Set("Connection", "close")
+		return ferr
+	}
+	return err
+}
+
+// decoderBytes is what the decoder of a blob body in coding holds.
+func decoderBytes(coding string) int64 {
+	switch coding {
+	case "gzip":
+		return gzipDecoderBytes
+	case "zstd":
+		return zstdDecoderBytes
+	}
+	return 0
 }
 
 // BlobUploadGrantEndpoint serves POST <mount>/blobs/{blobId}/upload-grant
@@ -221,14 +290,14 @@ func (t *Transport) BlobDownloadEndpoint(auth ports.Authenticator, svc BlobServi
 			writeJSON(w, urlAnswer{URL: d.URL, ExpiresAtMs: d.ExpiresAtMs})
 			return
 		}
-		serveBlob(w, r, svc, d.Info, log)
+		t.serveBlob(w, r, svc, d.Info, log)
 	})
 }
 
 // BlobObjectGetEndpoint serves GET <mount>/blob-objects/{blobId}, the
 // native presigned download URL: its query is the whole grant (no host
 // authentication, SPEC §5.4 applied to §5.9.5).
-func BlobObjectGetEndpoint(svc BlobService, log *zap.Logger) http.Handler {
+func (t *Transport) BlobObjectGetEndpoint(svc BlobService, log *zap.Logger) http.Handler {
 	log = orNop(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info, err := svc.GetSigned(r.Context(), r.PathValue(PathBlobID), r.URL.Query())
@@ -236,7 +305,7 @@ func BlobObjectGetEndpoint(svc BlobService, log *zap.Logger) http.Handler {
 			refuseBlob(w, log, err)
 			return
 		}
-		serveBlob(w, r, svc, info, log)
+		t.serveBlob(w, r, svc, info, log)
 	})
 }
 
@@ -244,16 +313,15 @@ func BlobObjectGetEndpoint(svc BlobService, log *zap.Logger) http.Handler {
 // native presigned upload URL of an upload grant: its query is the whole
 // grant and binds the one length it accepts; the body is verified against
 // the content address as it is stored, like a direct upload.
-func BlobObjectPutEndpoint(svc BlobService, log *zap.Logger) http.Handler {
+func (t *Transport) BlobObjectPutEndpoint(svc BlobService, log *zap.Logger) http.Handler {
 	log = orNop(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, length, err := openBlobBody(r)
+		blobID := r.PathValue(PathBlobID)
+		u := BlobUploadRequest{BlobID: blobID, MediaType: mediaType(r)}
+		err := t.receiveBlob(w, r, svc, u, func(body io.Reader, length int64) error {
+			return svc.PutSigned(r.Context(), blobID, r.URL.Query(), length, body)
+		})
 		if err != nil {
-			refuseBlob(w, log, err)
-			return
-		}
-		defer func() { _ = body.Close() }()
-		if err := svc.PutSigned(r.Context(), r.PathValue(PathBlobID), r.URL.Query(), length, body); err != nil {
 			refuseBlob(w, log, err)
 			return
 		}
@@ -263,8 +331,10 @@ func BlobObjectPutEndpoint(svc BlobService, log *zap.Logger) http.Handler {
 }
 
 // serveBlob streams an authorized blob: the whole of it, or one byte
-// range of it.
-func serveBlob(w http.ResponseWriter, r *http.Request, svc BlobService, info ports.BlobInfo, log *zap.Logger) {
+// range of it, with the store's buffers reserved on the in-flight body
+// budget (429 sync.rate_limited when it is full) and the bytes written at
+// the transfer pace (a reader that stops reading is cut off).
+func (t *Transport) serveBlob(w http.ResponseWriter, r *http.Request, svc BlobService, info ports.BlobInfo, log *zap.Logger) {
 	h := w.Header()
 	etag := `"` + info.BlobID + `"`
 	h.Set("ETag", etag)
@@ -293,7 +363,13 @@ func serveBlob(w http.ResponseWriter, r *http.Request, svc BlobService, info por
 			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, size))
 		}
 	}
-	rc, err := svc.Open(r.Context(), info, offset, length)
+	lease := t.limiter.Lease()
+	defer lease.Release()
+	err := lease.reserve(svc.DownloadBufferBytes(info, length) + blobCopyBytes)
+	var rc io.ReadCloser
+	if err == nil {
+		rc, err = svc.Open(r.Context(), info, offset, length)
+	}
 	if err != nil {
 		for _, k := range []string{"ETag", "Cache-Control", "Vary", "Accept-Ranges", "Content-Range"} {
 			h.Del(k)
@@ -313,7 +389,8 @@ func serveBlob(w http.ResponseWriter, r *http.Request, svc BlobService, info por
 		w.WriteHeader(status)
 		return
 	}
-	sw := &statusStart{w: w, status: status}
+	out := &pacedWriter{w: w, rc: http.NewResponseController(w), p: t.newPace()}
+	sw := &statusStart{w: w, out: out, status: status}
 	if _, err := io.Copy(sw, rc); err != nil {
 		if !sw.started {
 			for _, k := range []string{"ETag", "Cache-Control", "Vary", "Accept-Ranges", "Content-Range", "Content-Length", "X-Content-Type-Options"} {
@@ -329,12 +406,16 @@ func serveBlob(w http.ResponseWriter, r *http.Request, svc BlobService, info por
 	if !sw.started {
 		w.WriteHeader(status) // an empty blob or range
 	}
+	if err := out.done(); err != nil {
+		log.Debug("blob download interrupted", zap.String("blob", info.BlobID), zap.Error(err))
+	}
 }
 
-// statusStart sends status with the first byte written, so a read that
-// fails before any byte can still be answered as an error.
+// statusStart sends status with the first byte written to out, so a read
+// that fails before any byte can still be answered as an error.
 type statusStart struct {
 	w       http.ResponseWriter
+	out     io.Writer
 	status  int
 	started bool
 }
@@ -347,7 +428,7 @@ func (s *statusStart) Write(p []byte) (int, error) {
 		s.started = true
 		s.w.WriteHeader(s.status)
 	}
-	return s.w.Write(p)
+	return s.out.Write(p)
 }
 
 // ifRangeHolds applies If-Range (RFC 9110 §13.1.5): a range is served only
@@ -401,34 +482,31 @@ func parseRange(v string, size int64) (start, end int64, ok, satisfiable bool) {
 	}
 }
 
-// openBlobBody returns the request body with its Content-Encoding undone,
-// and the decoded length when the request declares it. Read failures
+// openBlobBody returns the request body, read through src (the paced
+// r.Body), with its Content-Encoding (coding) undone. Read failures
 // become the transport's 400 (corrupt encoding) and 408/400 (the client
 // stopped sending); the size cap is the blob store's, on decoded bytes.
-func openBlobBody(r *http.Request) (io.ReadCloser, int64, error) {
-	coding, err := requestCoding(r.Header.Values("Content-Encoding"))
-	if err != nil {
-		return nil, 0, err
-	}
+func openBlobBody(r *http.Request, coding string, src io.Reader) (io.ReadCloser, error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return io.NopCloser(bytes.NewReader(nil)), max(r.ContentLength, 0), nil
+		return io.NopCloser(bytes.NewReader(nil)), nil
 	}
-	wire := &cappedReader{r: r.Body, remaining: math.MaxInt64 - 1, wrapErr: errBodyRead}
+	wire := &cappedReader{r: src, remaining: math.MaxInt64 - 1, wrapErr: errBodyRead}
 	switch coding {
 	case "identity":
-		return &body{Reader: wire, closers: []io.Closer{r.Body}}, r.ContentLength, nil
+		return &body{Reader: wire, closers: []io.Closer{r.Body}}, nil
 	case "gzip":
 		zr, err := gzip.NewReader(wire)
 		if err != nil {
-			return nil, 0, decodeErr(err)
+			return nil, decodeErr(err)
 		}
-		return &body{Reader: &cappedReader{r: zr, remaining: math.MaxInt64 - 1, wrapErr: decodeErr}, closers: []io.Closer{zr, r.Body}}, -1, nil
+		return &body{Reader: &cappedReader{r: zr, remaining: math.MaxInt64 - 1, wrapErr: decodeErr}, closers: []io.Closer{zr, r.Body}}, nil
 	default: // zstd
-		zr, err := zstd.NewReader(wire, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		zr, err := zstd.NewReader(wire, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(BlobZstdMaxWindow))
 		if err != nil {
-			return nil, 0, decodeErr(err)
+			return nil, decodeErr(err)
 		}
-		return &body{Reader: &cappedReader{r: zr, remaining: math.MaxInt64 - 1, wrapErr: decodeErr}, closers: []io.Closer{zstdCloser{zr}, r.Body}}, -1, nil
+		return &body{Reader: &cappedReader{r: zr, remaining: math.MaxInt64 - 1, wrapErr: decodeErr}, closers: []io.Closer{zstdCloser{zr}, r.Body}}, nil
 	}
 }
 
@@ -445,6 +523,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 // refuseBlob answers err (a *StatusError keeps its status) and logs what
 // is not a plain refusal.
 func refuseBlob(w http.ResponseWriter, log *zap.Logger, err error) {
+	setRetryAfter(w, err)
 	pub := WriteTransportError(w, err)
 	if pub != nil && pub.Code != syncerr.InternalError {
 		log.Debug("blob request refused", zap.String("code", string(pub.Code)))

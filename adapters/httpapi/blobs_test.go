@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -33,6 +34,21 @@ type fakeBlobs struct {
 	query    url.Values
 	length   int64
 	opened   [2]int64
+	// upBuf and downBuf are the buffer bytes the fake says a transfer
+	// holds; hold, when set, is called inside Upload, PutSigned and Open
+	// (a test reads the limiter there).
+	upBuf, downBuf int64
+	hold           func()
+}
+
+func (f *fakeBlobs) UploadBufferBytes(u BlobUploadRequest) int64 { return f.upBuf }
+
+func (f *fakeBlobs) DownloadBufferBytes(ports.BlobInfo, int64) int64 { return f.downBuf }
+
+func (f *fakeBlobs) held() {
+	if f.hold != nil {
+		f.hold()
+	}
 }
 
 func (f *fakeBlobs) info() ports.BlobInfo {
@@ -41,6 +57,7 @@ func (f *fakeBlobs) info() ports.BlobInfo {
 
 func (f *fakeBlobs) Upload(_ context.Context, id ports.Identity, u BlobUploadRequest, body io.Reader) error {
 	f.ident, f.upload = id, u
+	f.held()
 	b, err := io.ReadAll(body)
 	if err != nil {
 		return err
@@ -67,6 +84,7 @@ func (f *fakeBlobs) Download(_ context.Context, id ports.Identity, _ string) (Bl
 
 func (f *fakeBlobs) Open(_ context.Context, _ ports.BlobInfo, offset, length int64) (io.ReadCloser, error) {
 	f.opened = [2]int64{offset, length}
+	f.held()
 	return io.NopCloser(bytes.NewReader(f.data[offset : offset+length])), nil
 }
 
@@ -77,6 +95,7 @@ func (f *fakeBlobs) GetSigned(_ context.Context, _ string, q url.Values) (ports.
 
 func (f *fakeBlobs) PutSigned(_ context.Context, _ string, q url.Values, n int64, body io.Reader) error {
 	f.query, f.length = q, n
+	f.held()
 	b, err := io.ReadAll(body)
 	f.received = b
 	if err != nil {
@@ -87,7 +106,14 @@ func (f *fakeBlobs) PutSigned(_ context.Context, _ string, q url.Values, n int64
 
 func blobServer(t *testing.T, f *fakeBlobs) *httptest.Server {
 	t.Helper()
-	tr, err := NewTransport(TransportOptions{})
+	return blobServerWith(t, f, TransportOptions{}, nil)
+}
+
+// blobServerWith serves svc's blob routes under /api through a transport
+// of opts; listen, when set, wraps the server's listener.
+func blobServerWith(t *testing.T, f BlobService, opts TransportOptions, listen func(net.Listener) net.Listener) *httptest.Server {
+	t.Helper()
+	tr, err := NewTransport(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,13 +121,17 @@ func blobServer(t *testing.T, f *fakeBlobs) *httptest.Server {
 		RouteBlobPut:         tr.BlobUploadEndpoint(headerAuth{}, f, nil),
 		RouteBlobUploadGrant: tr.BlobUploadGrantEndpoint(headerAuth{}, f, nil),
 		RouteBlobGet:         tr.BlobDownloadEndpoint(headerAuth{}, f, nil),
-		RouteBlobObjectGet:   BlobObjectGetEndpoint(f, nil),
-		RouteBlobObjectPut:   BlobObjectPutEndpoint(f, nil),
+		RouteBlobObjectGet:   tr.BlobObjectGetEndpoint(f, nil),
+		RouteBlobObjectPut:   tr.BlobObjectPutEndpoint(f, nil),
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(router)
+	srv := httptest.NewUnstartedServer(router)
+	if listen != nil {
+		srv.Listener = listen(srv.Listener)
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv
 }

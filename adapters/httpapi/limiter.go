@@ -25,11 +25,14 @@ type LimiterOptions struct {
 	MaxRequests int
 	// MaxBodyBytes bounds the request-body memory all /sync requests hold
 	// together, counted as buffer capacity while bodies arrive and until
-	// their handlers return. Default DefaultMaxInflightBodyBytes.
+	// their handlers return, with the buffers of every blob transfer
+	// (upload or download) for its duration. Default
+	// DefaultMaxInflightBodyBytes.
 	MaxBodyBytes int64
 }
 
-// Limiter bounds in-flight /sync work and the body memory it holds. A
+// Limiter bounds in-flight /sync work and the body memory it and blob
+// transfers hold. A
 // request past a bound is refused with sync.rate_limited (429), never
 // queued, so a flood of slow clients cannot pin memory or goroutines
 // behind a queue. It is safe for concurrent use.

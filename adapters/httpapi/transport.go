@@ -61,10 +61,16 @@ type TransportOptions struct {
 	// BodyReadTimeout bounds how long SyncEndpoint waits for a request
 	// body to arrive, from the handler's start (default 30 s; negative:
 	// no bound). It is a read deadline on the connection, cleared once the
-	// body is read, so a long response is never cut by it.
+	// body is read, so a long response is never cut by it. A blob
+	// transfer (upload body or download) must progress within it on every
+	// read or write, and keep up with BlobMinRate after it (see pace).
 	BodyReadTimeout time.Duration
+	// BlobMinRate is the average rate, in bytes per second, a blob
+	// transfer must keep after BodyReadTimeout of grace (default
+	// DefaultBlobMinRate).
+	BlobMinRate int64
 	// Limiter, when set, bounds SyncEndpoint's in-flight requests and the
-	// body memory they hold.
+	// body memory they hold, and the buffer memory of blob transfers.
 	Limiter *Limiter
 	// Now is the clock of the body deadline (default time.Now).
 	Now func() time.Time
@@ -87,6 +93,7 @@ type Transport struct {
 	zstdPool   sync.Pool
 
 	bodyTimeout time.Duration
+	blobRate    int64
 	limiter     *Limiter
 	now         func() time.Time
 	segBodies   *segmentBodies
@@ -103,6 +110,7 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		limits:     opts.Limits.WithDefaults(),
 
 		bodyTimeout: opts.BodyReadTimeout,
+		blobRate:    opts.BlobMinRate,
 		limiter:     opts.Limiter,
 		now:         opts.Now,
 	}
@@ -114,6 +122,12 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 	}
 	if t.now == nil {
 		t.now = time.Now
+	}
+	switch {
+	case t.blobRate == 0:
+		t.blobRate = DefaultBlobMinRate
+	case t.blobRate < 0:
+		return nil, errors.New("httpapi: the blob transfer rate must be positive")
 	}
 	switch {
 	case opts.SegmentCacheBytes == 0:

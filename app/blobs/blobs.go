@@ -3,12 +3,16 @@
 // re-authorized against the rows that reference the blob, the push-time
 // existence check, and the orphan sweep.
 //
-// A blob id is never a capability: a download is authorized iff at least
-// one current row referencing the blob passes the §3.4 stored-row scope
-// test for the actor (the reference index gives the candidates), else
-// blob.forbidden, never a 404 that would tell an unauthorized caller the
-// blob exists. Only a presigned URL is a bearer grant, for its short
-// lifetime.
+// The id alone never authorizes a download: a download is authorized iff
+// at least one current row referencing the blob passes the §3.4
+// stored-row scope test for the actor (the reference index gives the
+// candidates), else blob.forbidden. That is not secrecy of the id: inside
+// its partition an id tells any authenticated actor whether the blob is
+// stored (the grant's present marker, 403 against 404, the push check),
+// and gives its bytes to any actor who may push a row with a blob_ref
+// column, by referencing it in a row of its own (ARCHITECTURE.md, "What a
+// blob id reveals"). Only a presigned URL is a bearer grant, for its
+// short lifetime.
 package blobs
 
 import (
@@ -41,6 +45,9 @@ const (
 	DefaultOrphanGrace = 24 * time.Hour
 	// DefaultSweepPage is how many candidates one claim transaction takes.
 	DefaultSweepPage = 100
+	// DefaultTransferBufferBytes is the memory charged for one transfer
+	// of a store that does not bound its own (ports.BlobBuffers).
+	DefaultTransferBufferBytes = 1 << 20
 )
 
 // ObjectPath is the path, below the sync API base, of the native
@@ -188,6 +195,26 @@ func (s *Service) Upload(ctx context.Context, id ports.Identity, u httpapi.BlobU
 	}
 	s.o.Metrics.Uploaded(created, info.ByteLength)
 	return nil
+}
+
+// UploadBufferBytes is the memory the store holds while an upload of u
+// streams (httpapi reserves it on the in-flight body budget).
+func (s *Service) UploadBufferBytes(u httpapi.BlobUploadRequest) int64 {
+	b, ok := s.o.Blobs.(ports.BlobBuffers)
+	if !ok {
+		return DefaultTransferBufferBytes
+	}
+	return b.PutBufferBytes(ports.BlobUpload{BlobID: u.BlobID, MediaType: u.MediaType, ByteLength: u.ByteLength, MaxBytes: s.o.MaxBytes})
+}
+
+// DownloadBufferBytes is the memory the store holds while length bytes of
+// info stream out.
+func (s *Service) DownloadBufferBytes(info ports.BlobInfo, length int64) int64 {
+	b, ok := s.o.Blobs.(ports.BlobBuffers)
+	if !ok {
+		return DefaultTransferBufferBytes
+	}
+	return b.OpenBufferBytes(info, length)
 }
 
 // UploadGrant is POST <mount>/blobs/{blobId}/upload-grant (SPEC §5.9.3):

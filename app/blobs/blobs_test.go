@@ -370,3 +370,28 @@ func TestBlobExists(t *testing.T) {
 		}
 	}
 }
+
+// plainStore is a blob store that does not bound its transfers.
+type plainStore struct{ ports.BlobStore }
+
+// TestTransferBufferBytes: the routes reserve what the store says one
+// transfer holds, and a conservative default for a store that cannot say.
+func TestTransferBufferBytes(t *testing.T) {
+	f := newFixture(t)
+	if got := f.svc.UploadBufferBytes(httpapi.BlobUploadRequest{ByteLength: 300}); got != 300 {
+		t.Fatalf("memblob upload of 300 bytes: %d", got)
+	}
+	if got := f.svc.UploadBufferBytes(httpapi.BlobUploadRequest{ByteLength: -1}); got != 1<<10 {
+		t.Fatalf("memblob upload of unknown length: %d, want the cap", got)
+	}
+	if got := f.svc.DownloadBufferBytes(ports.BlobInfo{ByteLength: 300}, 300); got != 0 {
+		t.Fatalf("memblob download: %d", got)
+	}
+	p := newFixture(t, func(o *Options) { o.Blobs = plainStore{o.Blobs} })
+	if got := p.svc.UploadBufferBytes(httpapi.BlobUploadRequest{ByteLength: 300}); got != DefaultTransferBufferBytes {
+		t.Fatalf("upload to a store without bounds: %d", got)
+	}
+	if got := p.svc.DownloadBufferBytes(ports.BlobInfo{ByteLength: 300}, 300); got != DefaultTransferBufferBytes {
+		t.Fatalf("download from a store without bounds: %d", got)
+	}
+}

@@ -41,6 +41,12 @@ type Blobs struct {
 	// SweepInterval is how often orphans are swept (0: never; run
 	// syncd blobs sweep instead).
 	SweepInterval time.Duration
+	// MinTransferRate is the average rate, in bytes per second, a blob
+	// upload's body or download must keep once --body-read-timeout of
+	// grace is spent; every read or write must also progress within
+	// --body-read-timeout. A transfer that falls behind is cut (an upload
+	// 408, nothing stored).
+	MinTransferRate int64
 }
 
 // BlobS3 locate the bucket of --blob-store s3.
@@ -59,7 +65,8 @@ type BlobS3 struct {
 // DefaultBlobs returns the reference defaults: blobs in the sync
 // database, so a schema with a blob_ref column works out of the box.
 func DefaultBlobs() Blobs {
-	return Blobs{Store: BlobStoreDB, MaxBytes: 64 << 20, URLTTL: 5 * time.Minute, OrphanGrace: 24 * time.Hour, SweepInterval: time.Hour}
+	return Blobs{Store: BlobStoreDB, MaxBytes: 64 << 20, URLTTL: 5 * time.Minute, OrphanGrace: 24 * time.Hour, SweepInterval: time.Hour,
+		MinTransferRate: 32 << 10}
 }
 
 func (b *Blobs) flags(fs *flag.FlagSet) {
@@ -75,6 +82,7 @@ func (b *Blobs) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&b.URLTTL, "blob-url-ttl", b.URLTTL, "lifetime of a presigned blob URL (at most 15m)")
 	fs.DurationVar(&b.OrphanGrace, "blob-orphan-grace", b.OrphanGrace, "how long a blob no row references is kept after its upload")
 	fs.DurationVar(&b.SweepInterval, "blob-sweep-interval", b.SweepInterval, "how often orphan blobs are deleted (0 never; see syncd blobs sweep)")
+	fs.Int64Var(&b.MinTransferRate, "blob-min-transfer-rate", b.MinTransferRate, "bytes per second a blob upload or download must average after --body-read-timeout of grace (each read or write must also progress within --body-read-timeout); slower ones are cut, an upload with 408 and nothing stored")
 }
 
 func (b Blobs) validate(seg Segments) []error {
@@ -112,6 +120,9 @@ func (b Blobs) validate(seg Segments) []error {
 	}
 	if b.OrphanGrace <= 0 {
 		errs = append(errs, fmt.Errorf("--blob-orphan-grace %s: must be positive", b.OrphanGrace))
+	}
+	if b.MinTransferRate <= 0 {
+		errs = append(errs, fmt.Errorf("--blob-min-transfer-rate %d: must be positive (bytes per second)", b.MinTransferRate))
 	}
 	if b.SweepInterval < 0 {
 		errs = append(errs, fmt.Errorf("--blob-sweep-interval must not be negative"))

@@ -19,7 +19,7 @@ func TestBlobSettings(t *testing.T) {
 		check   func(t *testing.T, b config.Blobs)
 	}{
 		{name: "defaults", check: func(t *testing.T, b config.Blobs) {
-			if b != config.DefaultBlobs() || b.Store != "db" || b.MaxBytes != 64<<20 || b.OrphanGrace != 24*time.Hour || b.Presign || b.URLTTL != 5*time.Minute || b.SweepInterval != time.Hour {
+			if b != config.DefaultBlobs() || b.Store != "db" || b.MaxBytes != 64<<20 || b.OrphanGrace != 24*time.Hour || b.Presign || b.URLTTL != 5*time.Minute || b.SweepInterval != time.Hour || b.MinTransferRate != 32<<10 {
 				t.Fatalf("got %+v", b)
 			}
 		}},
@@ -56,6 +56,12 @@ func TestBlobSettings(t *testing.T) {
 		{name: "s3 without bucket", args: []string{"--blob-store", "s3"}, wantErr: "--blob-s3-bucket"},
 		{name: "s3 options without s3", args: []string{"--blob-s3-bucket", "b"}, wantErr: "only apply to --blob-store s3"},
 		{name: "bad endpoint", args: []string{"--blob-store", "s3", "--blob-s3-bucket", "b", "--blob-s3-endpoint", "minio:9000"}, wantErr: "--blob-s3-endpoint"},
+		{name: "transfer rate", args: []string{"--blob-min-transfer-rate", "1024"}, check: func(t *testing.T, b config.Blobs) {
+			if b.MinTransferRate != 1024 {
+				t.Fatalf("got %+v", b)
+			}
+		}},
+		{name: "zero transfer rate", args: []string{"--blob-min-transfer-rate", "0"}, wantErr: "--blob-min-transfer-rate"},
 		{name: "zero cap", args: []string{"--blob-max-bytes", "0"}, wantErr: "--blob-max-bytes"},
 		{name: "url ttl too long", args: []string{"--blob-url-ttl", "16m"}, wantErr: "at most 15m"},
 		{name: "zero grace", args: []string{"--blob-orphan-grace", "0s"}, wantErr: "--blob-orphan-grace"},

@@ -273,8 +273,8 @@ func (in *instance) router() (http.Handler, error) {
 			httpapi.RouteBlobPut:         t.BlobUploadEndpoint(in.auth, blobService{in}, in.log.Named("blobs")),
 			httpapi.RouteBlobUploadGrant: t.BlobUploadGrantEndpoint(in.auth, blobService{in}, in.log.Named("blobs")),
 			httpapi.RouteBlobGet:         t.BlobDownloadEndpoint(in.auth, blobService{in}, in.log.Named("blobs")),
-			httpapi.RouteBlobObjectGet:   httpapi.BlobObjectGetEndpoint(blobService{in}, in.log.Named("blobs")),
-			httpapi.RouteBlobObjectPut:   httpapi.BlobObjectPutEndpoint(blobService{in}, in.log.Named("blobs")),
+			httpapi.RouteBlobObjectGet:   t.BlobObjectGetEndpoint(blobService{in}, in.log.Named("blobs")),
+			httpapi.RouteBlobObjectPut:   t.BlobObjectPutEndpoint(blobService{in}, in.log.Named("blobs")),
 		},
 		Logger: in.log.Named("routes"),
 		Now:    in.clock.Now,
@@ -519,6 +519,14 @@ func (b blobService) GetSigned(ctx context.Context, blobID string, q url.Values)
 
 func (b blobService) PutSigned(ctx context.Context, blobID string, q url.Values, n int64, body io.Reader) error {
 	return b.in.live.blob.PutSigned(ctx, blobID, q, n, body)
+}
+
+func (b blobService) UploadBufferBytes(u httpapi.BlobUploadRequest) int64 {
+	return b.in.live.blob.UploadBufferBytes(u)
+}
+
+func (b blobService) DownloadBufferBytes(info ports.BlobInfo, length int64) int64 {
+	return b.in.live.blob.DownloadBufferBytes(info, length)
 }
 
 // urlSigner mints §5.4 native signed URLs pointing at this instance's

@@ -353,3 +353,103 @@ func TestBlobsPresignedEndToEnd(t *testing.T) {
 		}
 	})
 }
+
+// grant asks for an upload grant of blobID as actor of partition and
+// returns the answer's body.
+func grant(t *testing.T, s *blobServer, actor, partition, blobID string, n int) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.base+"/blobs/"+blobID+"/upload-grant", strings.NewReader(fmt.Sprintf(`{"byteLength":%d}`, n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Syncd-Actor", actor)
+	req.Header.Set("X-Syncd-Partition", partition)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b := new(bytes.Buffer)
+	_, _ = b.ReadFrom(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("grant: %d %s", resp.StatusCode, b)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// TestBlobIDRevealsWithinItsPartition pins what a blob id gives an actor
+// who learns it without the bytes (SPEC §5.9.3, §5.9.5, §5.9.6;
+// ARCHITECTURE "What a blob id reveals"): inside the blob's partition,
+// its existence to anyone authenticated (the upload grant answers
+// present, a download 403 rather than 404), and its bytes to anyone who
+// may write a row with a blob_ref column, by pushing a row of their own
+// that references it. Authorization follows the referencing rows: the
+// row's delete takes it away again. Nothing crosses partitions.
+func TestBlobIDRevealsWithinItsPartition(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := startBlobs(t, e, nil, nil)
+		ctx := context.Background()
+		author, outsider := s.member(t, "author", "p1"), s.member(t, "outsider", "p2")
+		for _, c := range []*client.Client{author, outsider} {
+			if err := c.AcquireEpoch(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		secret := []byte("the author's attachment, in a project the outsider cannot see")
+		ref, err := author.UploadBlob(ctx, secret, "text/plain")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := attach(t, author, "a1", "p1", &ref); r.Status != ssp2.PushApplied {
+			t.Fatalf("author's push: %+v", r)
+		}
+
+		// The id alone: existence, not the bytes.
+		_, err = outsider.DownloadBlob(ctx, ref.BlobID)
+		wantHTTPCode(t, err, 403, "blob.forbidden")
+		if g := grant(t, s, "outsider", "att", ref.BlobID, len(secret)); g != `{"present":true}` {
+			t.Fatalf("outsider's grant %s: want the blob's presence", g)
+		}
+		unknown := contentaddr.Of([]byte("nobody uploaded this"))
+		if g := grant(t, s, "outsider", "att", unknown, 20); g != `{}` {
+			t.Fatalf("grant of an unknown blob %s", g)
+		}
+		_, err = outsider.DownloadBlob(ctx, unknown)
+		wantHTTPCode(t, err, 404, "blob.not_found")
+
+		// A row of the outsider's own referencing it: the bytes.
+		if r := attach(t, outsider, "o1", "p2", &ref); r.Status != ssp2.PushApplied {
+			t.Fatalf("outsider's push referencing the author's blob: %+v", r)
+		}
+		if b, err := outsider.DownloadBlob(ctx, ref.BlobID); err != nil || !bytes.Equal(b, secret) {
+			t.Fatalf("outsider's download after its push: %q %v", b, err)
+		}
+		outsider.Queue(outsider.Delete("attachments", "o1", -1))
+		if _, err := outsider.Push(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, err = outsider.DownloadBlob(ctx, ref.BlobID)
+		wantHTTPCode(t, err, 403, "blob.forbidden")
+
+		// Another partition: the same id is unknown there.
+		h := http.Header{}
+		h.Set("X-Syncd-Actor", "stranger")
+		h.Set("X-Syncd-Partition", "elsewhere")
+		h.Set("X-Syncd-Scopes", `{"project":["p1","p2"]}`)
+		stranger, err := client.New(client.Options{BaseURL: s.base, Schema: s.sch, ClientID: "c-stranger", Header: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stranger.AcquireEpoch(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if g := grant(t, s, "stranger", "elsewhere", ref.BlobID, len(secret)); g != `{}` {
+			t.Fatalf("grant in another partition %s", g)
+		}
+		_, err = stranger.DownloadBlob(ctx, ref.BlobID)
+		wantHTTPCode(t, err, 404, "blob.not_found")
+		if r := attach(t, stranger, "s1", "p1", &ref); r.Status != ssp2.PushRejected || r.Code != "blob.not_found" {
+			t.Fatalf("push in another partition referencing the blob: %+v", r)
+		}
+	})
+}

@@ -82,7 +82,18 @@ type Store struct {
 	sweep   blobio.SweepGate
 }
 
-var _ ports.BlobStore = (*Store)(nil)
+var (
+	_ ports.BlobStore   = (*Store)(nil)
+	_ ports.BlobBuffers = (*Store)(nil)
+)
+
+// PutBufferBytes implements ports.BlobBuffers: a Put copies through one
+// buffer to the staging file.
+func (s *Store) PutBufferBytes(ports.BlobUpload) int64 { return copyBuffer }
+
+// OpenBufferBytes implements ports.BlobBuffers: a reader reads the file
+// as it is consumed, with no buffer of its own.
+func (s *Store) OpenBufferBytes(ports.BlobInfo, int64) int64 { return 0 }
 
 // Open opens (creating) the store at o.Dir.
 func Open(o Options) (*Store, error) {

@@ -31,7 +31,23 @@ type blob struct {
 	data []byte // never modified once stored
 }
 
-var _ ports.BlobStore = (*Store)(nil)
+var (
+	_ ports.BlobStore   = (*Store)(nil)
+	_ ports.BlobBuffers = (*Store)(nil)
+)
+
+// PutBufferBytes implements ports.BlobBuffers: a Put reads the whole body
+// into memory before it is kept (the declared length, else up to the cap).
+func (s *Store) PutBufferBytes(u ports.BlobUpload) int64 {
+	if u.ByteLength >= 0 {
+		return u.ByteLength
+	}
+	return max(u.MaxBytes, 0)
+}
+
+// OpenBufferBytes implements ports.BlobBuffers: a reader reads the kept
+// bytes in place.
+func (s *Store) OpenBufferBytes(ports.BlobInfo, int64) int64 { return 0 }
 
 // New returns an empty store.
 func New() *Store { return &Store{blobs: map[key]*blob{}} }

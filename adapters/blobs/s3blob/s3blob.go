@@ -126,7 +126,26 @@ type Store struct {
 var (
 	_ ports.BlobStore     = (*Store)(nil)
 	_ ports.BlobPresigner = (*Store)(nil)
+	_ ports.BlobBuffers   = (*Store)(nil)
 )
+
+// streamBufferBytes bounds the buffers of one request the SDK streams a
+// body through (its HTTP transport's copy and write buffers).
+const streamBufferBytes = 64 << 10
+
+// PutBufferBytes implements ports.BlobBuffers: a body of declared length
+// streams through the SDK; one of unknown length is cut into parts of
+// PartSize, one held at a time.
+func (s *Store) PutBufferBytes(u ports.BlobUpload) int64 {
+	if u.ByteLength >= 0 {
+		return streamBufferBytes
+	}
+	return s.partSize + streamBufferBytes
+}
+
+// OpenBufferBytes implements ports.BlobBuffers: the object's body streams
+// from the bucket.
+func (s *Store) OpenBufferBytes(ports.BlobInfo, int64) int64 { return streamBufferBytes }
 
 // New returns a store over o.Bucket; it makes no request.
 func New(o Options) (*Store, error) {

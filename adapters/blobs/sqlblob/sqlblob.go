@@ -93,7 +93,10 @@ type Store struct {
 	bufs    sync.Pool // *[]byte of cap chunk
 }
 
-var _ ports.BlobStore = (*Store)(nil)
+var (
+	_ ports.BlobStore   = (*Store)(nil)
+	_ ports.BlobBuffers = (*Store)(nil)
+)
 
 // Open creates the blob tables when missing and returns the store.
 func Open(ctx context.Context, o Options) (*Store, error) {
@@ -208,9 +211,17 @@ func (s *Store) Put(ctx context.Context, u ports.BlobUpload, r io.Reader) (ports
 	}
 	v := blobio.NewVerifier(ctx, r, u)
 	c := chunker{r: v}
-	bp := s.getBuf()
-	defer s.bufs.Put(bp)
-	buf := (*bp)[:s.chunk]
+	var buf []byte
+	if u.ByteLength >= 0 && u.ByteLength < int64(s.chunk) {
+		// A body declared shorter than a chunk gets a buffer of its
+		// size (one byte more is refused by the verifier), so small
+		// uploads hold what PutBufferBytes says, not a whole chunk.
+		buf = make([]byte, u.ByteLength)
+	} else {
+		bp := s.getBuf()
+		defer s.bufs.Put(bp)
+		buf = (*bp)[:s.chunk]
+	}
 
 	n, last, err := c.next(buf)
 	if err != nil {
@@ -230,6 +241,29 @@ func (s *Store) Put(ctx context.Context, u ports.BlobUpload, r io.Reader) (ports
 		s.discard(ctx, id)
 	}
 	return info, created, err
+}
+
+// PutBufferBytes implements ports.BlobBuffers: a Put holds one chunk
+// (the body's declared length when shorter), and the driver copies it
+// once more while its statement runs.
+func (s *Store) PutBufferBytes(u ports.BlobUpload) int64 {
+	n := int64(s.chunk)
+	if u.ByteLength >= 0 {
+		n = min(n, u.ByteLength)
+	}
+	return 2 * n
+}
+
+// OpenBufferBytes implements ports.BlobBuffers: a reader holds the part
+// of one chunk it fetched, and the driver's copy of it while the fetch
+// runs. A blob written with a larger chunk size than the store's holds
+// that chunk size instead (Options.ChunkSize changed since).
+func (s *Store) OpenBufferBytes(_ ports.BlobInfo, length int64) int64 {
+	n := int64(s.chunk)
+	if length >= 0 {
+		n = min(n, length)
+	}
+	return 2 * n
 }
 
 // streamStaged writes the chunks after the first of a staged upload, then
@@ -501,7 +535,14 @@ func (r *chunkReader) next() error {
 		return internal("read", fmt.Errorf("chunk %d of upload %s: %d bytes at %d, want %d", seq, r.upload, len(b), from, want))
 	}
 	if r.bp == nil {
-		r.bp = r.s.getBuf()
+		if n := r.end - r.pos; n < int64(r.s.chunk) {
+			// A range shorter than a chunk holds only its own bytes
+			// (OpenBufferBytes), not a pooled chunk.
+			b := make([]byte, 0, n)
+			r.bp = &b
+		} else {
+			r.bp = r.s.getBuf()
+		}
 	}
 	r.buf = append((*r.bp)[:0], b...)
 	r.bufAt = r.pos
@@ -543,7 +584,7 @@ func (r *chunkReader) WriteTo(w io.Writer) (int64, error) {
 
 // Close implements io.Closer and returns the chunk buffer to the pool.
 func (r *chunkReader) Close() error {
-	if r.bp != nil && !r.closed {
+	if r.bp != nil && !r.closed && cap(*r.bp) >= r.s.chunk {
 		*r.bp = (*r.bp)[:0]
 		r.s.bufs.Put(r.bp)
 	}
