@@ -65,6 +65,10 @@ func (p *plane) do(method, path string, body any, hdr map[string]string) (int, [
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	// The control POSTs carry JSON, declared as a harness declares it.
+	if rd != nil && strings.HasPrefix(path, "/control/") {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
