@@ -190,6 +190,13 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, err := h.p.Create(r.Context(), body)
+	var se *syncerr.Error
+	if errors.As(err, &se) && syncerr.Lookup(se.Code).Exposed {
+		// A refusal of the plane's own (too many instances): its
+		// catalog status, so a harness can tell it from a bad body.
+		writeJSON(w, se.HTTPStatus(), map[string]string{"error": se.Body().Message, "code": string(se.Code)})
+		return
+	}
 	if err != nil {
 		h.fail(w, "create", http.StatusUnprocessableEntity, err)
 		return

@@ -33,8 +33,19 @@ type plane struct {
 
 func newPlane(t *testing.T) *plane {
 	t.Helper()
+	return newPlaneWith(t, Options{})
+}
+
+// newPlaneWith is newPlane with the Manager's bounds of o.
+func newPlaneWith(t *testing.T, o Options) *plane {
+	t.Helper()
 	p := &plane{t: t}
-	p.m = New(Options{Dir: t.TempDir(), BaseURL: func() string { return p.srv.URL }})
+	o.Dir, o.BaseURL = t.TempDir(), func() string { return p.srv.URL }
+	m, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.m = m
 	p.srv = httptest.NewServer(testcontrolhttp.New(p.m, nil))
 	t.Cleanup(func() {
 		p.srv.Close()
