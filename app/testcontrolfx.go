@@ -25,15 +25,20 @@ var TestControlModule = fx.Module("syncd.testcontrol",
 	fx.Invoke(registerTestControl),
 )
 
-func registerTestControl(p serverParams, cfg config.Config) {
+func registerTestControl(p serverParams, cfg config.Config) error {
 	if cfg.TestControlListen == "" {
-		return
+		return nil
 	}
 	log := p.Log.Named("testcontrol")
-	m := testcontrol.New(testcontrol.Options{
-		BaseURL: func() string { return "http://" + hostPort(p.Listeners.Addr(ServerTestControl)) },
-		Log:     log,
+	m, err := testcontrol.New(testcontrol.Options{
+		BaseURL:      func() string { return "http://" + hostPort(p.Listeners.Addr(ServerTestControl)) },
+		Log:          log,
+		MaxInstances: cfg.TestControlMaxInstances,
+		MaxBytes:     cfg.TestControlMaxBytes,
 	})
+	if err != nil {
+		return err
+	}
 	// Registered before the listener, so it stops after it: instances are
 	// closed and their databases deleted once no request can arrive.
 	p.Lifecycle.Append(fx.Hook{
@@ -44,4 +49,5 @@ func registerTestControl(p serverParams, cfg config.Config) {
 		OnStop: func(context.Context) error { return m.Shutdown() },
 	})
 	registerServer(p, ServerTestControl, cfg.TestControlListen, testcontrolhttp.New(m, log))
+	return nil
 }

@@ -110,6 +110,11 @@ type Config struct {
 	// TestControlListen is host:port of the conformance test-control
 	// plane; empty (the default) leaves it out entirely.
 	TestControlListen string
+	// TestControlMaxInstances caps the plane's live test instances.
+	TestControlMaxInstances int
+	// TestControlMaxBytes is the storage the live test instances share:
+	// each gets an equal part (TestControlMaxBytes/TestControlMaxInstances).
+	TestControlMaxBytes int64
 	// ConfigFile is the YAML file the values came from, if any.
 	ConfigFile string
 }
@@ -207,6 +212,9 @@ func Default() Config {
 		Limits:            DefaultLimits(),
 		JWT:               JWT{Leeway: DefaultJWTLeeway, JWKSRefresh: DefaultJWKSRefresh, JWKSMinRefetch: DefaultJWKSMinRefetch},
 		Fanout:            FanoutAuto,
+
+		TestControlMaxInstances: DefaultTestControlMaxInstances,
+		TestControlMaxBytes:     DefaultTestControlMaxBytes,
 	}
 }
 

@@ -7,9 +7,24 @@ import (
 	"strings"
 )
 
+// Bounds of the test-control plane's instances (app/testcontrol holds the
+// same defaults for callers without a configuration).
+const (
+	DefaultTestControlMaxInstances = 64
+	DefaultTestControlMaxBytes     = 1 << 30
+	// MinTestControlInstanceBytes is the smallest part of
+	// --test-control-max-bytes an instance may get.
+	MinTestControlInstanceBytes = 2 << 20
+)
+
 func (c *Config) testControlFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TestControlListen, "test-control-listen", c.TestControlListen,
 		"host:port of the conformance test-control plane (loopback only; unauthenticated, for conformance harnesses); empty disables it")
+	fs.IntVar(&c.TestControlMaxInstances, "test-control-max-instances", c.TestControlMaxInstances,
+		"most test instances the test-control plane keeps open at once; a create past it is refused (429) until one is closed")
+	fs.Int64Var(&c.TestControlMaxBytes, "test-control-max-bytes", c.TestControlMaxBytes,
+		"storage the test-control plane's instances share, in bytes: each is capped at max-bytes/max-instances "+
+			"(half for its SQLite database, half for its in-memory blobs and segments), and a write past its cap is refused")
 }
 
 // IsLoopbackLiteral reports whether addr's host is written as a loopback
@@ -29,13 +44,20 @@ func IsLoopbackLiteral(addr string) bool {
 }
 
 func (c *Config) validateTestControl() []error {
+	var errs []error
+	switch {
+	case c.TestControlMaxInstances < 1:
+		errs = append(errs, fmt.Errorf("--test-control-max-instances %d: must be positive", c.TestControlMaxInstances))
+	case c.TestControlMaxBytes/int64(c.TestControlMaxInstances) < MinTestControlInstanceBytes:
+		errs = append(errs, fmt.Errorf("--test-control-max-bytes %d over --test-control-max-instances %d leaves each instance less than %d bytes",
+			c.TestControlMaxBytes, c.TestControlMaxInstances, MinTestControlInstanceBytes))
+	}
 	a := c.TestControlListen
 	if a == "" {
-		return nil
+		return errs
 	}
-	var errs []error
 	if _, _, err := net.SplitHostPort(a); err != nil {
-		return []error{fmt.Errorf("--test-control-listen %q: want host:port", a)}
+		return append(errs, fmt.Errorf("--test-control-listen %q: want host:port", a))
 	}
 	if !IsLoopbackLiteral(a) {
 		errs = append(errs, fmt.Errorf("--test-control-listen %s: the test-control plane has no authentication and lets any caller create servers, grant scopes and move their clocks; "+

@@ -46,3 +46,38 @@ func TestTestControlListenIsLoopbackOnly(t *testing.T) {
 		t.Fatalf("default: %q %v, want off", res.Config.TestControlListen, err)
 	}
 }
+
+// The plane's instances are bounded in count and in the storage they
+// share; a bound that leaves an instance too little to start is refused.
+func TestTestControlInstanceBounds(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // "" accepted
+	}{
+		{nil, ""},
+		{[]string{"--test-control-max-instances", "8", "--test-control-max-bytes", "16777216"}, ""},
+		{[]string{"--test-control-max-instances", "1", "--test-control-max-bytes", "2097152"}, ""},
+		{[]string{"--test-control-max-instances", "0"}, "--test-control-max-instances 0: must be positive"},
+		{[]string{"--test-control-max-instances", "-3"}, "--test-control-max-instances -3: must be positive"},
+		{[]string{"--test-control-max-bytes", "0"}, "leaves each instance less than"},
+		{[]string{"--test-control-max-instances", "2", "--test-control-max-bytes", "2097152"}, "leaves each instance less than"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			res, err := config.Load(append([]string{"--test-control-listen", "127.0.0.1:0"}, tt.args...), nil, &bytes.Buffer{})
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v (config %+v), want %q", err, res.Config.TestControlMaxInstances, tt.want)
+			}
+		})
+	}
+	res, err := config.Load(nil, nil, &bytes.Buffer{})
+	if err != nil || res.Config.TestControlMaxInstances != 64 || res.Config.TestControlMaxBytes != 1<<30 {
+		t.Fatalf("defaults: %d instances, %d bytes, %v; want 64 and 1 GiB", res.Config.TestControlMaxInstances, res.Config.TestControlMaxBytes, err)
+	}
+}

@@ -31,7 +31,7 @@ type blobResult struct {
 		URL            string
 		URLExpiresAtMs int64
 	}
-	Error *struct{ Code string }
+	Error *struct{ Code, Message string }
 }
 
 func (r blobResult) bytes(t *testing.T) string {

@@ -53,13 +53,14 @@ type instance struct {
 	clock   *clock.Virtual
 	grants  *granttable.Table
 	auth    granttable.Authenticator
-	segs    *memseg.Store
+	caps    caps // bound the database and what segs and blobs hold
+	segs    quotaSegments
 	signer  *signedurl.Signer // nil without signedUrls
 	ttlSecs atomic.Int64
 	// blobs is the instance's in-memory blob store; presign turns
 	// presigned blob URLs on (setBlobPresign), minted with blobSigner,
 	// a key of the instance's own.
-	blobs      *memblob.Store
+	blobs      quotaBlobs
 	presign    atomic.Bool
 	blobSigner *signedurl.Signer
 	// leases serves §7.3 auth leases over the live database's lease
@@ -96,16 +97,18 @@ type services struct {
 	leases *sqllease.Store
 }
 
-func newInstance(ctx context.Context, id, base, parentDir string, s spec, log *zap.Logger) (*instance, error) {
+func newInstance(ctx context.Context, id, base, parentDir string, s spec, c caps, log *zap.Logger) (*instance, error) {
 	dir, err := os.MkdirTemp(parentDir, "syncd-test-instance-*")
 	if err != nil {
 		return nil, err
 	}
+	vclock := clock.NewVirtual(s.nowMs)
+	mem := &memQuota{max: c.memBytes, segs: memseg.New()}
 	inst := &instance{
 		id: id, base: base, spec: s, dir: dir, dbPath: filepath.Join(dir, "sync.db"),
-		clock: clock.NewVirtual(s.nowMs), grants: granttable.NewTable(),
-		auth: granttable.Authenticator{Partition: s.partition}, segs: memseg.New(),
-		blobs: memblob.New(), log: log,
+		clock: vclock, grants: granttable.NewTable(),
+		auth: granttable.Authenticator{Partition: s.partition}, caps: c,
+		segs: quotaSegments{Store: mem.segs, q: mem, now: vclock.NowMs}, blobs: quotaBlobs{Store: memblob.New(), q: mem}, log: log,
 	}
 	inst.ttlSecs.Store(s.signedURLSeconds)
 	if s.leaseTTL > 0 {
@@ -165,6 +168,9 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 		// One push per transaction: a test drives few pushes, and group
 		// commit only delays them.
 		PushGroup: 1,
+		// The instance's part of --test-control-max-bytes: a write past it
+		// fails (faultStore answers it as a catalog error).
+		MaxPageCount: in.caps.dbPages,
 	})
 	if err != nil {
 		return nil, err
@@ -583,18 +589,20 @@ func (f faultStore) TouchPartitionHead(ctx context.Context, q ports.HeadQuery) (
 	return h, err
 }
 
-// Push hands the transaction's locked lookup the fault still armed.
+// Push hands the transaction's locked lookup the fault still armed, and
+// answers a push past the database cap with a clear refusal.
 func (f faultStore) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {
-	return f.Store.Push(ctx, partition, o, func(tx ports.PushTx) error {
+	return f.in.storeFull(f.Store.Push(ctx, partition, o, func(tx ports.PushTx) error {
 		return fn(faultTx{PushTx: tx, in: f.in, actor: o.ActorID})
-	})
+	}))
 }
 
 // PushThenReadGate hands the locked lookup the fault as Push does.
 func (f faultStore) PushThenReadGate(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) (checkpoint.ServeGate, bool, error) {
-	return f.Store.PushThenReadGate(ctx, partition, o, func(tx ports.PushTx) error {
+	g, read, err := f.Store.PushThenReadGate(ctx, partition, o, func(tx ports.PushTx) error {
 		return fn(faultTx{PushTx: tx, in: f.in, actor: o.ActorID})
 	})
+	return g, read, f.in.storeFull(err)
 }
 
 type faultTx struct {

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/adapters/testcontrolhttp"
+	"github.com/syncd-dev/syncd/domain/syncerr"
 )
 
 // Options configure a Manager.
@@ -40,21 +41,56 @@ type Options struct {
 	// HTTP fetches minted URLs for fetchSegmentUrl (nil: a default client).
 	HTTP *http.Client
 	Log  *zap.Logger
+	// MaxInstances caps the live instances (0: DefaultMaxInstances); a
+	// create past it is refused with sync.rate_limited until one closes.
+	MaxInstances int
+	// MaxBytes is the storage the live instances share (0:
+	// DefaultMaxBytes). Each instance gets an equal part,
+	// MaxBytes/MaxInstances (at least MinInstanceBytes): half caps its
+	// SQLite database, half its in-memory blobs and segments.
+	MaxBytes int64
 }
+
+// Bounds of the plane.
+const (
+	DefaultMaxInstances = 64
+	DefaultMaxBytes     = 1 << 30
+	// MinInstanceBytes is the smallest part of MaxBytes an instance may
+	// get: half of it, 1 MiB, holds the empty database (about 100 KiB)
+	// with room for a test's rows.
+	MinInstanceBytes = 2 << 20
+)
 
 // Manager owns the test instances.
 type Manager struct {
-	o      Options
-	mu     sync.Mutex
-	next   int
-	insts  map[string]*instance
-	closed bool
+	o    Options
+	caps caps // each instance's caps
+	mu   sync.Mutex
+	next int
+	// pending counts the creates under way; they hold their caps already.
+	pending int
+	insts   map[string]*instance
+	closed  bool
 }
 
 var _ testcontrolhttp.Plane = (*Manager)(nil)
 
-// New returns a Manager without instances.
-func New(o Options) *Manager {
+// New returns a Manager without instances. It refuses bounds that would
+// give an instance less than MinInstanceBytes.
+func New(o Options) (*Manager, error) {
+	if o.MaxInstances == 0 {
+		o.MaxInstances = DefaultMaxInstances
+	}
+	if o.MaxBytes == 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxInstances < 0 || o.MaxBytes < 0 {
+		return nil, fmt.Errorf("testcontrol: MaxInstances %d and MaxBytes %d must not be negative", o.MaxInstances, o.MaxBytes)
+	}
+	if share := o.MaxBytes / int64(o.MaxInstances); share < MinInstanceBytes {
+		return nil, fmt.Errorf("testcontrol: MaxBytes %d over MaxInstances %d gives each instance %d bytes, less than %d",
+			o.MaxBytes, o.MaxInstances, share, MinInstanceBytes)
+	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
@@ -64,7 +100,7 @@ func New(o Options) *Manager {
 	if o.BaseURL == nil {
 		o.BaseURL = func() string { return "" }
 	}
-	return &Manager{o: o, insts: map[string]*instance{}}
+	return &Manager{o: o, caps: capsOf(o.MaxBytes / int64(o.MaxInstances)), insts: map[string]*instance{}}, nil
 }
 
 // Capabilities are the optional catalog capabilities this build honours,
@@ -88,21 +124,38 @@ func (m *Manager) Create(ctx context.Context, body []byte) (string, error) {
 		m.mu.Unlock()
 		return "", errors.New("the test-control plane is shutting down")
 	}
+	if err := m.admit(); err != nil {
+		m.mu.Unlock()
+		return "", err
+	}
+	m.pending++
 	m.next++
 	id := "t" + strconv.Itoa(m.next)
 	m.mu.Unlock()
-	inst, err := newInstance(ctx, id, m.o.BaseURL()+"/i/"+id, m.o.Dir, s, m.o.Log.With(zap.String("test_instance", id)))
+	inst, err := newInstance(ctx, id, m.o.BaseURL()+"/i/"+id, m.o.Dir, s, m.caps, m.o.Log.With(zap.String("test_instance", id)))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pending--
 	if err != nil {
 		return "", fmt.Errorf("create instance: %w", err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed {
 		_ = inst.close()
 		return "", errors.New("the test-control plane is shutting down")
 	}
 	m.insts[id] = inst
 	return id, nil
+}
+
+// admit refuses a create past MaxInstances; the caller holds m.mu. That
+// also bounds the storage: every instance is capped at an equal part of
+// MaxBytes, so MaxInstances of them never hold more than MaxBytes.
+func (m *Manager) admit() error {
+	if live := len(m.insts) + m.pending; live >= m.o.MaxInstances {
+		return syncerr.Newf(syncerr.RateLimited, "test-control: %d live instances", live).WithMessage(fmt.Sprintf(
+			"the test-control plane holds its maximum of %d instances (--test-control-max-instances); close one first", m.o.MaxInstances))
+	}
+	return nil
 }
 
 func (m *Manager) get(id string) (*instance, bool) {

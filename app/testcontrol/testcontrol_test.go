@@ -33,8 +33,19 @@ type plane struct {
 
 func newPlane(t *testing.T) *plane {
 	t.Helper()
+	return newPlaneWith(t, Options{})
+}
+
+// newPlaneWith is newPlane with the Manager's bounds of o.
+func newPlaneWith(t *testing.T, o Options) *plane {
+	t.Helper()
 	p := &plane{t: t}
-	p.m = New(Options{Dir: t.TempDir(), BaseURL: func() string { return p.srv.URL }})
+	o.Dir, o.BaseURL = t.TempDir(), func() string { return p.srv.URL }
+	m, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.m = m
 	p.srv = httptest.NewServer(testcontrolhttp.New(p.m, nil))
 	t.Cleanup(func() {
 		p.srv.Close()
@@ -64,6 +75,10 @@ func (p *plane) do(method, path string, body any, hdr map[string]string) (int, [
 	req, err := http.NewRequest(method, p.srv.URL+path, rd)
 	if err != nil {
 		p.t.Fatal(err)
+	}
+	// The control POSTs carry JSON, declared as a harness declares it.
+	if rd != nil && strings.HasPrefix(path, "/control/") {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)

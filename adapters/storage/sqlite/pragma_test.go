@@ -37,3 +37,52 @@ func TestConnectionPragmas(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxPageCount: with MaxPageCount every writing connection stops the
+// file at that many pages; the write that would pass it fails as IsFull
+// and leaves the rows written before it.
+func TestMaxPageCount(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		pages   int64
+		full    bool
+		atLeast int64 // PRAGMA max_page_count
+	}{
+		{"capped", 64, true, 64},
+		{"uncapped", 0, false, 1 << 30},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			db, err := sql.Open("sqlite", sqlite.DSN(sqlite.Options{Path: filepath.Join(t.TempDir(), "p.db"), MaxPageCount: tt.pages}, true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = db.Close() }()
+			var limit int64
+			if err := db.QueryRowContext(ctx, "PRAGMA max_page_count").Scan(&limit); err != nil {
+				t.Fatal(err)
+			}
+			if (tt.pages > 0 && limit != tt.pages) || limit < tt.atLeast {
+				t.Fatalf("max_page_count = %d, want %d", limit, tt.atLeast)
+			}
+			if _, err := db.ExecContext(ctx, "CREATE TABLE t (v BLOB)"); err != nil {
+				t.Fatal(err)
+			}
+			var werr error
+			written := 0
+			for range 100 { // 100 × 8 KiB: past 64 pages of 4 KiB
+				if _, werr = db.ExecContext(ctx, "INSERT INTO t VALUES (zeroblob(8192))"); werr != nil {
+					break
+				}
+				written++
+			}
+			if got := werr != nil && sqlite.IsFull(werr); got != tt.full || (!tt.full && werr != nil) {
+				t.Fatalf("after %d rows: %v (IsFull %v), want full %v", written, werr, got, tt.full)
+			}
+			var rows int
+			if err := db.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&rows); err != nil || rows != written {
+				t.Fatalf("%d rows stored (%v), %d written", rows, err, written)
+			}
+		})
+	}
+}

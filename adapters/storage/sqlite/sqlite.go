@@ -62,6 +62,11 @@ type Options struct {
 	// RecentLogBytes bounds the commits kept in memory to answer pulls:
 	// see sqlstore.Config.
 	RecentLogBytes int64
+	// MaxPageCount caps the database file at this many pages (PRAGMA
+	// max_page_count on every writing connection; 0: SQLite's own limit).
+	// A write that would grow the file past it fails with SQLITE_FULL and
+	// its transaction rolls back; IsFull recognizes that error.
+	MaxPageCount int64
 }
 
 // Store is the SQLite storage engine.
@@ -105,6 +110,9 @@ func DSN(o Options, writer bool) string {
 		// savepoints otherwise spill them to a temporary file past 64 KiB,
 		// an open, writes and a close per group. A group's pages bound it.
 		q.Add("_pragma", "temp_store(MEMORY)")
+		if o.MaxPageCount > 0 {
+			q.Add("_pragma", fmt.Sprintf("max_page_count(%d)", o.MaxPageCount))
+		}
 	} else {
 		q.Add("_pragma", "query_only(1)")
 	}
@@ -322,6 +330,13 @@ func (d *dialect) ConstraintKind(err error) (string, bool) {
 func (*dialect) FenceRejected(err error) bool {
 	code, msg, ok := sqliteCode(err)
 	return ok && code&0xff == sqlite3.SQLITE_CONSTRAINT && strings.Contains(msg, fenceMessage)
+}
+
+// IsFull reports whether err is SQLite's SQLITE_FULL: the database
+// reached Options.MaxPageCount (or the disk is full).
+func IsFull(err error) bool {
+	code, _, ok := sqliteCode(err)
+	return ok && code&0xff == sqlite3.SQLITE_FULL
 }
 
 func (*dialect) Retryable(err error) bool {
