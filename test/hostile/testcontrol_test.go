@@ -193,7 +193,7 @@ func serveTestControl(t *testing.T, db string, args ...string) (*syncdproc.Node,
 	proctest.WatchSources(t)
 	addr := &listenLine{server: "test-control", found: make(chan string, 1)}
 	all := append([]string{"--database", db, "--auth", "dev", "--log-level", "info", "--test-control-listen", "127.0.0.1:0"}, args...)
-	n, err := syncdproc.Start(syncdproc.Options{Binary: binary, Args: all, Log: addr})
+	n, err := syncdproc.Start(syncdproc.Options{Binary: syncdBinary, Args: all, Log: addr})
 	if err != nil {
 		t.Fatal(err)
 	}
