@@ -189,7 +189,9 @@ func TestUnfinishedSocketMessages(t *testing.T) {
 		}
 	}
 	t.Logf("close codes: %v", codes)
-	w.requireGrowthBelow(t, 160<<20)
+	// The in-flight budget (64 MiB) holds the messages being read; the
+	// copies made as they grow and the collector's headroom come on top.
+	w.requireGrowthBelow(t, 256<<20)
 }
 
 // A presence flood: one publisher sends 16 KiB documents as fast as it can
