@@ -12,6 +12,7 @@ import (
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/app/realtime"
+	"github.com/syncd-dev/syncd/app/sockets"
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	domrt "github.com/syncd-dev/syncd/domain/realtime"
 	"github.com/syncd-dev/syncd/ports"
@@ -69,6 +70,7 @@ type RealtimeHubParams struct {
 	Fanout    ports.Fanout         `optional:"true"`
 	Tracer    trace.TracerProvider `optional:"true"`
 	Events    ports.EventSink      `optional:"true"`
+	Sockets   *sockets.Slots
 }
 
 // NewRealtimeHub builds the hub; nil without storage or sync use case.
@@ -82,7 +84,7 @@ func NewRealtimeHub(p RealtimeHubParams) (*realtime.Hub, error) {
 		Store: p.Store, Schema: p.Readiness.Schema, Resolver: p.Resolver, Leases: p.Leases, Rounds: p.Service,
 		MaxDeltaBytes: rc.MaxDeltaBytes, MaxRequestBytes: p.Config.Sync.MaxDecodedBodyBytes,
 		Heartbeat: rc.Heartbeat, IdleTimeout: rc.IdleTimeout, WriteTimeout: rc.WriteTimeout,
-		SendQueueBytes: rc.SendQueueBytes, MaxSockets: rc.MaxSockets, MaxSocketsPerActor: rc.MaxSocketsPerActor,
+		SendQueueBytes: rc.SendQueueBytes, Sockets: p.Sockets,
 		MaxPresenceBytes: rc.MaxPresenceBytes, PresenceLease: rc.PresenceLease, Fanout: p.Fanout,
 		Now: p.Clock.Now, Sleep: p.Clock.Sleep, Metrics: m, Events: p.Events, Log: p.Log.Named("realtime"), Tracer: tracingOn(p.Tracer),
 	})
