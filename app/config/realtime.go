@@ -20,8 +20,9 @@ type Realtime struct {
 	// SendQueueBytes bounds a socket's queued outbound bytes.
 	SendQueueBytes int
 	// MaxSockets and MaxSocketsPerActor bound the sockets of this node and
-	// of one actor on it (0: unbounded); past them the upgrade is refused
-	// with sync.websocket_connection_limit.
+	// of one actor on it, realtime and operation watch sockets together
+	// (0: unbounded); past them the upgrade is refused with
+	// sync.websocket_connection_limit.
 	MaxSockets         int
 	MaxSocketsPerActor int
 	// MaxPresenceBytes caps a presence document (§8.6.2); a larger publish
@@ -52,10 +53,10 @@ func (r *Realtime) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&r.IdleTimeout, "realtime-idle-timeout", r.IdleTimeout, "close a realtime socket that answers no ping for this long (pings go with the heartbeats; 0: none)")
 	fs.DurationVar(&r.WriteTimeout, "realtime-write-timeout", r.WriteTimeout, "drop a realtime socket when one write takes longer")
 	fs.IntVar(&r.SendQueueBytes, "realtime-send-queue-bytes", r.SendQueueBytes, "outbound bytes queued per realtime socket before deltas turn into wake-ups and rounds wait")
-	fs.IntVar(&r.MaxSockets, "realtime-max-sockets", r.MaxSockets, "most realtime sockets on this node (0: unbounded)")
+	fs.IntVar(&r.MaxSockets, "realtime-max-sockets", r.MaxSockets, "most sockets on this node, realtime and operation watch sockets together; more are refused with sync.websocket_connection_limit (0: unbounded)")
 	fs.IntVar(&r.MaxPresenceBytes, "realtime-max-presence-bytes", r.MaxPresenceBytes, "largest presence document (serialized JSON); a larger publish is refused with presence.too_large")
 	fs.DurationVar(&r.PresenceLease, "realtime-presence-lease", r.PresenceLease, "drop presence heard from another node once that node has been silent this long (nodes renew every third of it)")
-	fs.IntVar(&r.MaxSocketsPerActor, "realtime-max-sockets-per-actor", r.MaxSocketsPerActor, "most realtime sockets of one actor on this node (0: unbounded)")
+	fs.IntVar(&r.MaxSocketsPerActor, "realtime-max-sockets-per-actor", r.MaxSocketsPerActor, "most sockets of one actor on this node, realtime and operation watch sockets together; more are refused with sync.websocket_connection_limit (0: unbounded)")
 }
 
 func (r Realtime) validate() []error {
