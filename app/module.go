@@ -37,8 +37,9 @@ type RouteHandler struct {
 	Handler http.Handler
 }
 
-// CoreModule provides readiness, metrics, the listener address book and
-// the schema source, and runs the readiness phases in the background.
+// CoreModule provides readiness, metrics, the listener address book, the
+// node's socket slots and the schema source, and runs the readiness
+// phases in the background.
 var CoreModule = fx.Module("syncd.core",
 	fx.Provide(
 		NewReadiness,
@@ -48,6 +49,7 @@ var CoreModule = fx.Module("syncd.core",
 		NewListeners,
 		NewSchemaSource,
 		NewSchema,
+		NewSocketSlots,
 	),
 	fx.Invoke(registerPreparer, registerChecks, registerCheckpointWatch, registerPoolMetrics),
 )

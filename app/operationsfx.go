@@ -9,6 +9,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/operations"
+	"github.com/syncd-dev/syncd/app/sockets"
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -119,7 +120,9 @@ func NewOperationsService(p OperationsServiceParams) (*operations.Service, error
 // WatchHubParams are the inputs of the live watch hub.
 type WatchHubParams struct {
 	fx.In
+	Config  config.Config
 	Log     *zap.Logger
+	Sockets *sockets.Slots
 	Service *operations.Service `optional:"true"`
 	Store   ports.Storage       `optional:"true"`
 }
@@ -129,7 +132,9 @@ func NewWatchHub(p WatchHubParams) (*operations.WatchHub, error) {
 	if p.Service == nil || p.Store == nil {
 		return nil, nil
 	}
-	return p.Service.NewWatchHub(operations.WatchOptions{Log: p.Store, Logger: p.Log.Named("operations")})
+	w := p.Config.Watches
+	return p.Service.NewWatchHub(operations.WatchOptions{Log: p.Store, MaxWatches: w.MaxPerSocket, MaxWatchesPerActor: w.MaxPerActor,
+		Evaluations: w.Evaluations, Sockets: p.Sockets, Logger: p.Log.Named("operations")})
 }
 
 type watchRunParams struct {
@@ -195,7 +200,18 @@ func newOperationsRoutes(p operationsRouteParams) ([]RouteHandler, error) {
 		// Watch messages are small JSON: a query's id and parameters.
 		o.MaxMessageBytes = min(p.Config.Sync.MaxDecodedBodyBytes, maxWatchMessageBytes)
 		o.Log = log
-		routes = append(routes, RouteHandler{Route: httpapi.RouteOperationsRealtime, Handler: httpapi.OperationsRealtimeEndpoint(p.Auth, o, p.Hub.Serve)})
+		routes = append(routes, RouteHandler{Route: httpapi.RouteOperationsRealtime, Handler: httpapi.OperationsRealtimeEndpoint(p.Auth, o, admitWatches(p.Hub))})
 	}
 	return routes, nil
+}
+
+// admitWatches is the hub's admission as the endpoint's.
+func admitWatches(h *operations.WatchHub) httpapi.OperationsWatchAdmitFunc {
+	return func(_ context.Context, id ports.Identity) (httpapi.RealtimeAdmission, error) {
+		a, err := h.Admit(id)
+		if err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/app/realtime"
+	"github.com/syncd-dev/syncd/app/sockets"
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	domrt "github.com/syncd-dev/syncd/domain/realtime"
 	"github.com/syncd-dev/syncd/ports"
@@ -70,6 +71,7 @@ type RealtimeHubParams struct {
 	Tracer    trace.TracerProvider `optional:"true"`
 	Events    ports.EventSink      `optional:"true"`
 	Transport *httpapi.Transport   `optional:"true"`
+	Sockets   *sockets.Slots
 }
 
 // NewRealtimeHub builds the hub; nil without storage or sync use case.
@@ -89,7 +91,7 @@ func NewRealtimeHub(p RealtimeHubParams) (*realtime.Hub, error) {
 		RoundTimeout: p.Config.HTTP.BodyReadTimeout, Inflight: inflight, SendBudgetBytes: rc.SendBudgetBytes,
 		PresenceRate: rc.PresenceRate, PresenceBurst: rc.PresenceBurst,
 		Heartbeat: rc.Heartbeat, IdleTimeout: rc.IdleTimeout, WriteTimeout: rc.WriteTimeout,
-		SendQueueBytes: rc.SendQueueBytes, MaxSockets: rc.MaxSockets, MaxSocketsPerActor: rc.MaxSocketsPerActor,
+		SendQueueBytes: rc.SendQueueBytes, Sockets: p.Sockets,
 		MaxPresenceBytes: rc.MaxPresenceBytes, PresenceLease: rc.PresenceLease, Fanout: p.Fanout,
 		Now: p.Clock.Now, Sleep: p.Clock.Sleep, Metrics: m, Events: p.Events, Log: p.Log.Named("realtime"), Tracer: tracingOn(p.Tracer),
 	})

@@ -97,11 +97,18 @@ func (t *Transport) readBodyChecked(w http.ResponseWriter, r *http.Request, leas
 	return body, nil
 }
 
+// OperationsWatchAdmitFunc admits an authenticated watch socket before
+// its upgrade (its socket slot taken), or refuses it with a catalog error
+// (answered as §10.1 JSON, before the upgrade).
+type OperationsWatchAdmitFunc func(ctx context.Context, id ports.Identity) (RealtimeAdmission, error)
+
 // OperationsRealtimeEndpoint serves GET <mount>/operations/realtime
-// (REMOTE.md §6): host authentication on the upgrade request, then the
-// WebSocket upgrade (refusals before it are §10.1 JSON), then serve until
-// the socket ends. Client ids travel in each watch message, not the URL.
-func OperationsRealtimeEndpoint(auth ports.Authenticator, o RealtimeOptions, serve func(ctx context.Context, id ports.Identity, c ports.RealtimeConn)) http.Handler {
+// (REMOTE.md §6): host authentication on the upgrade request, admission
+// (the node's socket caps, shared with the realtime route), then the
+// WebSocket upgrade (refusals before it are §10.1 JSON with their catalog
+// status), then serve until the socket ends. Client ids travel in each
+// watch message, not the URL.
+func OperationsRealtimeEndpoint(auth ports.Authenticator, o RealtimeOptions, admit OperationsWatchAdmitFunc) http.Handler {
 	log := o.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -117,16 +124,24 @@ func OperationsRealtimeEndpoint(auth ports.Authenticator, o RealtimeOptions, ser
 				Err: syncerr.Newf(syncerr.InvalidRequest, "the operations realtime route needs a WebSocket upgrade")})
 			return
 		}
+		// The session's own context ends the socket (close, drain).
+		ctx := context.WithoutCancel(r.Context())
+		adm, err := admit(ctx, id)
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
 		ao := &websocket.AcceptOptions{OriginPatterns: o.OriginPatterns}
 		if len(o.OriginPatterns) == 0 {
 			ao.InsecureSkipVerify = true
 		}
 		c, err := websocket.Accept(w, r, ao)
 		if err != nil {
+			adm.Abort()
 			log.Debug("operations realtime upgrade failed", zap.Error(err))
 			return
 		}
 		// The session's own context ends the socket (close, drain).
-		serve(context.WithoutCancel(r.Context()), id, newWSConn(c, o))
+		adm.Run(ctx, newWSConn(c, o))
 	})
 }

@@ -3,10 +3,12 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,11 +160,35 @@ func TestOperationsRouteBehindTheGateAndAbsent(t *testing.T) {
 	}
 }
 
+// watchAdmission is an admission that reports the identity it serves and
+// closes the socket.
+type watchAdmission struct {
+	id     ports.Identity
+	served chan ports.Identity
+}
+
+func (a *watchAdmission) Abort() {}
+
+func (a *watchAdmission) Run(_ context.Context, c ports.RealtimeConn) {
+	a.served <- a.id
+	_ = c.Close(ports.CloseNormal, "")
+}
+
+// TestOperationsRealtimeEndpoint: authentication, the upgrade header and
+// admission are answered before the upgrade as §10.1 JSON (a refused
+// admission with its catalog status, as the realtime route answers its
+// socket caps); an admitted socket is served with the caller's identity.
 func TestOperationsRealtimeEndpoint(t *testing.T) {
 	served := make(chan ports.Identity, 1)
-	h := OperationsRealtimeEndpoint(headerAuth{}, RealtimeOptions{}, func(ctx context.Context, id ports.Identity, c ports.RealtimeConn) {
-		served <- id
-		_ = c.Close(ports.CloseNormal, "")
+	var refuse atomic.Bool
+	refuse.Store(true)
+	var admitted atomic.Int32
+	h := OperationsRealtimeEndpoint(headerAuth{}, RealtimeOptions{}, func(_ context.Context, id ports.Identity) (RealtimeAdmission, error) {
+		if refuse.Load() {
+			return nil, syncerr.Newf(syncerr.WebsocketLimit, "this actor holds its maximum of 1 sockets")
+		}
+		admitted.Add(1)
+		return &watchAdmission{id: id, served: served}, nil
 	})
 	router, err := New(Options{Handlers: map[Route]http.Handler{RouteOperationsRealtime: h}})
 	if err != nil {
@@ -180,16 +206,25 @@ func TestOperationsRealtimeEndpoint(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/operations/realtime",
-		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer x"}}})
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/operations/realtime"
+	opts := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer x"}}}
+	_, resp, err = websocket.Dial(ctx, url, opts)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a refused admission: %v %+v", err, resp)
+	}
+	if b, _ := io.ReadAll(resp.Body); !strings.Contains(string(b), "sync.websocket_connection_limit") {
+		t.Fatalf("a refused admission answered %s", b)
+	}
+	refuse.Store(false)
+	c, _, err := websocket.Dial(ctx, url, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.CloseNow()
 	select {
 	case id := <-served:
-		if id.ActorID != "a" || id.Partition != "p" {
-			t.Fatalf("identity %+v", id)
+		if id.ActorID != "a" || id.Partition != "p" || admitted.Load() != 1 {
+			t.Fatalf("identity %+v, %d admissions", id, admitted.Load())
 		}
 	case <-ctx.Done():
 		t.Fatal("not served")

@@ -61,6 +61,8 @@ type Config struct {
 	// Operations is the path of a JSON file declaring registered remote
 	// queries (POST <mount>/operations); empty registers none.
 	Operations string
+	// Watches bounds the live query watches of those queries.
+	Watches Watches
 	// Mount is the route prefix of the sync API ("" or "/path").
 	Mount string
 	// Checkpoints are the backfill checkpoints this process declares at
@@ -206,6 +208,7 @@ func Default() Config {
 		Segments:          DefaultSegments(),
 		Blobs:             DefaultBlobs(),
 		Realtime:          DefaultRealtime(),
+		Watches:           DefaultWatches(),
 		Leases:            DefaultLeases(),
 		Reactions:         DefaultReactions(),
 		KeyReloadInterval: 30 * time.Second,
@@ -298,6 +301,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Segments.validate()...)
 	errs = append(errs, c.Blobs.validate(c.Segments)...)
 	errs = append(errs, c.Realtime.validate()...)
+	errs = append(errs, c.Watches.validate()...)
 	errs = append(errs, c.Leases.validate()...)
 	errs = append(errs, c.Reactions.validate()...)
 	if c.KeyReloadInterval < 0 {
@@ -412,6 +416,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	c.Segments.flags(fs)
 	c.Blobs.flags(fs)
 	c.Realtime.flags(fs)
+	c.Watches.flags(fs)
 	c.Leases.flags(fs)
 	c.Reactions.flags(fs)
 	fs.DurationVar(&c.KeyReloadInterval, "key-reload-interval", c.KeyReloadInterval, "how often --signed-url-key-file, --auth-lease-key-file and --jwt-key-file are read again, so a key rotates without a restart (also on SIGHUP; 0: only on SIGHUP)")

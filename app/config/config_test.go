@@ -130,6 +130,20 @@ func TestLoadPrecedence(t *testing.T) {
 		}, ""},
 		{"client record refresh past a tenth of the active window", []string{"--retention-active-window", "336h", "--client-record-refresh", "34h"}, nil, nil, "--client-record-refresh 34h"},
 		{"negative client record refresh", []string{"--client-record-refresh", "-1s"}, nil, nil, "--client-record-refresh"},
+		{"watch bounds by default", nil, nil, func(t *testing.T, c config.Config) {
+			if c.Watches != (config.Watches{MaxPerSocket: 64, MaxPerActor: 256, Evaluations: 2}) {
+				t.Fatalf("got %+v", c.Watches)
+			}
+		}, ""},
+		{"watch bounds", []string{"--operations-max-watches", "8", "--operations-watch-evaluations", "2"},
+			[]string{"SYNCD_OPERATIONS_MAX_WATCHES_PER_ACTOR=20"}, func(t *testing.T, c config.Config) {
+				if c.Watches != (config.Watches{MaxPerSocket: 8, MaxPerActor: 20, Evaluations: 2}) {
+					t.Fatalf("got %+v", c.Watches)
+				}
+			}, ""},
+		{"no watches per socket", []string{"--operations-max-watches", "0"}, nil, nil, "--operations-max-watches"},
+		{"no watches per actor", []string{"--operations-max-watches-per-actor", "-1"}, nil, nil, "--operations-max-watches-per-actor"},
+		{"no watch evaluations", []string{"--operations-watch-evaluations", "0"}, nil, nil, "--operations-watch-evaluations"},
 		{"auth leases off by default", nil, nil, func(t *testing.T, c config.Config) {
 			if c.Leases != (config.Leases{Refresh: 30 * time.Second}) {
 				t.Fatalf("got %+v", c.Leases)

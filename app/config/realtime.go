@@ -30,8 +30,9 @@ type Realtime struct {
 	PresenceRate  float64
 	PresenceBurst int
 	// MaxSockets and MaxSocketsPerActor bound the sockets of this node and
-	// of one actor on it (0: unbounded); past them the upgrade is refused
-	// with sync.websocket_connection_limit.
+	// of one actor on it, realtime and operation watch sockets together
+	// (0: unbounded); past them the upgrade is refused with
+	// sync.websocket_connection_limit.
 	MaxSockets         int
 	MaxSocketsPerActor int
 	// MaxPresenceBytes caps a presence document (§8.6.2); a larger publish
@@ -68,10 +69,10 @@ func (r *Realtime) flags(fs *flag.FlagSet) {
 	fs.Int64Var(&r.SendBudgetBytes, "realtime-send-budget-bytes", r.SendBudgetBytes, "outbound bytes queued on all realtime sockets of this node together; past it deltas turn into wake-ups and rounds wait")
 	fs.Float64Var(&r.PresenceRate, "realtime-presence-rate", r.PresenceRate, "presence publishes per second one socket may make (0: unbounded); faster ones are held, the latest per key winning")
 	fs.IntVar(&r.PresenceBurst, "realtime-presence-burst", r.PresenceBurst, "presence publishes one socket may make at once before --realtime-presence-rate applies")
-	fs.IntVar(&r.MaxSockets, "realtime-max-sockets", r.MaxSockets, "most realtime sockets on this node (0: unbounded)")
+	fs.IntVar(&r.MaxSockets, "realtime-max-sockets", r.MaxSockets, "most sockets on this node, realtime and operation watch sockets together; more are refused with sync.websocket_connection_limit (0: unbounded)")
 	fs.IntVar(&r.MaxPresenceBytes, "realtime-max-presence-bytes", r.MaxPresenceBytes, "largest presence document (serialized JSON); a larger publish is refused with presence.too_large")
 	fs.DurationVar(&r.PresenceLease, "realtime-presence-lease", r.PresenceLease, "drop presence heard from another node once that node has been silent this long (nodes renew every third of it)")
-	fs.IntVar(&r.MaxSocketsPerActor, "realtime-max-sockets-per-actor", r.MaxSocketsPerActor, "most realtime sockets of one actor on this node (0: unbounded)")
+	fs.IntVar(&r.MaxSocketsPerActor, "realtime-max-sockets-per-actor", r.MaxSocketsPerActor, "most sockets of one actor on this node, realtime and operation watch sockets together; more are refused with sync.websocket_connection_limit (0: unbounded)")
 }
 
 func (r Realtime) validate() []error {

@@ -2,12 +2,16 @@ package operations
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/app/sockets"
 	"github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/remoteop"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -16,7 +20,9 @@ import (
 
 // Watch defaults.
 const (
-	DefaultMaxWatches = 64
+	DefaultMaxWatches         = 64
+	DefaultMaxWatchesPerActor = 256
+	DefaultWatchEvaluations   = 2
 	// watchRangeChanges bounds the commits read to learn which tables a
 	// notice touched; past it every watch of the partition reruns.
 	watchRangeChanges = 10_000
@@ -28,6 +34,15 @@ type WatchOptions struct {
 	Log ports.LogReader
 	// MaxWatches bounds the active watches of one socket (default 64).
 	MaxWatches int
+	// MaxWatchesPerActor bounds the active watches of one actor on this
+	// node, across its sockets (default 256).
+	MaxWatchesPerActor int
+	// Evaluations bounds the watch queries running at once on this node
+	// (default 2); the reruns a commit wakes wait for a turn.
+	Evaluations int
+	// Sockets are the node's socket slots, shared with the realtime
+	// channel's sockets; nil: the watch sockets are not bounded.
+	Sockets *sockets.Slots
 	// WriteTimeout bounds one message write (default 10 s): a socket that
 	// does not take it is closed.
 	WriteTimeout time.Duration
@@ -37,21 +52,32 @@ type WatchOptions struct {
 // WatchHub serves the live query watches of <mount>/operations/realtime
 // (REMOTE.md §6) on one node. It hears commits as a ports.FanoutHandler
 // (every node's, this one's included): a commit touching a watched
-// query's table reruns the query and sends a full replacement snapshot;
-// commits arriving while it runs set one dirty flag, so at most one rerun
-// is pending per watch.
+// query's table reruns the query and sends a full replacement snapshot.
+//
+// What one commit costs is bounded: the identical watches of one caller
+// (same partition, actor, credential scopes, client id, query and
+// params) share one evaluation, so a commit runs at most one query per
+// distinct watch, and there are at most MaxWatchesPerActor of those per
+// actor and MaxWatches per socket, whose sockets the node's socket slots
+// bound. At most Evaluations queries run at once; commits arriving while
+// a query waits or runs leave one rerun pending, not one per commit.
 type WatchHub struct {
-	s *Service
-	o WatchOptions
+	s     *Service
+	o     WatchOptions
+	evals chan struct{} // one token per watch query running
 
 	mu       sync.Mutex
 	parts    map[string]*watchPartition
+	perActor map[string]int // active watches by actorKey
 	draining bool
 }
 
 type watchPartition struct {
 	sessions map[*watchSession]struct{}
-	seq      int64 // the highest commit seq whose watches were woken
+	queries  map[string]*liveQuery // by watchKey
+	seq      int64                 // the highest commit seq whose watches were woken
+	want     int64                 // the highest commit seq noticed
+	reading  bool                  // a reader of the commits past seq is running
 }
 
 // NewWatchHub builds the hub over the service's registry and reads.
@@ -59,8 +85,20 @@ func (s *Service) NewWatchHub(o WatchOptions) (*WatchHub, error) {
 	if o.Log == nil {
 		return nil, errors.New("operations: WatchOptions.Log is required")
 	}
-	if o.MaxWatches <= 0 {
+	if o.MaxWatches < 0 || o.MaxWatchesPerActor < 0 || o.Evaluations < 0 {
+		return nil, errors.New("operations: negative watch limit")
+	}
+	if o.MaxWatches == 0 {
 		o.MaxWatches = DefaultMaxWatches
+	}
+	if o.MaxWatchesPerActor == 0 {
+		o.MaxWatchesPerActor = DefaultMaxWatchesPerActor
+	}
+	if o.Evaluations == 0 {
+		o.Evaluations = DefaultWatchEvaluations
+	}
+	if o.Sockets == nil {
+		o.Sockets, _ = sockets.New(0, 0)
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 10 * time.Second
@@ -68,7 +106,8 @@ func (s *Service) NewWatchHub(o WatchOptions) (*WatchHub, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	return &WatchHub{s: s, o: o, parts: map[string]*watchPartition{}}, nil
+	return &WatchHub{s: s, o: o, evals: make(chan struct{}, o.Evaluations),
+		parts: map[string]*watchPartition{}, perActor: map[string]int{}}, nil
 }
 
 var _ ports.FanoutHandler = (*WatchHub)(nil)
@@ -81,22 +120,86 @@ type watchSession struct {
 	cancel context.CancelFunc
 
 	writeMu sync.Mutex
-	mu      sync.Mutex
-	watches map[string]*watch
+	watches map[string]*watch // under h.mu
+}
+
+// liveQuery is the one evaluation the identical watches of a caller
+// share (see watchKey). Its fields past members are under h.mu.
+type liveQuery struct {
+	key      string
+	table    string
+	id       ports.Identity
+	clientID string
+	params   remoteop.Value
+	reg      *registered
+	// ctx carries the first watch's socket values (the identity the
+	// resolver reads) and ends when the last watch goes.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	members map[*watch]struct{}
+	running bool // an evaluator goroutine owns the query
+	stale   bool // a commit may have changed the rows since the last run began
 }
 
 type watch struct {
-	id, clientID string
-	reg          *registered
-	params       remoteop.Value
-	running      bool
-	dirty        bool
-	removed      bool
+	id      string
+	ss      *watchSession
+	q       *liveQuery
+	first   bool // waits for its first snapshot
+	removed bool
 }
 
-// Serve runs one accepted socket for an authenticated caller until it
-// ends; a malformed client message closes it with 1008.
+// WatchAdmission is a watch socket admitted before its upgrade: its
+// socket slot is taken. Run serves the accepted socket until it ends;
+// Abort gives the slot back when the upgrade fails.
+type WatchAdmission struct {
+	h    *WatchHub
+	id   ports.Identity
+	once sync.Once
+}
+
+// Admit takes a socket slot for an authenticated upgrade, or refuses it
+// with the catalog error the upgrade is answered with:
+// sync.websocket_connection_limit past the node's socket caps (counted
+// with the realtime channel's sockets), sync.schema_not_ready while the
+// server drains.
+func (h *WatchHub) Admit(id ports.Identity) (*WatchAdmission, error) {
+	h.mu.Lock()
+	draining := h.draining
+	h.mu.Unlock()
+	if draining {
+		return nil, syncerr.Newf(syncerr.SchemaNotReady, "the server is draining")
+	}
+	if err := h.o.Sockets.Take(id); err != nil {
+		return nil, err
+	}
+	return &WatchAdmission{h: h, id: id}, nil
+}
+
+// Abort gives the admission's slot back; Run does when the socket ends.
+func (a *WatchAdmission) Abort() { a.once.Do(func() { a.h.o.Sockets.Release(a.id) }) }
+
+// Run serves the accepted socket until it ends.
+func (a *WatchAdmission) Run(ctx context.Context, c ports.RealtimeConn) {
+	defer a.Abort()
+	a.h.serve(ctx, a.id, c)
+}
+
+// Serve admits and runs one accepted socket for an authenticated caller
+// (a refused admission closes it with 1013); a malformed client message
+// closes it with 1008.
 func (h *WatchHub) Serve(ctx context.Context, id ports.Identity, c ports.RealtimeConn) {
+	a, err := h.Admit(id)
+	if err != nil {
+		h.o.Logger.Warn("watch session refused", zap.String("partition", id.Partition), zap.Error(err))
+		_ = c.Close(ports.CloseTryAgainLater, "try again later")
+		return
+	}
+	a.Run(ctx, c)
+}
+
+func (h *WatchHub) serve(ctx context.Context, id ports.Identity, c ports.RealtimeConn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ss := &watchSession{h: h, id: id, conn: c, ctx: ctx, cancel: cancel, watches: map[string]*watch{}}
@@ -145,7 +248,7 @@ func (h *WatchHub) join(ctx context.Context, ss *watchSession) error {
 		return errors.New("the server is draining")
 	}
 	if p = h.parts[ss.id.Partition]; p == nil {
-		p = &watchPartition{sessions: map[*watchSession]struct{}{}, seq: seq}
+		p = &watchPartition{sessions: map[*watchSession]struct{}{}, queries: map[string]*liveQuery{}, seq: seq, want: seq}
 		h.parts[ss.id.Partition] = p
 	}
 	p.sessions[ss] = struct{}{}
@@ -155,129 +258,240 @@ func (h *WatchHub) join(ctx context.Context, ss *watchSession) error {
 func (h *WatchHub) leave(ss *watchSession) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for _, w := range ss.watches {
+		h.remove(w)
+	}
 	if p := h.parts[ss.id.Partition]; p != nil {
 		delete(p.sessions, ss)
 		if len(p.sessions) == 0 {
 			delete(h.parts, ss.id.Partition)
 		}
 	}
-	ss.mu.Lock()
-	for _, w := range ss.watches {
-		w.removed = true
+}
+
+// remove ends w (h.mu held): no snapshot for it follows, and a query no
+// watch shares any more stops.
+func (h *WatchHub) remove(w *watch) {
+	w.removed = true
+	delete(w.ss.watches, w.id)
+	key := actorKey(w.ss.id)
+	if h.perActor[key]--; h.perActor[key] <= 0 {
+		delete(h.perActor, key)
 	}
-	ss.mu.Unlock()
+	q := w.q
+	delete(q.members, w)
+	if len(q.members) > 0 {
+		return
+	}
+	q.cancel()
+	if p := h.parts[w.ss.id.Partition]; p != nil && p.queries[q.key] == q {
+		delete(p.queries, q.key)
+	}
 }
 
 func (ss *watchSession) receive(m remoteop.WatchMessage) {
 	if m.Kind == remoteop.KindUnwatch {
-		ss.mu.Lock()
+		ss.h.mu.Lock()
 		if w := ss.watches[m.WatchID]; w != nil {
-			w.removed = true // suppresses a result still running for it
-			delete(ss.watches, m.WatchID)
+			ss.h.remove(w) // suppresses a result still running for it
 		}
-		ss.mu.Unlock()
+		ss.h.mu.Unlock()
 		return
 	}
 	if err := ss.admit(m); err != nil {
-		ss.send(remoteop.EncodeWatchError(m.WatchID, err))
-		return
+		// Written from the reading goroutine: a client that does not read
+		// its refusals stops being read.
+		ss.write(nil, remoteop.EncodeWatchError(m.WatchID, err))
 	}
-	ss.mu.Lock()
-	w := ss.watches[m.WatchID]
-	ss.mu.Unlock()
-	ss.trigger(w)
 }
 
-// admit runs the HTTP request's checks for a watch and registers it.
+// admit runs the HTTP request's checks for a watch, registers it and
+// starts its first evaluation.
 func (ss *watchSession) admit(m remoteop.WatchMessage) error {
-	lim := ss.h.s.o.Limits.WithDefaults()
+	h := ss.h
+	lim := h.s.o.Limits.WithDefaults()
 	if len(m.WatchID) > lim.MaxIDBytes || len(m.OperationID) > lim.MaxIDBytes {
 		return syncerr.Newf(syncerr.OperationInvalid, "watch or operation id longer than %d bytes", lim.MaxIDBytes)
 	}
 	if len(m.ClientID) > lim.MaxIDBytes {
 		return syncerr.Newf(syncerr.InvalidClientID, "client id of %d bytes is longer than %d", len(m.ClientID), lim.MaxIDBytes)
 	}
-	ss.mu.Lock()
-	_, active := ss.watches[m.WatchID]
-	full := len(ss.watches) >= ss.h.o.MaxWatches
-	ss.mu.Unlock()
-	if active {
-		return syncerr.Newf(syncerr.OperationInvalid, "watch id %q is already active", m.WatchID).WithMessage("watchId is already active")
+	h.mu.Lock()
+	err := h.roomFor(ss, m.WatchID)
+	h.mu.Unlock()
+	if err != nil {
+		return err
 	}
-	if full {
-		return syncerr.Newf(syncerr.OperationInvalid, "more than %d watches on one socket", ss.h.o.MaxWatches)
-	}
-	bound, ok, err := ss.h.s.o.Store.ClientBinding(ss.ctx, ss.id.Partition, m.ClientID)
+	bound, ok, err := h.s.o.Store.ClientBinding(ss.ctx, ss.id.Partition, m.ClientID)
 	if err != nil {
 		return err
 	}
 	if err := push.CheckClientID(m.ClientID, ss.id.ActorID, bound, ok); err != nil {
 		return err
 	}
-	reg := ss.h.s.o.Registry.query(m.OperationID)
+	reg := h.s.o.Registry.query(m.OperationID)
 	if reg == nil {
 		return syncerr.Newf(syncerr.OperationUnknown, "no query operation %q", m.OperationID)
 	}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if _, active := ss.watches[m.WatchID]; active {
-		return syncerr.Newf(syncerr.OperationInvalid, "watch id %q is already active", m.WatchID).WithMessage("watchId is already active")
+	key, err := watchKey(ss.id, m.ClientID, m.OperationID, m.Params)
+	if err != nil {
+		return err
 	}
-	ss.watches[m.WatchID] = &watch{id: m.WatchID, clientID: m.ClientID, reg: reg, params: m.Params}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// Checked again: another socket of the actor may have taken the room.
+	if err := h.roomFor(ss, m.WatchID); err != nil {
+		return err
+	}
+	p := h.parts[ss.id.Partition]
+	if p == nil { // only between the session's leave and its end
+		return syncerr.Newf(syncerr.SchemaNotReady, "the watch socket is closing")
+	}
+	q := p.queries[key]
+	if q == nil {
+		q = &liveQuery{key: key, table: reg.plan.Table().Name, id: ss.id, clientID: m.ClientID, params: m.Params, reg: reg,
+			members: map[*watch]struct{}{}}
+		q.ctx, q.cancel = context.WithCancel(context.WithoutCancel(ss.ctx))
+		p.queries[key] = q
+	}
+	w := &watch{id: m.WatchID, ss: ss, q: q, first: true}
+	q.members[w] = struct{}{}
+	ss.watches[m.WatchID] = w
+	h.perActor[actorKey(ss.id)]++
+	h.start(q)
 	return nil
 }
 
-// trigger runs w now, or marks it dirty when a run is in progress.
-func (ss *watchSession) trigger(w *watch) {
-	ss.mu.Lock()
-	if w == nil || w.removed {
-		ss.mu.Unlock()
-		return
+// roomFor refuses a watch id already active on the socket and a watch
+// past the socket's or the actor's bound (h.mu held).
+func (h *WatchHub) roomFor(ss *watchSession, watchID string) error {
+	if _, active := ss.watches[watchID]; active {
+		return syncerr.Newf(syncerr.OperationInvalid, "watch id %q is already active", watchID).WithMessage("watchId is already active")
 	}
-	if w.running {
-		w.dirty = true
-		ss.mu.Unlock()
-		return
+	if len(ss.watches) >= h.o.MaxWatches {
+		return syncerr.Newf(syncerr.OperationInvalid, "more than %d watches on one socket", h.o.MaxWatches)
 	}
-	w.running = true
-	ss.mu.Unlock()
-	go ss.run(w)
+	if h.perActor[actorKey(ss.id)] >= h.o.MaxWatchesPerActor {
+		return syncerr.Newf(syncerr.OperationInvalid, "more than %d watches of one actor on this node", h.o.MaxWatchesPerActor)
+	}
+	return nil
 }
 
-func (ss *watchSession) run(w *watch) {
+// watchKey names what a watch's evaluation depends on: the caller (its
+// partition, actor and the scopes its credential carries, which a
+// resolver may read), the client id, the query and its params. Watches
+// with one key get the same rows and share one evaluation.
+func watchKey(id ports.Identity, clientID, operationID string, params remoteop.Value) (string, error) {
+	grant, err := json.Marshal(id.Scopes) // map keys sorted: one text per grant
+	if err != nil {
+		return "", syncerr.Wrap(syncerr.OperationInvalid, err)
+	}
+	p, err := params.Encode()
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, part := range []string{id.Partition, id.ActorID, string(grant), clientID, operationID, string(p)} {
+		b.WriteString(strconv.Itoa(len(part)))
+		b.WriteByte(':')
+		b.WriteString(part)
+	}
+	return b.String(), nil
+}
+
+// start makes sure an evaluator runs q (h.mu held).
+func (h *WatchHub) start(q *liveQuery) {
+	if q.running {
+		return
+	}
+	q.running = true
+	go h.evaluate(q)
+}
+
+// evaluate runs q while a member waits for a snapshot: a new watch's
+// first, or every watch's after a commit. It waits for an evaluation
+// token before each run; the commits noticed until the run begins are
+// all in it.
+func (h *WatchHub) evaluate(q *liveQuery) {
 	for {
-		res, err := ss.h.s.runQuery(ss.ctx, ss.id, w.clientID, w.params, w.reg)
-		var msg []byte
-		if err == nil {
-			msg, err = remoteop.EncodeSnapshot(w.id, res)
-		}
-		if err != nil {
-			msg = remoteop.EncodeWatchError(w.id, err)
-		}
-		ss.mu.Lock()
-		if w.removed || ss.ctx.Err() != nil {
-			w.running = false
-			ss.mu.Unlock()
+		select {
+		case h.evals <- struct{}{}:
+		case <-q.ctx.Done():
+			h.mu.Lock()
+			q.running = false
+			h.mu.Unlock()
 			return
 		}
-		ss.mu.Unlock()
-		ss.send(msg)
-		ss.mu.Lock()
-		if w.dirty && !w.removed {
-			w.dirty = false
-			ss.mu.Unlock()
-			continue
+		h.mu.Lock()
+		all := q.stale
+		q.stale = false
+		var to []*watch
+		for w := range q.members {
+			if all || w.first {
+				w.first = false
+				to = append(to, w)
+			}
 		}
-		w.running = false
-		ss.mu.Unlock()
-		return
+		h.mu.Unlock()
+		var (
+			res remoteop.QueryResult
+			err error
+		)
+		if len(to) > 0 {
+			res, err = h.s.runQuery(q.ctx, q.id, q.clientID, q.params, q.reg)
+		}
+		<-h.evals
+		// Sent after the token is back: a slow socket holds up only the
+		// watches that share its query, all of one caller.
+		for _, w := range to {
+			var msg []byte
+			if err == nil {
+				msg, err = remoteop.EncodeSnapshot(w.id, res)
+			}
+			if err != nil {
+				msg = remoteop.EncodeWatchError(w.id, err)
+			}
+			w.ss.write(w, msg)
+		}
+		h.mu.Lock()
+		again := q.ctx.Err() == nil && (q.stale || q.waiting())
+		if !again {
+			q.running = false
+		}
+		h.mu.Unlock()
+		if !again {
+			return
+		}
 	}
 }
 
-// send writes one message; a socket that cannot take it is ended.
-func (ss *watchSession) send(msg []byte) {
+// waiting reports whether a member still waits for its first snapshot
+// (h.mu held).
+func (q *liveQuery) waiting() bool {
+	for w := range q.members {
+		if w.first {
+			return true
+		}
+	}
+	return false
+}
+
+// write sends one message, for w (suppressed once w is removed) or for
+// the socket (w nil); a socket that cannot take it is ended.
+func (ss *watchSession) write(w *watch, msg []byte) {
 	ss.writeMu.Lock()
 	defer ss.writeMu.Unlock()
+	if w != nil {
+		ss.h.mu.Lock()
+		gone := w.removed
+		ss.h.mu.Unlock()
+		if gone {
+			return
+		}
+	}
+	if ss.ctx.Err() != nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ss.ctx, ss.h.o.WriteTimeout)
 	defer cancel()
 	if err := ss.conn.Write(ctx, ports.RealtimeMessage{Binary: true, Data: msg}); err != nil {
@@ -285,52 +499,60 @@ func (ss *watchSession) send(msg []byte) {
 	}
 }
 
-// wake reruns the partition's watches of the given tables (every watch
-// when all is set).
+// wake marks the partition's queries of the given tables stale (every
+// query when all is set) and starts their evaluators.
 func (h *WatchHub) wake(partition string, tables map[string]bool, all bool) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	p := h.parts[partition]
-	var sessions []*watchSession
-	if p != nil {
-		for ss := range p.sessions {
-			sessions = append(sessions, ss)
-		}
+	if p == nil {
+		return
 	}
-	h.mu.Unlock()
-	for _, ss := range sessions {
-		ss.mu.Lock()
-		var due []*watch
-		for _, w := range ss.watches {
-			if all || tables[w.reg.plan.Table().Name] {
-				due = append(due, w)
-			}
-		}
-		ss.mu.Unlock()
-		for _, w := range due {
-			ss.trigger(w)
+	for _, q := range p.queries {
+		if all || tables[q.table] {
+			q.stale = true
+			h.start(q)
 		}
 	}
 }
 
 // Commit implements ports.FanoutHandler: the commits after the last one
-// seen are read (their tables only matter) off the listener's goroutine.
+// seen are read (their tables only matter) off the listener's goroutine,
+// by one reader per partition; notices arriving meanwhile extend its
+// next read.
 func (h *WatchHub) Commit(n ports.CommitNotice) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	p := h.parts[n.Partition]
-	if p == nil || n.CommitSeq <= p.seq {
-		h.mu.Unlock()
+	if p == nil || n.CommitSeq <= p.want {
 		return
 	}
-	after := p.seq
-	p.seq = n.CommitSeq
-	h.mu.Unlock()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		span, err := h.o.Log.ReadCommitRange(ctx, n.Partition, ports.CommitRange{AfterSeq: after, ThroughSeq: n.CommitSeq, LimitChanges: watchRangeChanges})
-		if err != nil || span.ThroughSeq < n.CommitSeq {
-			h.wake(n.Partition, nil, true) // not knowing the tables, rerun them all
+	p.want = n.CommitSeq
+	if !p.reading {
+		p.reading = true
+		go h.readCommits(n.Partition, p)
+	}
+}
+
+// readCommits wakes the watches of the tables the commits past p.seq
+// touched, until it has caught up with the notices.
+func (h *WatchHub) readCommits(partition string, p *watchPartition) {
+	for {
+		h.mu.Lock()
+		after, through := p.seq, p.want
+		if after >= through || h.parts[partition] != p {
+			p.reading = false
+			h.mu.Unlock()
 			return
+		}
+		p.seq = through
+		h.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		span, err := h.o.Log.ReadCommitRange(ctx, partition, ports.CommitRange{AfterSeq: after, ThroughSeq: through, LimitChanges: watchRangeChanges})
+		cancel()
+		if err != nil || span.ThroughSeq < through {
+			h.wake(partition, nil, true) // not knowing the tables, rerun them all
+			continue
 		}
 		tables := map[string]bool{}
 		for _, c := range span.Commits {
@@ -338,8 +560,8 @@ func (h *WatchHub) Commit(n ports.CommitNotice) {
 				tables[ch.Table] = true
 			}
 		}
-		h.wake(n.Partition, tables, false)
-	}()
+		h.wake(partition, tables, false)
+	}
 }
 
 // Event implements ports.FanoutHandler; watches need no events.
@@ -377,3 +599,6 @@ func (h *WatchHub) Drain() {
 		ss.cancel()
 	}
 }
+
+// actorKey names an actor within its partition.
+func actorKey(id ports.Identity) string { return id.Partition + "\x00" + id.ActorID }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/leases"
+	"github.com/syncd-dev/syncd/app/sockets"
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/push"
@@ -138,6 +139,10 @@ type Options struct {
 	// of one actor on it (0: unbounded).
 	MaxSockets         int
 	MaxSocketsPerActor int
+	// Sockets, when set, are the node's socket slots shared with the
+	// other socket kinds (operation watches) and replace MaxSockets and
+	// MaxSocketsPerActor.
+	Sockets *sockets.Slots
 	// Now is the clock; Sleep waits on it (heartbeats).
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -171,7 +176,6 @@ type Hub struct {
 
 	mu       sync.Mutex
 	byPart   map[string]map[*Session]struct{}
-	perActor map[string]int
 	total    int
 	draining bool
 	wg       sync.WaitGroup
@@ -213,10 +217,16 @@ func New(o Options) (*Hub, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
+	if o.Sockets == nil {
+		var err error
+		if o.Sockets, err = sockets.New(o.MaxSockets, o.MaxSocketsPerActor); err != nil {
+			return nil, err
+		}
+	}
 	h := &Hub{
 		o: o, send: newSendBudget(o.SendBudgetBytes), log: o.Log, node: newSessionID(), feeds: feeds{m: map[string]*feed{}},
 		pres:   presence{entries: map[pkey]map[peerID]*presenceEntry{}, holders: map[pkey]map[*Session]struct{}{}, heard: map[string]int64{}},
-		byPart: map[string]map[*Session]struct{}{}, perActor: map[string]int{},
+		byPart: map[string]map[*Session]struct{}{},
 	}
 	if o.Tracer != nil {
 		h.tracer = o.Tracer.Tracer(tracerName)
@@ -408,15 +418,10 @@ func (h *Hub) reserve(s *Session) error {
 	if h.draining {
 		return syncerr.Newf(syncerr.SchemaNotReady, "the server is draining")
 	}
-	if h.o.MaxSockets > 0 && h.total >= h.o.MaxSockets {
-		return syncerr.Newf(syncerr.WebsocketLimit, "this node holds its maximum of %d realtime sockets", h.o.MaxSockets)
-	}
-	key := actorKey(s.id)
-	if h.o.MaxSocketsPerActor > 0 && h.perActor[key] >= h.o.MaxSocketsPerActor {
-		return syncerr.Newf(syncerr.WebsocketLimit, "this actor holds its maximum of %d realtime sockets", h.o.MaxSocketsPerActor)
+	if err := h.o.Sockets.Take(s.id); err != nil {
+		return err
 	}
 	h.total++
-	h.perActor[key]++
 	h.wg.Add(1)
 	if h.o.Metrics != nil {
 		h.o.Metrics.Sockets(1)
@@ -439,18 +444,13 @@ func (h *Hub) release(s *Session) {
 			h.feeds.forget(s.id.Partition)
 		}
 	}
-	key := actorKey(s.id)
+	h.o.Sockets.Release(s.id)
 	h.total--
-	if h.perActor[key]--; h.perActor[key] <= 0 {
-		delete(h.perActor, key)
-	}
 	h.wg.Done()
 	if h.o.Metrics != nil {
 		h.o.Metrics.Sockets(-1)
 	}
 }
-
-func actorKey(id ports.Identity) string { return id.Partition + "\x00" + id.ActorID }
 
 // RefreshScopes re-resolves the registrations of the partition's sessions
 // (of one actor when actorID is not empty), SPEC §8.7 host-initiated
