@@ -461,6 +461,16 @@ const serveUsage = `Usage: syncd serve [flags]
 Runs the sync server. With no flags it serves the embedded todos demo schema
 from the SQLite file ./syncd.db on ` + DefaultListen + ` with development
 authentication.
+
+Memory: every client's share is bounded, and so is the node's. Node-wide:
+--max-inflight-body-bytes holds the bodies, socket rounds, socket messages
+and blob transfers arriving at once, --max-inflight-requests the requests
+and socket rounds served at once, --realtime-send-budget-bytes what all
+sockets have queued to send. Per client: --max-decoded-body-bytes (a body
+or a socket round), --body-read-timeout (a body, round, socket message or
+stalled blob transfer), --realtime-send-queue-bytes, --realtime-presence-*,
+--blob-max-bytes, --blob-min-transfer-rate, --operations-max-watches*,
+--realtime-max-sockets*. docs/limits.md lists every bound with its default.
 `
 
 // LoadFor is Load for a command that takes the server's flags (syncd

@@ -48,13 +48,13 @@ func DefaultHTTP() HTTP {
 }
 
 func (h *HTTP) flags(fs *flag.FlagSet) {
-	fs.DurationVar(&h.BodyReadTimeout, "body-read-timeout", h.BodyReadTimeout, "how long a /sync request body may take to arrive, and a blob upload or download may go without progress (408 after; 0: no bound)")
+	fs.DurationVar(&h.BodyReadTimeout, "body-read-timeout", h.BodyReadTimeout, "how long a /sync request body, a socket round's request or one socket message may take to arrive (408, or close 1008, after), and a blob upload or download may go without progress (0: no bound)")
 	fs.DurationVar(&h.IdleTimeout, "idle-timeout", h.IdleTimeout, "close keep-alive connections of the sync API idle this long")
-	fs.IntVar(&h.MaxInflightRequests, "max-inflight-requests", h.MaxInflightRequests, "most /sync requests processed at once (429 sync.rate_limited above)")
+	fs.IntVar(&h.MaxInflightRequests, "max-inflight-requests", h.MaxInflightRequests, "most /sync and /operations requests and socket rounds processed at once (429 sync.rate_limited above; a socket round is answered sync.rate_limited)")
 	fs.StringVar(&h.CORSOrigins, "cors-origins", h.CORSOrigins, "browser origins allowed to call the sync API, comma-separated exact origins (https://app.example.com), or * with --auth dev")
 	fs.StringVar(&h.CORSHeaders, "cors-headers", h.CORSHeaders, "request headers browsers may send besides the sync API's own (comma-separated)")
 	fs.BoolVar(&h.AccessLog, "access-log", h.AccessLog, "log one info line per sync API request (method, route, status, code, duration, bytes, actor, partition, request id)")
-	fs.Int64Var(&h.MaxInflightBodyBytes, "max-inflight-body-bytes", h.MaxInflightBodyBytes, "request-body memory all /sync requests and the buffers of blob uploads and downloads may hold together, counted as bodies arrive (429 sync.rate_limited above; at least --max-decoded-body-bytes)")
+	fs.Int64Var(&h.MaxInflightBodyBytes, "max-inflight-body-bytes", h.MaxInflightBodyBytes, "request-body memory all /sync requests, socket rounds and socket messages arriving, and the buffers of blob uploads and downloads may hold together, counted as bodies arrive (429 sync.rate_limited, or close 1013, above; at least --max-decoded-body-bytes)")
 }
 
 func (h HTTP) validate(s Sync) []error {
