@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -244,30 +245,44 @@ func (w *wsConn) deadline(ctx context.Context) (fired func() bool) {
 	}
 }
 
-// readMessage reads one message body into a buffer held on the share,
-// failing with errMessageTooBig past limit (0: none).
+// readMessage reads one message body, failing with errMessageTooBig past
+// limit (0: none). The bytes that arrived are held on the share as they
+// arrive; the buffer's slack as it doubles is not (a message carries no
+// length to size it by, and counting the slack would refuse a message as
+// large as the budget).
 func (w *wsConn) readMessage(r io.Reader, limit int64) ([]byte, error) {
-	ceiling := int64(InitialBodyBufferBytes)
-	if limit > 0 {
-		r = &messageCap{r: r, left: limit}
-		ceiling = limit
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			// Doubling while small, a quarter at a time once past 1 MiB
+			// (the slack is memory the budget does not count), never far
+			// past the limit.
+			more := cap(buf)
+			if more >= 1<<20 {
+				more /= 4
+			}
+			if limit > 0 {
+				more = max(1, min(more, int(limit)+1-len(buf)))
+			}
+			buf = slices.Grow(buf, more)
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		if n > 0 {
+			if limit > 0 && int64(len(buf)+n) > limit {
+				return nil, errMessageTooBig
+			}
+			if rerr := w.share.Reserve(int64(n)); rerr != nil {
+				return nil, rerr
+			}
+			buf = buf[:len(buf)+n]
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	return readGrowing(r, ceiling, shareBudget{w.share})
-}
-
-// messageCap fails with errMessageTooBig once more than left bytes came.
-type messageCap struct {
-	r    io.Reader
-	left int64
-}
-
-func (c *messageCap) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.left -= int64(n)
-	if c.left < 0 {
-		return 0, errMessageTooBig
-	}
-	return n, err
 }
 
 func (w *wsConn) Write(ctx context.Context, m ports.RealtimeMessage) error {

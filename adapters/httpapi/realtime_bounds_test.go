@@ -168,3 +168,29 @@ func TestRealtimeMessageWithinBounds(t *testing.T) {
 		}
 	}
 }
+
+// One message nearly as large as the budget is delivered: the budget
+// holds the bytes that came, not a doubling buffer's slack.
+func TestRealtimeMessageAsLargeAsTheBudget(t *testing.T) {
+	lim, err := httpapi.NewLimiter(httpapi.LimiterOptions{MaxRequests: 1, MaxBodyBytes: 1_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := authFunc(func(*http.Request) (ports.Identity, error) {
+		return ports.Identity{Partition: "p", ActorID: "alice"}, nil
+	})
+	a := closer{got: make(chan []byte, 1)}
+	admit := func(context.Context, ports.Identity, string) (httpapi.RealtimeAdmission, error) { return a, nil }
+	srv := httptest.NewServer(httpapi.RealtimeEndpoint(auth, httpapi.RealtimeOptions{MaxMessageBytes: 1 << 20, Inflight: lim}, admit))
+	defer srv.Close()
+	p := dialRaw(t, srv, "/realtime?clientId=c1")
+	p.sendFrame(t, 0x2, true, bytes.Repeat([]byte{'m'}, 999_000))
+	select {
+	case m := <-a.got:
+		if len(m) != 999_000 {
+			t.Fatalf("delivered %d bytes", len(m))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the message was not delivered")
+	}
+}

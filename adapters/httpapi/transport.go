@@ -333,18 +333,12 @@ func readGrowing(r io.Reader, ceiling int64, lease bodyBudget) ([]byte, error) {
 	}
 }
 
-// bodyBudget is what a body buffer's growth is reserved on: a /sync
-// request's *Lease, or a socket message's share.
+// bodyBudget is what a body buffer's growth is reserved on: a request's
+// *Lease.
 type bodyBudget interface {
 	reserve(n int64) error
 	unreserve(n int64)
 }
-
-// shareBudget is a ports.InflightShare as a bodyBudget.
-type shareBudget struct{ s ports.InflightShare }
-
-func (b shareBudget) reserve(n int64) error { return b.s.Reserve(n) }
-func (b shareBudget) unreserve(n int64)     { b.s.Unreserve(n) }
 
 // readSome reads until at least one byte or an error arrives.
 func readSome(r io.Reader, p []byte) (int, error) {

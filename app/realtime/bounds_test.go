@@ -113,7 +113,7 @@ func TestSocketRoundBounds(t *testing.T) {
 			[]ports.RealtimeMessage{chunk(huge)}, ports.CloseTooBig},
 		{"a request that stops arriving", realtime.Options{RoundTimeout: time.Second, Sleep: immediate},
 			[]ports.RealtimeMessage{chunk(req[:ssp2.HeaderSize+3])}, ports.ClosePolicy},
-		{"a request the in-flight memory cannot hold", realtime.Options{Inflight: &budget{maxBytes: 16}},
+		{"a request the in-flight memory cannot hold", realtime.Options{Inflight: &budget{maxBytes: 8}},
 			[]ports.RealtimeMessage{chunk(req[:ssp2.HeaderSize+3])}, ports.CloseTryAgainLater},
 	}
 	for _, tc := range cases {
@@ -264,5 +264,36 @@ func itoa(i int) string {
 		if i == 0 {
 			return string(b[n:])
 		}
+	}
+}
+
+// A round as large as the whole in-flight budget still arrives, in
+// chunks of any size: the budget holds the bytes that came, not the
+// slack of a buffer that doubles without knowing the request's length.
+func TestSocketRoundAsLargeAsTheBudget(t *testing.T) {
+	req := []byte(nil)
+	req = append(req, roundRequest(t).Data[1:1+ssp2.HeaderSize]...)
+	body := make([]byte, 64<<10)
+	for range 48 {
+		req = append(req, byte(ssp2.TypeReqHeader))
+		req = binary.LittleEndian.AppendUint32(req, uint32(len(body)))
+		req = append(req, body...)
+	}
+	req = append(req, byte(ssp2.TypeEnd), 0, 0, 0, 0)
+	b := &budget{maxBytes: int64(len(req))}
+	g := newGatedRounds()
+	g.open()
+	f := newFixture(t, realtime.Options{Inflight: b, Rounds: g, MaxRequestBytes: int64(len(req))})
+	c, _ := f.connect(t, "alice", "b")
+	for off := 0; off < len(req); off += 50_000 {
+		select {
+		case c.in <- chunk(req[off:min(off+50_000, len(req))]):
+		case <-c.closed:
+			t.Fatalf("closed with %d after %d of %d bytes", c.code, off, len(req))
+		}
+	}
+	roundEnd(t, c)
+	if g.begun() != 1 {
+		t.Fatalf("%d rounds served", g.begun())
 	}
 }

@@ -14,10 +14,15 @@ type item struct {
 	msg  ports.RealtimeMessage
 	wake realtime.WakeReason // set for a wake-up, which later ones coalesce into
 	// pres is set for a presence delivery, which later ones about the same
-	// peer on the same key coalesce into; pkey names that pair.
-	pres *realtime.PresenceFanout
-	pkey string
-	dead bool // coalesced away (a join and its leave): skipped, no bytes
+	// peer on the same key coalesce into; pkey names that pair. known says
+	// whether the receiver knew the peer before the first of them.
+	pres  *realtime.PresenceFanout
+	pkey  string
+	known bool
+	// state marks a delivery of the room's state (the join burst of a key
+	// the socket gains): bounded by the room, not counted as piling up.
+	state bool
+	dead  bool // coalesced away (a join and its leave): skipped, no bytes
 }
 
 // outbox is a session's bounded send queue, drained by one writer. Every
@@ -26,10 +31,12 @@ type item struct {
 // wake-up), round chunks wait for room (backpressure on the response
 // stream), and control messages are queued while they fit in the socket's
 // bound plus a quarter: past that the client is not reading, and the
-// session closes it. Control messages coalesce while queued: a wake-up
-// absorbs later ones of the same reason, a presence delivery later ones
-// about the same peer on the same key, so a client that reads slowly
-// holds one message per peer, not one per publish.
+// session closes it. The join burst of a key the socket gains is the
+// room's state, bounded by the room: it is queued whatever its size and
+// not counted against that bound. Control messages coalesce while
+// queued: a wake-up absorbs later ones of the same reason, a presence
+// delivery later ones about the same peer on the same key, so a client
+// that reads slowly holds one message per peer, not one per publish.
 type outbox struct {
 	max    int
 	budget *sendBudget
@@ -39,6 +46,7 @@ type outbox struct {
 	taken  int64            // items taken so far: items[i] is number taken+i
 	pidx   map[string]int64 // queued presence deliveries by key, by number
 	bytes  int
+	state  int // bytes of queued state deliveries (not counted as piling up)
 	closed bool
 	ready  chan struct{} // signalled when items were added
 	room   chan struct{} // signalled when bytes were taken
@@ -77,17 +85,21 @@ func (o *outbox) control(text []byte, wake realtime.WakeReason) bool {
 			}
 		}
 	}
-	if o.bytes+len(text) > o.controlMax() {
+	if o.piled()+len(text) > o.controlMax() {
 		return false
 	}
 	o.appendLocked(item{msg: ports.RealtimeMessage{Data: text}, wake: wake})
 	return true
 }
 
+// piled is what counts against the control bound: all but the state.
+func (o *outbox) piled() int { return o.bytes - o.state }
+
 // presence queues a presence delivery about (f.ActorID, f.ClientID) on
-// f.ScopeKey, merged into one still queued about the same peer and key.
-// False means the queue overflowed.
-func (o *outbox) presence(f *realtime.PresenceFanout) bool {
+// f.ScopeKey, merged into one still queued about the same peer and key;
+// state marks the join burst of a key gained. False means the queue
+// overflowed.
+func (o *outbox) presence(f *realtime.PresenceFanout, state bool) bool {
 	key := f.ScopeKey + "\x00" + f.ActorID + "\x00" + f.ClientID
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -96,12 +108,10 @@ func (o *outbox) presence(f *realtime.PresenceFanout) bool {
 	}
 	if n, ok := o.pidx[key]; ok {
 		it := &o.items[n-o.taken]
-		merged, keep := mergePresence(it.pres, f)
-		if !keep {
+		merged := mergePresence(it.known, f)
+		if merged == nil {
 			// The receiver never heard of this peer: it need not.
-			o.bytes -= len(it.msg.Data)
-			o.budget.release(len(it.msg.Data))
-			*it = item{dead: true}
+			o.dropLocked(it)
 			delete(o.pidx, key)
 			return true
 		}
@@ -109,15 +119,20 @@ func (o *outbox) presence(f *realtime.PresenceFanout) bool {
 		if err != nil {
 			return true
 		}
-		if o.bytes-len(it.msg.Data)+len(text) > o.controlMax() {
+		d := len(text) - len(it.msg.Data)
+		if !it.state && d > 0 && o.piled()+d > o.controlMax() {
 			return false
 		}
-		if d := len(text) - len(it.msg.Data); d >= 0 {
+		o.bytes += d
+		if it.state {
+			o.state += d
+		}
+		if d >= 0 {
 			o.budget.charge(d)
 		} else {
 			o.budget.release(-d)
+			signal(o.room)
 		}
-		o.bytes += len(text) - len(it.msg.Data)
 		it.msg.Data, it.pres = text, merged
 		return true
 	}
@@ -125,33 +140,51 @@ func (o *outbox) presence(f *realtime.PresenceFanout) bool {
 	if err != nil {
 		return true
 	}
-	if o.bytes+len(text) > o.controlMax() {
+	if !state && o.piled()+len(text) > o.controlMax() {
 		return false
 	}
 	if o.pidx == nil {
 		o.pidx = map[string]int64{}
 	}
 	o.pidx[key] = o.taken + int64(len(o.items))
-	o.appendLocked(item{msg: ports.RealtimeMessage{Data: text}, pres: f, pkey: key})
+	if state {
+		o.state += len(text)
+	}
+	o.appendLocked(item{msg: ports.RealtimeMessage{Data: text}, pres: f, pkey: key,
+		known: f.Kind != realtime.PresenceJoin, state: state})
 	return true
 }
 
-// mergePresence folds a later delivery about the same peer and key into
-// a queued one, as the receiver would have applied both: the latest
-// document wins, a join stays a join (the receiver has not seen the peer
-// yet), and a join followed by a leave is nothing (keep false).
-func mergePresence(queued, next *realtime.PresenceFanout) (merged *realtime.PresenceFanout, keep bool) {
+// mergePresence is what the receiver must be told once a later delivery
+// about the same peer and key joins a queued one: the peer's latest state
+// (present with its latest document, or gone), said as a change from what
+// the receiver knew before the queued one (known): a join when it did not
+// know the peer, an update or a leave when it did, and nothing (nil) when
+// a peer it never knew is gone again.
+func mergePresence(known bool, next *realtime.PresenceFanout) *realtime.PresenceFanout {
+	m := *next
 	switch {
-	case queued.Kind == realtime.PresenceJoin && next.Kind == realtime.PresenceLeave:
-		return nil, false
-	case queued.Kind == realtime.PresenceJoin, queued.Kind == realtime.PresenceLeave && next.Kind != realtime.PresenceLeave:
-		// A leave then a join is the peer back with a new document: a
-		// join sets it whatever the receiver holds.
-		m := *next
+	case next.Kind == realtime.PresenceLeave && !known:
+		return nil
+	case next.Kind == realtime.PresenceLeave:
+		return &m
+	case known:
+		m.Kind = realtime.PresenceUpdate
+	default:
 		m.Kind = realtime.PresenceJoin
-		return &m, true
 	}
-	return next, true
+	return &m
+}
+
+// dropLocked makes a queued item dead, giving its bytes back.
+func (o *outbox) dropLocked(it *item) {
+	o.bytes -= len(it.msg.Data)
+	if it.state {
+		o.state -= len(it.msg.Data)
+	}
+	o.budget.release(len(it.msg.Data))
+	*it = item{dead: true}
+	signal(o.room)
 }
 
 // offer queues a binary message if it fits the socket's bound and the
@@ -223,6 +256,9 @@ func (o *outbox) take(ctx context.Context) (ports.RealtimeMessage, error) {
 			if it.pkey != "" {
 				delete(o.pidx, it.pkey)
 			}
+			if it.state {
+				o.state -= len(it.msg.Data)
+			}
 			o.bytes -= len(it.msg.Data)
 			o.mu.Unlock()
 			o.budget.release(len(it.msg.Data))
@@ -248,7 +284,7 @@ func (o *outbox) close() {
 	o.mu.Lock()
 	o.closed = true
 	n := o.bytes
-	o.items, o.pidx, o.bytes = nil, nil, 0
+	o.items, o.pidx, o.bytes, o.state = nil, nil, 0, 0
 	o.mu.Unlock()
 	o.budget.release(n)
 	signal(o.ready)

@@ -77,9 +77,15 @@ func TestQueuedPresenceCoalesces(t *testing.T) {
 		{"an update then a leave is the leave",
 			[]*realtime.PresenceFanout{update("c", `{"x":1}`), leave("c")},
 			[]want{{realtime.PresenceLeave, "c", ""}}},
-		{"a leave then a join is a join",
+		{"a leave then a join is an update: the receiver knew the peer",
 			[]*realtime.PresenceFanout{leave("c"), join("c", `{"x":9}`)},
-			[]want{{realtime.PresenceJoin, "c", `{"x":9}`}}},
+			[]want{{realtime.PresenceUpdate, "c", `{"x":9}`}}},
+		{"a leave, a join and a leave is the leave",
+			[]*realtime.PresenceFanout{leave("c"), join("c", `{"x":9}`), leave("c")},
+			[]want{{realtime.PresenceLeave, "c", ""}}},
+		{"an update, a leave and a join is an update",
+			[]*realtime.PresenceFanout{update("c", `{"x":1}`), leave("c"), join("c", `{"x":2}`)},
+			[]want{{realtime.PresenceUpdate, "c", `{"x":2}`}}},
 		{"peers stay apart, in their first order",
 			[]*realtime.PresenceFanout{join("c", `{"x":1}`), join("d", `{"y":1}`), update("c", `{"x":2}`)},
 			[]want{{realtime.PresenceJoin, "c", `{"x":2}`}, {realtime.PresenceJoin, "d", `{"y":1}`}}},
@@ -91,7 +97,7 @@ func TestQueuedPresenceCoalesces(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newOutbox(1<<20, nil)
 			for _, f := range tc.in {
-				if !o.presence(f) {
+				if !o.presence(f, false) {
 					t.Fatal("overflow")
 				}
 			}
@@ -139,10 +145,43 @@ func TestControlMessagesOverflow(t *testing.T) {
 	overflowed := false
 	for i := 0; i < 100 && !overflowed; i++ {
 		overflowed = !p.presence(&realtime.PresenceFanout{ScopeKey: "k", Kind: realtime.PresenceJoin, ActorID: "a",
-			ClientID: string(rune('a'+i%26)) + string(rune('a'+i/26)), Doc: doc(t, `{"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`)})
+			ClientID: string(rune('a'+i%26)) + string(rune('a'+i/26)), Doc: doc(t, `{"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`)}, false)
 	}
 	if !overflowed {
 		t.Fatal("presence of 100 peers fitted in a 1000-byte queue")
+	}
+}
+
+// The join burst of a key a socket gains is the room as it is: queued
+// whatever its size, and not counted as the client letting messages pile
+// up; what piles up after it still is.
+func TestPresenceStateIsNotAnOverflow(t *testing.T) {
+	o := newOutbox(1000, nil)
+	peer := func(i int) string { return string(rune('a'+i%26)) + string(rune('a'+i/26)) }
+	pad := doc(t, `{"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`)
+	for i := 0; i < 100; i++ {
+		if !o.presence(&realtime.PresenceFanout{ScopeKey: "k", Kind: realtime.PresenceJoin, ActorID: "a", ClientID: peer(i), Doc: pad}, true) {
+			t.Fatalf("the room's state refused at peer %d", i)
+		}
+	}
+	// Updates of peers in the burst coalesce into it.
+	for i := 0; i < 100; i++ {
+		if !o.presence(&realtime.PresenceFanout{ScopeKey: "k", Kind: realtime.PresenceUpdate, ActorID: "a", ClientID: peer(i), Doc: pad}, false) {
+			t.Fatalf("an update of peer %d in the burst overflowed", i)
+		}
+	}
+	overflowed := false
+	for i := 0; i < 100 && !overflowed; i++ {
+		overflowed = !o.presence(&realtime.PresenceFanout{ScopeKey: "k2", Kind: realtime.PresenceJoin, ActorID: "a", ClientID: peer(i), Doc: pad}, false)
+	}
+	if !overflowed {
+		t.Fatal("live deliveries past the bound were queued behind the burst")
+	}
+	if got := drain(t, o); len(got) < 100 {
+		t.Fatalf("%d messages drained, want the burst of 100 and more", len(got))
+	}
+	if o.bytes != 0 || o.state != 0 {
+		t.Fatalf("bytes %d, state %d after the drain", o.bytes, o.state)
 	}
 }
 

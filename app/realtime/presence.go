@@ -149,7 +149,7 @@ func (h *Hub) rederiveLocked(s *Session) {
 		set[s] = struct{}{}
 		for id, e := range h.pres.entries[pk] {
 			if e.owner != s {
-				h.deliver(s, &realtime.PresenceFanout{ScopeKey: k, Kind: realtime.PresenceJoin, ActorID: id.actor, ClientID: id.client, Doc: e.doc})
+				h.deliverState(s, &realtime.PresenceFanout{ScopeKey: k, Kind: realtime.PresenceJoin, ActorID: id.actor, ClientID: id.client, Doc: e.doc}, true)
 			}
 		}
 	}
@@ -386,10 +386,14 @@ func (h *Hub) fanLocal(pk pkey, origin *Session, f *realtime.PresenceFanout) {
 
 // deliver queues f for s, merged into a delivery about the same peer and
 // key that s has not read yet.
-func (h *Hub) deliver(s *Session, f *realtime.PresenceFanout) {
+func (h *Hub) deliver(s *Session, f *realtime.PresenceFanout) { h.deliverState(s, f, false) }
+
+// deliverState is deliver for the join burst of a key s gains (state):
+// the room as it is, queued whatever its size.
+func (h *Hub) deliverState(s *Session, f *realtime.PresenceFanout, state bool) {
 	c := *f
 	c.Timestamp = h.nowMs()
-	if !s.out.presence(&c) {
+	if !s.out.presence(&c, state) {
 		s.overflowed()
 	}
 }

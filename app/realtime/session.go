@@ -34,7 +34,9 @@ type Session struct {
 	target atomic.Int64 // highest noticed commit seq
 	resynk atomic.Bool  // read the log bounds before the next pass
 	resetq atomic.Bool  // rebase on the partition's log before the next pass
-	rounds sync.WaitGroup
+	// overflow is set by the first send-queue overflow, which closes it.
+	overflow atomic.Bool
+	rounds   sync.WaitGroup
 
 	released bool // guarded by hub.mu
 
@@ -178,6 +180,9 @@ func (s *Session) queueControl(text []byte, wake realtime.WakeReason) {
 // overflowed closes a socket whose send queue overflowed. It may run with
 // s.mu held, so the close happens on its own goroutine.
 func (s *Session) overflowed() {
+	if !s.overflow.CompareAndSwap(false, true) {
+		return // closing already: the queue stays open until Run ends
+	}
 	if m := s.hub.o.Metrics; m != nil {
 		m.Overflow()
 	}
@@ -360,19 +365,20 @@ func (s *Session) binary(ctx context.Context, b []byte) {
 	if !s.scanner.Pending() && len(chunk) > 0 {
 		s.armRound(ctx)
 	}
-	// The buffer's capacity is what is held, counted as it grows, as a
-	// POST /sync body's is (the copy made while growing is not counted, so
-	// a request as large as the budget can still arrive).
-	if g := s.scanner.Growth(len(chunk)); g > 0 {
-		if err := s.share.Reserve(int64(g)); err != nil {
-			s.violation(ports.CloseTryAgainLater, string(syncerr.RateLimited)+": server busy; retry later")
-			return
-		}
-	}
+	// The bytes that arrived are what is held on the budget, not the
+	// buffer's capacity: without a declared length the buffer doubles, and
+	// counting its slack would refuse a round the budget can hold (one as
+	// large as the budget must still arrive, as a POST /sync body can).
 	msg, excess, err := s.scanner.Push(chunk)
 	if errors.Is(err, realtime.ErrRequestTooLarge) {
 		s.violation(ports.CloseTooBig, fmt.Sprintf("%s: %v", syncerr.InvalidRequest, err))
 		return
+	}
+	if err == nil {
+		if rerr := s.share.Reserve(int64(len(chunk))); rerr != nil {
+			s.violation(ports.CloseTryAgainLater, string(syncerr.RateLimited)+": server busy; retry later")
+			return
+		}
 	}
 	if err != nil {
 		s.violation(ports.ClosePolicy, err.Error())

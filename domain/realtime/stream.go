@@ -80,20 +80,9 @@ func (s *RequestScanner) tooLarge() error {
 	return fmt.Errorf("%w: more than %d bytes", ErrRequestTooLarge, s.MaxBytes)
 }
 
-// Growth is how many bytes of buffer capacity pushing a chunk of n bytes
-// would allocate (0 when it fits): the caller can reserve them on its
-// memory budget before the scanner takes them.
-func (s *RequestScanner) Growth(n int) int {
-	need := len(s.buf) + n
-	if need <= cap(s.buf) || (s.MaxBytes > 0 && int64(need) > s.MaxBytes) {
-		return 0 // fits, or Push refuses it before it allocates
-	}
-	return s.grownCap(need) - cap(s.buf)
-}
-
-// grownCap doubles the buffer, never past MaxBytes unless need is.
+// grownCap grows the buffer (nextCap), never past MaxBytes unless need is.
 func (s *RequestScanner) grownCap(need int) int {
-	c := max(need, 2*cap(s.buf), 512)
+	c := max(need, nextCap(cap(s.buf)))
 	if s.MaxBytes > 0 && int64(c) > s.MaxBytes {
 		c = max(need, int(s.MaxBytes))
 	}
@@ -102,3 +91,13 @@ func (s *RequestScanner) grownCap(need int) int {
 
 // Pending reports whether part of a request has been received.
 func (s *RequestScanner) Pending() bool { return len(s.buf) > 0 }
+
+// nextCap is the capacity a buffer of capacity c grows to: doubled while
+// small, by a quarter once past 1 MiB, so that a large request's buffer
+// holds little it does not use (its slack is memory no budget counts).
+func nextCap(c int) int {
+	if c < 1<<20 {
+		return max(2*c, 512)
+	}
+	return c + c/4
+}
