@@ -80,9 +80,11 @@ func (s *RequestScanner) tooLarge() error {
 	return fmt.Errorf("%w: more than %d bytes", ErrRequestTooLarge, s.MaxBytes)
 }
 
-// grownCap grows the buffer (nextCap), never past MaxBytes unless need is.
+// grownCap doubles the buffer, never past MaxBytes unless need is.
+// Doubling copies least: a request's old buffers are garbage until the
+// collector runs, and growing by less would make more of them.
 func (s *RequestScanner) grownCap(need int) int {
-	c := max(need, nextCap(cap(s.buf)))
+	c := max(need, 2*cap(s.buf), 512)
 	if s.MaxBytes > 0 && int64(c) > s.MaxBytes {
 		c = max(need, int(s.MaxBytes))
 	}
@@ -91,13 +93,3 @@ func (s *RequestScanner) grownCap(need int) int {
 
 // Pending reports whether part of a request has been received.
 func (s *RequestScanner) Pending() bool { return len(s.buf) > 0 }
-
-// nextCap is the capacity a buffer of capacity c grows to: doubled while
-// small, by a quarter once past 1 MiB, so that a large request's buffer
-// holds little it does not use (its slack is memory no budget counts).
-func nextCap(c int) int {
-	if c < 1<<20 {
-		return max(2*c, 512)
-	}
-	return c + c/4
-}
