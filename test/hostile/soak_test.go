@@ -317,27 +317,33 @@ func soakHonest(ctx context.Context, t *testing.T, sch *schema.Schema, n *syncdp
 	return acked
 }
 
-// soakListener is an honest realtime socket on the honest list: it
-// counts the deltas and wake-ups it hears.
+// soakListener is an honest realtime socket on the honest list: it counts
+// the deltas and wake-ups it hears, registering and reconnecting the way
+// a client does when the server refuses it for a moment.
 func soakListener(ctx context.Context, n *syncdproc.Node) int {
-	if err := memberErr(ctx, n, "alice", "listener", "l-honest"); err != nil {
-		return 0
-	}
-	c, _, err := dialRealtime(ctx, n, "alice", "listener")
-	if err != nil {
-		return 0
-	}
-	defer c.CloseNow()
 	heard := 0
-	for {
-		_, b, err := c.Read(ctx)
+	for ctx.Err() == nil {
+		if err := memberErr(ctx, n, "alice", "listener", "l-honest"); err != nil {
+			pause(ctx)
+			continue
+		}
+		c, _, err := dialRealtime(ctx, n, "alice", "listener")
 		if err != nil {
-			return heard
+			pause(ctx)
+			continue
 		}
-		if len(b) > 0 && (b[0] == 0x02 || strings.Contains(string(b), `"event":"sync"`)) {
-			heard++
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				break
+			}
+			if len(b) > 0 && (b[0] == 0x02 || strings.Contains(string(b), `"event":"sync"`)) {
+				heard++
+			}
 		}
+		c.CloseNow()
 	}
+	return heard
 }
 
 // soakVerify pulls the honest list afresh: every acknowledged row is
