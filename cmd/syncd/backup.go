@@ -46,7 +46,7 @@ func runBackup(args, environ []string, stdout, stderr io.Writer) int {
 
 Copies a SQLite database consistently while the server keeps running (one
 snapshot, written with VACUUM INTO). For PostgreSQL use pg_dump or
-continuous archiving (PITR); see README "Backup and restore".
+continuous archiving (PITR); see docs/backup.md.
 
 After restoring ANY backup, run "syncd epoch rotate --all" before serving:
 clients then re-bootstrap instead of silently keeping changes the backup
