@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/adapters/clock"
 	"github.com/syncd-dev/syncd/domain/limits"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -158,7 +159,7 @@ func newWSConn(c *websocket.Conn, o RealtimeOptions) *wsConn {
 		o.MaxTextBytes = o.MaxMessageBytes
 	}
 	if o.Sleep == nil {
-		o.Sleep = sleepWall
+		o.Sleep = clock.Wall{}.Sleep
 	}
 	var share ports.InflightShare = noShare{}
 	if o.Inflight != nil {
@@ -171,17 +172,6 @@ func newWSConn(c *websocket.Conn, o RealtimeOptions) *wsConn {
 		c.SetReadLimit(-1)
 	}
 	return &wsConn{c: c, o: o, share: share}
-}
-
-func sleepWall(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // errMessageTooBig is a message past its kind's bound.

@@ -170,15 +170,11 @@ func soakUnfinished(ctx context.Context, n *syncdproc.Node, i int) int {
 // soakStalledUpload declares the largest blob, sends part of it and
 // stalls until the server answers or closes.
 func soakStalledUpload(ctx context.Context, n *syncdproc.Node, i int) int {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", strings.TrimPrefix(n.BaseURL(), "http://"))
-	if err != nil {
-		pause(ctx)
+	c, done := soakDial(ctx, n)
+	if c == nil {
 		return 0
 	}
-	defer func() { _ = c.Close() }()
-	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-	defer stop()
+	defer done()
 	id := fmt.Sprintf("sha256:%064x", i+1)
 	head := fmt.Sprintf("PUT /blobs/%s HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Syncd-Actor: mallory\r\n"+
 		"Content-Type: application/octet-stream\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", id, 64<<20)
@@ -265,18 +261,27 @@ func soakChurn(ctx context.Context, n *syncdproc.Node, i int) int {
 // soakHalfOpen opens a connection, sends half a request head and goes
 // silent until the server ends it.
 func soakHalfOpen(ctx context.Context, n *syncdproc.Node) int {
+	c, done := soakDial(ctx, n)
+	if c == nil {
+		return 0
+	}
+	defer done()
+	_, _ = io.WriteString(c, "GET /realtime?clientId=half HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+	_, _ = io.Copy(io.Discard, c)
+	return 1
+}
+
+// soakDial opens a TCP connection to the sync listener that ends with ctx
+// (nil after a pause when it cannot); done closes it.
+func soakDial(ctx context.Context, n *syncdproc.Node) (c net.Conn, done func()) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", strings.TrimPrefix(n.BaseURL(), "http://"))
 	if err != nil {
 		pause(ctx)
-		return 0
+		return nil, nil
 	}
-	defer func() { _ = c.Close() }()
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-	defer stop()
-	_, _ = io.WriteString(c, "GET /realtime?clientId=half HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-	_, _ = io.Copy(io.Discard, c)
-	return 1
+	return c, func() { stop(); _ = c.Close() }
 }
 
 // soakHonest pushes a todo and pulls, again and again, retrying refusals
