@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/app/sockets"
 	"github.com/syncd-dev/syncd/app/syncsvc"
@@ -322,7 +321,7 @@ func (h *Hub) Sessions() int {
 // socket limits, the client id bound to the actor, the client record and
 // its registrations (scopes re-resolved), the log bounds for hello. A
 // refusal is a catalog error, answered before the upgrade.
-func (h *Hub) Admit(ctx context.Context, id ports.Identity, clientID string) (httpapi.RealtimeAdmission, error) {
+func (h *Hub) Admit(ctx context.Context, id ports.Identity, clientID string) (ports.RealtimeAdmission, error) {
 	s, err := h.admit(ctx, id, clientID)
 	if err != nil {
 		return nil, err

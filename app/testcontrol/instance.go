@@ -503,15 +503,15 @@ func (s segmentService) Open(ctx context.Context, p ports.SegmentPublication) (i
 // blobService forwards the blob routes to the live blob use case.
 type blobService struct{ in *instance }
 
-func (b blobService) Upload(ctx context.Context, id ports.Identity, u httpapi.BlobUploadRequest, body io.Reader) error {
+func (b blobService) Upload(ctx context.Context, id ports.Identity, u ports.BlobUploadRequest, body io.Reader) error {
 	return b.in.live.blob.Upload(ctx, id, u, body)
 }
 
-func (b blobService) UploadGrant(ctx context.Context, id ports.Identity, blobID string, g httpapi.BlobGrantRequest) (httpapi.BlobGrant, error) {
+func (b blobService) UploadGrant(ctx context.Context, id ports.Identity, blobID string, g ports.BlobGrantRequest) (ports.BlobGrant, error) {
 	return b.in.live.blob.UploadGrant(ctx, id, blobID, g)
 }
 
-func (b blobService) Download(ctx context.Context, id ports.Identity, blobID string) (httpapi.BlobDownload, error) {
+func (b blobService) Download(ctx context.Context, id ports.Identity, blobID string) (ports.BlobDownload, error) {
 	return b.in.live.blob.Download(ctx, id, blobID)
 }
 
@@ -527,7 +527,7 @@ func (b blobService) PutSigned(ctx context.Context, blobID string, q url.Values,
 	return b.in.live.blob.PutSigned(ctx, blobID, q, n, body)
 }
 
-func (b blobService) UploadBufferBytes(u httpapi.BlobUploadRequest) int64 {
+func (b blobService) UploadBufferBytes(u ports.BlobUploadRequest) int64 {
 	return b.in.live.blob.UploadBufferBytes(u)
 }
 
