@@ -14,6 +14,21 @@ import (
 // app/. A transport decodes its request into these types and writes their
 // answers; the use cases never see the transport.
 
+// SyncResponse is a whole sync response, built before the first byte is
+// written: Encode writes the message (envelope, frames, END), Release
+// frees what it buffered.
+type SyncResponse interface {
+	Encode(w io.Writer) error
+	Release()
+}
+
+// SyncService answers one authenticated sync request body (POST /sync,
+// SPEC §4). A non-nil error is a request-level failure, answered before
+// any response byte.
+type SyncService interface {
+	Sync(ctx context.Context, id Identity, body []byte) (SyncResponse, error)
+}
+
 // BlobUploadRequest is one authenticated upload (PUT <mount>/blobs/{blobId}).
 type BlobUploadRequest struct {
 	BlobID    string

@@ -271,7 +271,7 @@ func (in *instance) router() (http.Handler, error) {
 	}
 	r, err := httpapi.New(httpapi.Options{
 		Handlers: map[httpapi.Route]http.Handler{
-			httpapi.RouteSync:    t.SyncEndpoint(in.auth, syncServe(t, in)),
+			httpapi.RouteSync:    t.SyncEndpoint(in.auth, t.SyncServe(syncService{in}, in.log.Named("sync"))),
 			httpapi.RouteSegment: t.SegmentEndpoint(in.auth, segmentService{in}, in.log.Named("segments")),
 			httpapi.RouteRealtime: httpapi.RealtimeEndpoint(in.auth, httpapi.RealtimeOptions{
 				Log: in.log.Named("realtime"),
@@ -474,15 +474,13 @@ func (l liveRounds) Handle(ctx context.Context, id ports.Identity, body []byte) 
 	return sv.sync.Handle(ctx, id, body)
 }
 
-// syncServe answers an authenticated POST /sync like the server's own
-// route: request-level failures as §10.1 JSON, the frames otherwise.
-func syncServe(t *httpapi.Transport, in *instance) httpapi.SyncServeFunc {
-	log := in.log.Named("sync")
-	return func(w http.ResponseWriter, r *http.Request, id ports.Identity, body []byte) {
-		// The live services change on restoreBackup: read them per request.
-		h := syncsvc.HTTPHandler{Transport: t, Service: in.live.sync, Log: log}
-		h.Serve(w, r, id, body)
-	}
+// syncService forwards POST /sync to the live sync use case (read per
+// request: the live services change on restoreBackup; ServeHTTP holds the
+// instance lock around the request).
+type syncService struct{ in *instance }
+
+func (s syncService) Sync(ctx context.Context, id ports.Identity, body []byte) (ports.SyncResponse, error) {
+	return s.in.live.sync.Sync(ctx, id, body)
 }
 
 // segmentService forwards downloads to the live segment use case.
