@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/syncd-dev/syncd/adapters/clock"
 	"sync"
 	"time"
 
@@ -211,7 +210,7 @@ func New(o Options) (*Hub, error) {
 		o.Now = time.Now
 	}
 	if o.Sleep == nil {
-		o.Sleep = clock.Wall{}.Sleep
+		o.Sleep = sleepWall
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -510,4 +509,20 @@ func newSessionID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// sleepWall waits d on the wall clock, the default of Options.Sleep (the
+// assembly passes the app clock's).
+func sleepWall(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
