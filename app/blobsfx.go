@@ -233,7 +233,7 @@ func newBlobRoutes(p blobRouteParams) ([]RouteHandler, error) {
 
 // BlobRoutes are the blob routes served by svc: upload, upload grant,
 // download, and the native presigned object URLs.
-func BlobRoutes(t *httpapi.Transport, auth ports.Authenticator, svc httpapi.BlobService, log *zap.Logger) []RouteHandler {
+func BlobRoutes(t *httpapi.Transport, auth ports.Authenticator, svc ports.BlobService, log *zap.Logger) []RouteHandler {
 	return []RouteHandler{
 		{Route: httpapi.RouteBlobPut, Handler: t.BlobUploadEndpoint(auth, svc, log)},
 		{Route: httpapi.RouteBlobUploadGrant, Handler: t.BlobUploadGrantEndpoint(auth, svc, log)},

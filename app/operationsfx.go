@@ -207,7 +207,7 @@ func newOperationsRoutes(p operationsRouteParams) ([]RouteHandler, error) {
 
 // admitWatches is the hub's admission as the endpoint's.
 func admitWatches(h *operations.WatchHub) httpapi.OperationsWatchAdmitFunc {
-	return func(_ context.Context, id ports.Identity) (httpapi.RealtimeAdmission, error) {
+	return func(_ context.Context, id ports.Identity) (ports.RealtimeAdmission, error) {
 		a, err := h.Admit(id)
 		if err != nil {
 			return nil, err

@@ -199,6 +199,6 @@ func newSyncRoutes(p syncRouteParams) ([]RouteHandler, error) {
 	if p.Auth == nil {
 		return nil, errNoAuthenticator
 	}
-	h := &syncsvc.HTTPHandler{Transport: p.Transport, Service: p.Service, Log: p.Log.Named("sync")}
-	return []RouteHandler{{Route: httpapi.RouteSync, Handler: p.Transport.SyncEndpoint(p.Auth, h.Serve)}}, nil
+	serve := p.Transport.SyncServe(p.Service, p.Log.Named("sync"))
+	return []RouteHandler{{Route: httpapi.RouteSync, Handler: p.Transport.SyncEndpoint(p.Auth, serve)}}, nil
 }

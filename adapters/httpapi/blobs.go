@@ -2,13 +2,11 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -42,64 +40,6 @@ const (
 	blobCopyBytes = 32 << 10
 )
 
-// BlobUploadRequest is one authenticated PUT <mount>/blobs/{blobId}.
-type BlobUploadRequest struct {
-	BlobID    string
-	MediaType string
-	// ByteLength is the declared length of the decoded body, -1 when not
-	// known (no Content-Length, or a Content-Encoding).
-	ByteLength int64
-}
-
-// BlobGrantRequest is the body of POST <mount>/blobs/{blobId}/upload-grant.
-type BlobGrantRequest struct {
-	ByteLength int64
-	MediaType  string
-}
-
-// BlobGrant answers an upload-grant request: a presigned PUT URL, the
-// present marker, or neither (no presigned uploads here: the client PUTs
-// through the server).
-type BlobGrant struct {
-	Present     bool
-	URL         string
-	ExpiresAtMs int64
-}
-
-// BlobDownload is an authorized download: a presigned URL when presign is
-// configured (the bytes are not streamed), else the blob to stream.
-type BlobDownload struct {
-	Info        ports.BlobInfo
-	URL         string
-	ExpiresAtMs int64
-}
-
-// BlobService decides and serves the blob routes (the app's blob use case
-// implements it).
-type BlobService interface {
-	// Upload stores an authenticated upload, verifying its content address
-	// while reading body.
-	Upload(ctx context.Context, id ports.Identity, u BlobUploadRequest, body io.Reader) error
-	// UploadGrant answers an authenticated upload-grant request.
-	UploadGrant(ctx context.Context, id ports.Identity, blobID string, g BlobGrantRequest) (BlobGrant, error)
-	// Download authorizes an authenticated download against the rows that
-	// reference the blob.
-	Download(ctx context.Context, id ports.Identity, blobID string) (BlobDownload, error)
-	// Open reads an authorized blob: length bytes from offset (-1: to the end).
-	Open(ctx context.Context, info ports.BlobInfo, offset, length int64) (io.ReadCloser, error)
-	// GetSigned authorizes a native presigned download URL's query.
-	GetSigned(ctx context.Context, blobID string, q url.Values) (ports.BlobInfo, error)
-	// PutSigned stores the body of a native presigned upload URL.
-	PutSigned(ctx context.Context, blobID string, q url.Values, contentLength int64, body io.Reader) error
-	// UploadBufferBytes bounds the memory the store holds while an upload
-	// of u streams (u.ByteLength -1: unknown length), reserved on the
-	// in-flight body budget for the upload's duration.
-	UploadBufferBytes(u BlobUploadRequest) int64
-	// DownloadBufferBytes bounds the memory the store holds while length
-	// bytes of info stream out, reserved likewise.
-	DownloadBufferBytes(info ports.BlobInfo, length int64) int64
-}
-
 // BlobUploadEndpoint serves PUT <mount>/blobs/{blobId} (SPEC §5.9.3): host
 // authentication, then the body streamed to the store with its
 // Content-Encoding undone; the store verifies the content address and the
@@ -108,7 +48,7 @@ type BlobService interface {
 // bounded like a /sync body: its buffers are reserved on the in-flight
 // body budget (429 sync.rate_limited when it is full) and its body must
 // arrive at the transfer pace (408, nothing stored, when it does not).
-func (t *Transport) BlobUploadEndpoint(auth ports.Authenticator, svc BlobService, log *zap.Logger) http.Handler {
+func (t *Transport) BlobUploadEndpoint(auth ports.Authenticator, svc ports.BlobService, log *zap.Logger) http.Handler {
 	log = orNop(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r, ident, err := Authenticate(r, auth, t.limits)
@@ -116,7 +56,7 @@ func (t *Transport) BlobUploadEndpoint(auth ports.Authenticator, svc BlobService
 			refuseBlob(w, log, err)
 			return
 		}
-		u := BlobUploadRequest{BlobID: r.PathValue(PathBlobID), MediaType: mediaType(r)}
+		u := ports.BlobUploadRequest{BlobID: r.PathValue(PathBlobID), MediaType: mediaType(r)}
 		err = t.receiveBlob(w, r, svc, u, func(body io.Reader, length int64) error {
 			u.ByteLength = length
 			return svc.Upload(r.Context(), ident, u, body)
@@ -136,7 +76,7 @@ func (t *Transport) BlobUploadEndpoint(auth ports.Authenticator, svc BlobService
 // and store consumes it. A body that failed (not in time, cut off) is
 // answered as such whatever the store made of the failure; the store
 // keeps nothing of it.
-func (t *Transport) receiveBlob(w http.ResponseWriter, r *http.Request, svc BlobService, u BlobUploadRequest, store func(body io.Reader, length int64) error) error {
+func (t *Transport) receiveBlob(w http.ResponseWriter, r *http.Request, svc ports.BlobService, u ports.BlobUploadRequest, store func(body io.Reader, length int64) error) error {
 	coding, err := requestCoding(r.Header.Values("Content-Encoding"))
 	if err != nil {
 		return err
@@ -183,7 +123,7 @@ func decoderBytes(coding string) int64 {
 // (SPEC §5.9.3): {"byteLength":n,"mediaType"?} in, and out
 // {"url","urlExpiresAtMs"}, {"present":true}, or {} without presigned
 // uploads (the client then PUTs through the server).
-func (t *Transport) BlobUploadGrantEndpoint(auth ports.Authenticator, svc BlobService, log *zap.Logger) http.Handler {
+func (t *Transport) BlobUploadGrantEndpoint(auth ports.Authenticator, svc ports.BlobService, log *zap.Logger) http.Handler {
 	log = orNop(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r, ident, err := Authenticate(r, auth, t.limits)
@@ -223,13 +163,13 @@ type urlAnswer struct {
 // readGrantRequest parses the grant body: byteLength is required and must
 // be an integer (negative or fractional lengths are over any cap, as the
 // reference answers them: blob.too_large); mediaType is an optional string.
-func readGrantRequest(r *http.Request) (BlobGrantRequest, error) {
+func readGrantRequest(r *http.Request) (ports.BlobGrantRequest, error) {
 	raw, err := io.ReadAll(io.LimitReader(r.Body, maxGrantBodyBytes+1))
 	if err != nil {
-		return BlobGrantRequest{}, errBodyRead(err)
+		return ports.BlobGrantRequest{}, errBodyRead(err)
 	}
 	if len(raw) > maxGrantBodyBytes {
-		return BlobGrantRequest{}, errTooLarge("upload-grant body", maxGrantBodyBytes)
+		return ports.BlobGrantRequest{}, errTooLarge("upload-grant body", maxGrantBodyBytes)
 	}
 	var body struct {
 		ByteLength json.RawMessage `json:"byteLength"`
@@ -238,11 +178,11 @@ func readGrantRequest(r *http.Request) (BlobGrantRequest, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&body); err != nil || dec.More() {
-		return BlobGrantRequest{}, syncerr.New(syncerr.InvalidRequest).WithMessage(`upload-grant body must be {"byteLength": <int>, "mediaType"?: <string>}`)
+		return ports.BlobGrantRequest{}, syncerr.New(syncerr.InvalidRequest).WithMessage(`upload-grant body must be {"byteLength": <int>, "mediaType"?: <string>}`)
 	}
 	num := json.Number(body.ByteLength)
 	if len(body.ByteLength) == 0 || (body.ByteLength[0] != '-' && (body.ByteLength[0] < '0' || body.ByteLength[0] > '9')) {
-		return BlobGrantRequest{}, syncerr.New(syncerr.InvalidRequest).WithMessage("upload-grant body needs byteLength, a number")
+		return ports.BlobGrantRequest{}, syncerr.New(syncerr.InvalidRequest).WithMessage("upload-grant body needs byteLength, a number")
 	}
 	n, err := num.Int64()
 	if err != nil {
@@ -256,7 +196,7 @@ func readGrantRequest(r *http.Request) (BlobGrantRequest, error) {
 	if n < 0 {
 		n = math.MaxInt64
 	}
-	g := BlobGrantRequest{ByteLength: n}
+	g := ports.BlobGrantRequest{ByteLength: n}
 	if body.MediaType != nil {
 		g.MediaType = *body.MediaType
 	}
@@ -269,7 +209,7 @@ func readGrantRequest(r *http.Request) (BlobGrantRequest, error) {
 // not streamed) or the bytes with the stored media type, ETag
 // "<blobId>", 304 on a matching If-None-Match, and single byte ranges
 // (206, or 416 past the end).
-func (t *Transport) BlobDownloadEndpoint(auth ports.Authenticator, svc BlobService, log *zap.Logger) http.Handler {
+func (t *Transport) BlobDownloadEndpoint(auth ports.Authenticator, svc ports.BlobService, log *zap.Logger) http.Handler {
 	log = orNop(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r, ident, err := Authenticate(r, auth, t.limits)
@@ -297,7 +237,7 @@ func (t *Transport) BlobDownloadEndpoint(auth ports.Authenticator, svc BlobServi
 // BlobObjectGetEndpoint serves GET <mount>/blob-objects/{blobId}, the
 // native presigned download URL: its query is the whole grant (no host
 // authentication, SPEC §5.4 applied to §5.9.5).
-func (t *Transport) BlobObjectGetEndpoint(svc BlobService, log *zap.Logger) http.Handler {
+func (t *Transport) BlobObjectGetEndpoint(svc ports.BlobService, log *zap.Logger) http.Handler {
 	log = orNop(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info, err := svc.GetSigned(r.Context(), r.PathValue(PathBlobID), r.URL.Query())
@@ -313,11 +253,11 @@ func (t *Transport) BlobObjectGetEndpoint(svc BlobService, log *zap.Logger) http
 // native presigned upload URL of an upload grant: its query is the whole
 // grant and binds the one length it accepts; the body is verified against
 // the content address as it is stored, like a direct upload.
-func (t *Transport) BlobObjectPutEndpoint(svc BlobService, log *zap.Logger) http.Handler {
+func (t *Transport) BlobObjectPutEndpoint(svc ports.BlobService, log *zap.Logger) http.Handler {
 	log = orNop(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		blobID := r.PathValue(PathBlobID)
-		u := BlobUploadRequest{BlobID: blobID, MediaType: mediaType(r)}
+		u := ports.BlobUploadRequest{BlobID: blobID, MediaType: mediaType(r)}
 		err := t.receiveBlob(w, r, svc, u, func(body io.Reader, length int64) error {
 			return svc.PutSigned(r.Context(), blobID, r.URL.Query(), length, body)
 		})
@@ -334,7 +274,7 @@ func (t *Transport) BlobObjectPutEndpoint(svc BlobService, log *zap.Logger) http
 // range of it, with the store's buffers reserved on the in-flight body
 // budget (429 sync.rate_limited when it is full) and the bytes written at
 // the transfer pace (a reader that stops reading is cut off).
-func (t *Transport) serveBlob(w http.ResponseWriter, r *http.Request, svc BlobService, info ports.BlobInfo, log *zap.Logger) {
+func (t *Transport) serveBlob(w http.ResponseWriter, r *http.Request, svc ports.BlobService, info ports.BlobInfo, log *zap.Logger) {
 	h := w.Header()
 	etag := `"` + info.BlobID + `"`
 	h.Set("ETag", etag)

@@ -58,7 +58,7 @@ func TestPaceDeadline(t *testing.T) {
 }
 
 // budgetServer serves f's blob routes with an in-flight body budget.
-func budgetServer(t *testing.T, f BlobService, budget int64, opts TransportOptions) (*Limiter, string) {
+func budgetServer(t *testing.T, f ports.BlobService, budget int64, opts TransportOptions) (*Limiter, string) {
 	t.Helper()
 	lim, err := NewLimiter(LimiterOptions{MaxBodyBytes: budget})
 	if err != nil {
@@ -325,8 +325,8 @@ func (b *bigBlobs) big() ports.BlobInfo {
 	return ports.BlobInfo{Partition: "p", BlobID: contentaddr.Of([]byte("big")), ByteLength: b.size}
 }
 
-func (b *bigBlobs) Download(context.Context, ports.Identity, string) (BlobDownload, error) {
-	return BlobDownload{Info: b.big()}, nil
+func (b *bigBlobs) Download(context.Context, ports.Identity, string) (ports.BlobDownload, error) {
+	return ports.BlobDownload{Info: b.big()}, nil
 }
 
 func (b *bigBlobs) GetSigned(context.Context, string, url.Values) (ports.BlobInfo, error) {

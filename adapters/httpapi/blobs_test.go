@@ -25,11 +25,11 @@ type fakeBlobs struct {
 	data     []byte
 	media    string
 	err      error // every method's refusal
-	grant    BlobGrant
+	grant    ports.BlobGrant
 	presign  bool
-	upload   BlobUploadRequest
+	upload   ports.BlobUploadRequest
 	received []byte
-	grantReq BlobGrantRequest
+	grantReq ports.BlobGrantRequest
 	ident    ports.Identity
 	query    url.Values
 	length   int64
@@ -41,7 +41,7 @@ type fakeBlobs struct {
 	hold           func()
 }
 
-func (f *fakeBlobs) UploadBufferBytes(u BlobUploadRequest) int64 { return f.upBuf }
+func (f *fakeBlobs) UploadBufferBytes(u ports.BlobUploadRequest) int64 { return f.upBuf }
 
 func (f *fakeBlobs) DownloadBufferBytes(ports.BlobInfo, int64) int64 { return f.downBuf }
 
@@ -55,7 +55,7 @@ func (f *fakeBlobs) info() ports.BlobInfo {
 	return ports.BlobInfo{Partition: "p", BlobID: contentaddr.Of(f.data), ByteLength: int64(len(f.data)), MediaType: f.media}
 }
 
-func (f *fakeBlobs) Upload(_ context.Context, id ports.Identity, u BlobUploadRequest, body io.Reader) error {
+func (f *fakeBlobs) Upload(_ context.Context, id ports.Identity, u ports.BlobUploadRequest, body io.Reader) error {
 	f.ident, f.upload = id, u
 	f.held()
 	b, err := io.ReadAll(body)
@@ -66,20 +66,20 @@ func (f *fakeBlobs) Upload(_ context.Context, id ports.Identity, u BlobUploadReq
 	return f.err
 }
 
-func (f *fakeBlobs) UploadGrant(_ context.Context, id ports.Identity, _ string, g BlobGrantRequest) (BlobGrant, error) {
+func (f *fakeBlobs) UploadGrant(_ context.Context, id ports.Identity, _ string, g ports.BlobGrantRequest) (ports.BlobGrant, error) {
 	f.ident, f.grantReq = id, g
 	return f.grant, f.err
 }
 
-func (f *fakeBlobs) Download(_ context.Context, id ports.Identity, _ string) (BlobDownload, error) {
+func (f *fakeBlobs) Download(_ context.Context, id ports.Identity, _ string) (ports.BlobDownload, error) {
 	f.ident = id
 	if f.err != nil {
-		return BlobDownload{}, f.err
+		return ports.BlobDownload{}, f.err
 	}
 	if f.presign {
-		return BlobDownload{Info: f.info(), URL: "https://cdn.example/x?sig=1", ExpiresAtMs: 42_000}, nil
+		return ports.BlobDownload{Info: f.info(), URL: "https://cdn.example/x?sig=1", ExpiresAtMs: 42_000}, nil
 	}
-	return BlobDownload{Info: f.info()}, nil
+	return ports.BlobDownload{Info: f.info()}, nil
 }
 
 func (f *fakeBlobs) Open(_ context.Context, _ ports.BlobInfo, offset, length int64) (io.ReadCloser, error) {
@@ -111,7 +111,7 @@ func blobServer(t *testing.T, f *fakeBlobs) *httptest.Server {
 
 // blobServerWith serves svc's blob routes under /api through a transport
 // of opts; listen, when set, wraps the server's listener.
-func blobServerWith(t *testing.T, f BlobService, opts TransportOptions, listen func(net.Listener) net.Listener) *httptest.Server {
+func blobServerWith(t *testing.T, f ports.BlobService, opts TransportOptions, listen func(net.Listener) net.Listener) *httptest.Server {
 	t.Helper()
 	tr, err := NewTransport(opts)
 	if err != nil {
@@ -216,17 +216,17 @@ func TestBlobUploadGrantEndpoint(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		body       string
-		grant      BlobGrant
+		grant      ports.BlobGrant
 		wantStatus int
 		want       string // answer body, or the error code
-		wantReq    BlobGrantRequest
+		wantReq    ports.BlobGrantRequest
 	}{
-		{name: "no presigned uploads", body: `{"byteLength":3}`, wantStatus: 200, want: `{}`, wantReq: BlobGrantRequest{ByteLength: 3}},
-		{name: "present", body: `{"byteLength":3,"mediaType":"image/png"}`, grant: BlobGrant{Present: true}, wantStatus: 200, want: `{"present":true}`, wantReq: BlobGrantRequest{ByteLength: 3, MediaType: "image/png"}},
-		{name: "url", body: `{"byteLength":3}`, grant: BlobGrant{URL: "https://store/x", ExpiresAtMs: 9}, wantStatus: 200, want: `{"url":"https://store/x","urlExpiresAtMs":9}`, wantReq: BlobGrantRequest{ByteLength: 3}},
-		{name: "integral exponent", body: `{"byteLength":1e3}`, wantStatus: 200, want: `{}`, wantReq: BlobGrantRequest{ByteLength: 1000}},
-		{name: "negative is over the cap", body: `{"byteLength":-1}`, wantStatus: 200, want: `{}`, wantReq: BlobGrantRequest{ByteLength: math.MaxInt64}},
-		{name: "fraction is over the cap", body: `{"byteLength":1.5}`, wantStatus: 200, want: `{}`, wantReq: BlobGrantRequest{ByteLength: math.MaxInt64}},
+		{name: "no presigned uploads", body: `{"byteLength":3}`, wantStatus: 200, want: `{}`, wantReq: ports.BlobGrantRequest{ByteLength: 3}},
+		{name: "present", body: `{"byteLength":3,"mediaType":"image/png"}`, grant: ports.BlobGrant{Present: true}, wantStatus: 200, want: `{"present":true}`, wantReq: ports.BlobGrantRequest{ByteLength: 3, MediaType: "image/png"}},
+		{name: "url", body: `{"byteLength":3}`, grant: ports.BlobGrant{URL: "https://store/x", ExpiresAtMs: 9}, wantStatus: 200, want: `{"url":"https://store/x","urlExpiresAtMs":9}`, wantReq: ports.BlobGrantRequest{ByteLength: 3}},
+		{name: "integral exponent", body: `{"byteLength":1e3}`, wantStatus: 200, want: `{}`, wantReq: ports.BlobGrantRequest{ByteLength: 1000}},
+		{name: "negative is over the cap", body: `{"byteLength":-1}`, wantStatus: 200, want: `{}`, wantReq: ports.BlobGrantRequest{ByteLength: math.MaxInt64}},
+		{name: "fraction is over the cap", body: `{"byteLength":1.5}`, wantStatus: 200, want: `{}`, wantReq: ports.BlobGrantRequest{ByteLength: math.MaxInt64}},
 		{name: "no byteLength", body: `{}`, wantStatus: 400, want: "sync.invalid_request"},
 		{name: "string byteLength", body: `{"byteLength":"3"}`, wantStatus: 400, want: "sync.invalid_request"},
 		{name: "not json", body: `byteLength=3`, wantStatus: 400, want: "sync.invalid_request"},

@@ -19,13 +19,6 @@ import (
 // (REMOTE.md §5).
 const ContentTypeOperations = remoteop.ContentType
 
-// OperationsService answers one authenticated POST /operations body with
-// an encoded response (success or kind "error") and the catalog code of
-// an error response ("" for a success).
-type OperationsService interface {
-	Handle(ctx context.Context, id ports.Identity, body []byte) ([]byte, syncerr.Code)
-}
-
 // CheckOperationsContentType refuses a request whose Content-Type is not
 // ContentTypeOperations (parameters ignored) with HTTP 415 and
 // operation.invalid_request, the code the reference answers it with.
@@ -44,7 +37,7 @@ func CheckOperationsContentType(r *http.Request) error {
 // JSON with its status. What the operation itself answers, failures
 // included, is the encoded response with status 200 (REMOTE.md §5:
 // operation-level failures are kind "error" responses).
-func (t *Transport) OperationsEndpoint(auth ports.Authenticator, svc OperationsService, log *zap.Logger) http.Handler {
+func (t *Transport) OperationsEndpoint(auth ports.Authenticator, svc ports.OperationsService, log *zap.Logger) http.Handler {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -100,7 +93,7 @@ func (t *Transport) readBodyChecked(w http.ResponseWriter, r *http.Request, leas
 // OperationsWatchAdmitFunc admits an authenticated watch socket before
 // its upgrade (its socket slot taken), or refuses it with a catalog error
 // (answered as §10.1 JSON, before the upgrade).
-type OperationsWatchAdmitFunc func(ctx context.Context, id ports.Identity) (RealtimeAdmission, error)
+type OperationsWatchAdmitFunc func(ctx context.Context, id ports.Identity) (ports.RealtimeAdmission, error)
 
 // OperationsRealtimeEndpoint serves GET <mount>/operations/realtime
 // (REMOTE.md §6): host authentication on the upgrade request, admission

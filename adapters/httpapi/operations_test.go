@@ -183,7 +183,7 @@ func TestOperationsRealtimeEndpoint(t *testing.T) {
 	var refuse atomic.Bool
 	refuse.Store(true)
 	var admitted atomic.Int32
-	h := OperationsRealtimeEndpoint(headerAuth{}, RealtimeOptions{}, func(_ context.Context, id ports.Identity) (RealtimeAdmission, error) {
+	h := OperationsRealtimeEndpoint(headerAuth{}, RealtimeOptions{}, func(_ context.Context, id ports.Identity) (ports.RealtimeAdmission, error) {
 		if refuse.Load() {
 			return nil, syncerr.Newf(syncerr.WebsocketLimit, "this actor holds its maximum of 1 sockets")
 		}

@@ -25,19 +25,10 @@ import (
 // (SPEC §8.1).
 const ParamClientID = "clientId"
 
-// RealtimeAdmission is a realtime connection admitted before its upgrade:
-// its registrations are loaded and its slot is taken. Run serves the
-// accepted socket until it ends; Abort gives the slot back when the
-// upgrade fails.
-type RealtimeAdmission interface {
-	Run(ctx context.Context, c ports.RealtimeConn)
-	Abort()
-}
-
 // RealtimeAdmitFunc admits an authenticated upgrade for clientID, or
 // refuses it with a catalog error (answered as §10.1 JSON, before the
 // upgrade).
-type RealtimeAdmitFunc func(ctx context.Context, id ports.Identity, clientID string) (RealtimeAdmission, error)
+type RealtimeAdmitFunc func(ctx context.Context, id ports.Identity, clientID string) (ports.RealtimeAdmission, error)
 
 // RealtimeOptions configure the realtime endpoint.
 type RealtimeOptions struct {

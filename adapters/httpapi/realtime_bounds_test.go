@@ -112,7 +112,7 @@ func TestRealtimeMessageBounds(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			a := closer{got: make(chan []byte, 1)}
-			admit := func(context.Context, ports.Identity, string) (httpapi.RealtimeAdmission, error) { return a, nil }
+			admit := func(context.Context, ports.Identity, string) (ports.RealtimeAdmission, error) { return a, nil }
 			srv := httptest.NewServer(httpapi.RealtimeEndpoint(auth, tc.o, admit))
 			defer srv.Close()
 			p := dialRaw(t, srv, "/realtime?clientId=c1")
@@ -143,7 +143,7 @@ func TestRealtimeMessageWithinBounds(t *testing.T) {
 		return ports.Identity{Partition: "p", ActorID: "alice"}, nil
 	})
 	a := closer{got: make(chan []byte, 1)}
-	admit := func(context.Context, ports.Identity, string) (httpapi.RealtimeAdmission, error) { return a, nil }
+	admit := func(context.Context, ports.Identity, string) (ports.RealtimeAdmission, error) { return a, nil }
 	srv := httptest.NewServer(httpapi.RealtimeEndpoint(auth, httpapi.RealtimeOptions{
 		MaxMessageBytes: 1 << 20, MaxTextBytes: 100, MessageTimeout: time.Minute, Inflight: lim}, admit))
 	defer srv.Close()
@@ -180,7 +180,7 @@ func TestRealtimeMessageAsLargeAsTheBudget(t *testing.T) {
 		return ports.Identity{Partition: "p", ActorID: "alice"}, nil
 	})
 	a := closer{got: make(chan []byte, 1)}
-	admit := func(context.Context, ports.Identity, string) (httpapi.RealtimeAdmission, error) { return a, nil }
+	admit := func(context.Context, ports.Identity, string) (ports.RealtimeAdmission, error) { return a, nil }
 	srv := httptest.NewServer(httpapi.RealtimeEndpoint(auth, httpapi.RealtimeOptions{MaxMessageBytes: 1 << 20, Inflight: lim}, admit))
 	defer srv.Close()
 	p := dialRaw(t, srv, "/realtime?clientId=c1")

@@ -113,7 +113,7 @@ func TestRealtimeCloseTearsDownASilentPeer(t *testing.T) {
 	auth := authFunc(func(*http.Request) (ports.Identity, error) {
 		return ports.Identity{Partition: "p", ActorID: "alice"}, nil
 	})
-	admit := func(context.Context, ports.Identity, string) (httpapi.RealtimeAdmission, error) {
+	admit := func(context.Context, ports.Identity, string) (ports.RealtimeAdmission, error) {
 		return violator{}, nil
 	}
 	srv := httptest.NewServer(httpapi.RealtimeEndpoint(auth, httpapi.RealtimeOptions{}, admit))

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/domain/signedurl"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -35,8 +36,8 @@ const (
 	RouteOperationsRealtime Route = "GET /operations/realtime"
 	// The native presigned blob URLs (SPEC §5.9.3, §5.9.5): the query is
 	// the grant, no host authentication.
-	RouteBlobObjectGet Route = "GET /blob-objects/{" + PathBlobID + "}"
-	RouteBlobObjectPut Route = "PUT /blob-objects/{" + PathBlobID + "}"
+	RouteBlobObjectGet Route = "GET " + signedurl.BlobObjectPath + "{" + PathBlobID + "}"
+	RouteBlobObjectPut Route = "PUT " + signedurl.BlobObjectPath + "{" + PathBlobID + "}"
 )
 
 // Path wildcards, read with (*http.Request).PathValue.

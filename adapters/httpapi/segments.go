@@ -1,13 +1,11 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -25,43 +23,6 @@ const (
 	segmentVary        = "Authorization, X-Syncular-Scopes, Accept-Encoding"
 )
 
-// SegmentService decides and serves segment downloads (the app's segment
-// use case implements it).
-type SegmentService interface {
-	// AuthorizeDirect re-authorizes an authenticated actor for segmentID
-	// with its X-Syncular-Scopes header value.
-	AuthorizeDirect(ctx context.Context, id ports.Identity, segmentID string, scopesJSON []byte) (ports.SegmentPublication, error)
-	// AuthorizeSigned checks a signed-URL token for segmentID.
-	AuthorizeSigned(ctx context.Context, segmentID, token string) (ports.SegmentPublication, error)
-	// Open returns the bytes of an authorized publication's segment.
-	Open(ctx context.Context, p ports.SegmentPublication) (io.ReadCloser, int64, error)
-}
-
-// SegmentDownload is one authorized download as the endpoint answered it.
-type SegmentDownload struct {
-	Publication ports.SegmentPublication
-	// Identity is the authenticated caller (zero for a signed URL).
-	Identity    ports.Identity
-	Signed      bool
-	NotModified bool
-	// Status is the answer's HTTP status (a read failure before the first
-	// byte is a 500); Encoding the body's content coding; Bytes the body's
-	// length as written (compressed when encoded).
-	Status   int
-	Encoding Encoding
-	Bytes    int64
-	Elapsed  time.Duration
-}
-
-// SegmentDownloadObserver is implemented by a SegmentService that wants
-// to hear of every authorized download once it was answered.
-type SegmentDownloadObserver interface {
-	SegmentDownloaded(ctx context.Context, d SegmentDownload)
-	// ObservingDownloads reports whether anything listens; when not, the
-	// endpoint keeps no record of its downloads.
-	ObservingDownloads() bool
-}
-
 // SegmentEndpoint serves GET <mount>/segments/{segmentId} (SPEC §5.5):
 //
 //   - with a signed-URL token (?st=), the token is the whole grant: no host
@@ -73,11 +34,11 @@ type SegmentDownloadObserver interface {
 //
 // Both answer ETag "<segmentId>", 304 on a matching If-None-Match, and
 // refusals as §10.1 JSON with their catalog status.
-func (t *Transport) SegmentEndpoint(auth ports.Authenticator, svc SegmentService, log *zap.Logger) http.Handler {
+func (t *Transport) SegmentEndpoint(auth ports.Authenticator, svc ports.SegmentService, log *zap.Logger) http.Handler {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	obs, _ := svc.(SegmentDownloadObserver)
+	obs, _ := svc.(ports.SegmentDownloadObserver)
 	if obs != nil && !obs.ObservingDownloads() {
 		obs = nil
 	}
@@ -105,7 +66,7 @@ func (t *Transport) SegmentEndpoint(auth ports.Authenticator, svc SegmentService
 			return
 		}
 		if obs != nil {
-			dl := &SegmentDownload{Publication: pub, Identity: ident, Signed: signed}
+			dl := &ports.SegmentDownload{Publication: pub, Identity: ident, Signed: signed}
 			w = &countingWriter{ResponseWriter: w, dl: dl}
 			defer func() {
 				dl.NotModified = dl.Status == http.StatusNotModified
@@ -261,15 +222,15 @@ func etagMatches(values []string, id string) bool {
 // length for its observer.
 type countingWriter struct {
 	http.ResponseWriter
-	dl *SegmentDownload
+	dl *ports.SegmentDownload
 }
 
 func (c *countingWriter) WriteHeader(status int) {
 	if c.dl.Status == 0 {
 		c.dl.Status = status
-		c.dl.Encoding = Encoding(c.Header().Get("Content-Encoding"))
+		c.dl.Encoding = c.Header().Get("Content-Encoding")
 		if c.dl.Encoding == "" {
-			c.dl.Encoding = EncodingIdentity
+			c.dl.Encoding = string(EncodingIdentity)
 		}
 	}
 	c.ResponseWriter.WriteHeader(status)

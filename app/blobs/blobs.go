@@ -25,7 +25,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -49,10 +48,6 @@ const (
 	// of a store that does not bound its own (ports.BlobBuffers).
 	DefaultTransferBufferBytes = 1 << 20
 )
-
-// ObjectPath is the path, below the sync API base, of the native
-// presigned URLs (httpapi.RouteBlobObjectGet and RouteBlobObjectPut).
-const ObjectPath = "/blob-objects/"
 
 // Storage is what the use case needs of the sync storage.
 type Storage interface {
@@ -118,8 +113,8 @@ type Service struct {
 }
 
 var (
-	_ httpapi.BlobService = (*Service)(nil)
-	_ ports.BlobChecker   = (*Service)(nil)
+	_ ports.BlobService = (*Service)(nil)
+	_ ports.BlobChecker = (*Service)(nil)
 )
 
 // New returns the use case. Presigning needs the store's presigner or a
@@ -173,7 +168,7 @@ func tooLarge(maxBytes int64) error {
 // only; the declared length is checked against the cap at once, and the
 // store checks the streamed count and the content address as it reads.
 // A blob already stored is an idempotent success.
-func (s *Service) Upload(ctx context.Context, id ports.Identity, u httpapi.BlobUploadRequest, body io.Reader) error {
+func (s *Service) Upload(ctx context.Context, id ports.Identity, u ports.BlobUploadRequest, body io.Reader) error {
 	if !contentaddr.Valid(u.BlobID) {
 		return badID()
 	}
@@ -198,8 +193,8 @@ func (s *Service) Upload(ctx context.Context, id ports.Identity, u httpapi.BlobU
 }
 
 // UploadBufferBytes is the memory the store holds while an upload of u
-// streams (httpapi reserves it on the in-flight body budget).
-func (s *Service) UploadBufferBytes(u httpapi.BlobUploadRequest) int64 {
+// streams (the transport reserves it on the in-flight body budget).
+func (s *Service) UploadBufferBytes(u ports.BlobUploadRequest) int64 {
 	b, ok := s.o.Blobs.(ports.BlobBuffers)
 	if !ok {
 		return DefaultTransferBufferBytes
@@ -222,36 +217,36 @@ func (s *Service) DownloadBufferBytes(info ports.BlobInfo, length int64) int64 {
 // blob already stored is "present" (the client skips its upload); with
 // presigning on the answer is one presigned PUT of exactly byteLength
 // bytes, otherwise no grant (the client uploads through the server).
-func (s *Service) UploadGrant(ctx context.Context, id ports.Identity, blobID string, g httpapi.BlobGrantRequest) (httpapi.BlobGrant, error) {
+func (s *Service) UploadGrant(ctx context.Context, id ports.Identity, blobID string, g ports.BlobGrantRequest) (ports.BlobGrant, error) {
 	if !contentaddr.Valid(blobID) {
-		return httpapi.BlobGrant{}, badID()
+		return ports.BlobGrant{}, badID()
 	}
 	if g.ByteLength < 0 || g.ByteLength > s.o.MaxBytes {
-		return httpapi.BlobGrant{}, tooLarge(s.o.MaxBytes)
+		return ports.BlobGrant{}, tooLarge(s.o.MaxBytes)
 	}
 	now := s.o.Now()
 	if _, err := s.o.Storage.TouchPartition(ctx, id.Partition, now.UnixMilli()); err != nil {
-		return httpapi.BlobGrant{}, fmt.Errorf("touch partition: %w", err)
+		return ports.BlobGrant{}, fmt.Errorf("touch partition: %w", err)
 	}
 	present, err := s.present(ctx, id.Partition, blobID)
 	if err != nil {
-		return httpapi.BlobGrant{}, err
+		return ports.BlobGrant{}, err
 	}
 	if present {
 		s.o.Metrics.Granted("present")
-		return httpapi.BlobGrant{Present: true}, nil
+		return ports.BlobGrant{Present: true}, nil
 	}
 	if !s.presign() {
 		s.o.Metrics.Granted("none")
-		return httpapi.BlobGrant{}, nil
+		return ports.BlobGrant{}, nil
 	}
 	u := ports.BlobUpload{Partition: id.Partition, BlobID: blobID, MediaType: g.MediaType,
 		ByteLength: g.ByteLength, MaxBytes: s.o.MaxBytes, CreatedAtMs: now.UnixMilli()}
-	var out httpapi.BlobGrant
+	var out ports.BlobGrant
 	if s.presigner != nil {
 		ttl := min(s.o.URLTTL, signedurl.MaxTTL)
 		if out.URL, err = s.presigner.PresignPut(ctx, u, ttl); err != nil {
-			return httpapi.BlobGrant{}, fmt.Errorf("presign upload: %w", err)
+			return ports.BlobGrant{}, fmt.Errorf("presign upload: %w", err)
 		}
 		out.ExpiresAtMs = now.Add(ttl).UnixMilli()
 	} else {
@@ -282,40 +277,40 @@ func (s *Service) present(ctx context.Context, partition, blobID string) (bool, 
 }
 
 func (s *Service) objectURL(blobID, query string) string {
-	return s.o.URLBase + ObjectPath + blobID + "?" + query
+	return s.o.URLBase + signedurl.BlobObjectPath + blobID + "?" + query
 }
 
 // Download is GET <mount>/blobs/{blobId} (SPEC §5.9.5): an unknown blob
 // is blob.not_found; a known one is authorized against the rows that
 // reference it (blob.forbidden otherwise); then, with presigning on, the
 // answer is a presigned URL and the bytes are not served here.
-func (s *Service) Download(ctx context.Context, id ports.Identity, blobID string) (httpapi.BlobDownload, error) {
+func (s *Service) Download(ctx context.Context, id ports.Identity, blobID string) (ports.BlobDownload, error) {
 	if !contentaddr.Valid(blobID) {
-		return httpapi.BlobDownload{}, notFound("unknown blob")
+		return ports.BlobDownload{}, notFound("unknown blob")
 	}
 	now := s.o.Now()
 	if _, err := s.o.Storage.TouchPartition(ctx, id.Partition, now.UnixMilli()); err != nil {
-		return httpapi.BlobDownload{}, fmt.Errorf("touch partition: %w", err)
+		return ports.BlobDownload{}, fmt.Errorf("touch partition: %w", err)
 	}
 	info, ok, err := s.o.Blobs.Stat(ctx, id.Partition, blobID)
 	if err != nil {
-		return httpapi.BlobDownload{}, err
+		return ports.BlobDownload{}, err
 	}
 	if !ok {
-		return httpapi.BlobDownload{}, notFound("unknown blob")
+		return ports.BlobDownload{}, notFound("unknown blob")
 	}
 	if err := s.authorize(ctx, id, blobID); err != nil {
-		return httpapi.BlobDownload{}, err
+		return ports.BlobDownload{}, err
 	}
 	if !s.presign() {
 		s.o.Metrics.Downloaded("bytes")
-		return httpapi.BlobDownload{Info: info}, nil
+		return ports.BlobDownload{Info: info}, nil
 	}
-	d := httpapi.BlobDownload{Info: info}
+	d := ports.BlobDownload{Info: info}
 	if s.presigner != nil {
 		ttl := min(s.o.URLTTL, signedurl.MaxTTL)
 		if d.URL, err = s.presigner.PresignGet(ctx, id.Partition, blobID, ttl); err != nil {
-			return httpapi.BlobDownload{}, fmt.Errorf("presign download: %w", err)
+			return ports.BlobDownload{}, fmt.Errorf("presign download: %w", err)
 		}
 		d.ExpiresAtMs = now.Add(ttl).UnixMilli()
 	} else {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/syncd-dev/syncd/adapters/blobs/memblob"
-	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
@@ -96,7 +95,7 @@ func newFixture(t *testing.T, edit ...func(*Options)) *fixture {
 func (f *fixture) upload(id ports.Identity, data []byte) string {
 	f.t.Helper()
 	blobID := contentaddr.Of(data)
-	if err := f.svc.Upload(context.Background(), id, httpapi.BlobUploadRequest{BlobID: blobID, MediaType: "text/plain", ByteLength: int64(len(data))}, bytes.NewReader(data)); err != nil {
+	if err := f.svc.Upload(context.Background(), id, ports.BlobUploadRequest{BlobID: blobID, MediaType: "text/plain", ByteLength: int64(len(data))}, bytes.NewReader(data)); err != nil {
 		f.t.Fatal(err)
 	}
 	return blobID
@@ -164,14 +163,14 @@ func TestUpload(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		u    httpapi.BlobUploadRequest
+		u    ports.BlobUploadRequest
 		body string
 		want syncerr.Code
 	}{
-		{"malformed id", httpapi.BlobUploadRequest{BlobID: "sha256:xyz", ByteLength: 1}, "x", syncerr.BlobHashMismatch},
-		{"declared over the cap", httpapi.BlobUploadRequest{BlobID: contentaddr.Of([]byte("y")), ByteLength: 2 << 10}, "y", syncerr.BlobTooLarge},
-		{"streamed over the cap", httpapi.BlobUploadRequest{BlobID: contentaddr.Of(bytes.Repeat([]byte("z"), 2<<10)), ByteLength: -1}, strings.Repeat("z", 2<<10), syncerr.BlobTooLarge},
-		{"other bytes", httpapi.BlobUploadRequest{BlobID: contentaddr.Of([]byte("w")), ByteLength: -1}, "v", syncerr.BlobHashMismatch},
+		{"malformed id", ports.BlobUploadRequest{BlobID: "sha256:xyz", ByteLength: 1}, "x", syncerr.BlobHashMismatch},
+		{"declared over the cap", ports.BlobUploadRequest{BlobID: contentaddr.Of([]byte("y")), ByteLength: 2 << 10}, "y", syncerr.BlobTooLarge},
+		{"streamed over the cap", ports.BlobUploadRequest{BlobID: contentaddr.Of(bytes.Repeat([]byte("z"), 2<<10)), ByteLength: -1}, strings.Repeat("z", 2<<10), syncerr.BlobTooLarge},
+		{"other bytes", ports.BlobUploadRequest{BlobID: contentaddr.Of([]byte("w")), ByteLength: -1}, "v", syncerr.BlobHashMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantCode(t, f.svc.Upload(ctx, alice, tc.u, strings.NewReader(tc.body)), tc.want)
@@ -274,13 +273,13 @@ func TestNativePresignedURLs(t *testing.T) {
 	wantCode(t, err, syncerr.BlobForbidden)
 
 	// Upload grants: present, a URL, refused over the cap, none when off.
-	g, err := f.svc.UploadGrant(ctx, bob, id, httpapi.BlobGrantRequest{ByteLength: int64(len(data))})
+	g, err := f.svc.UploadGrant(ctx, bob, id, ports.BlobGrantRequest{ByteLength: int64(len(data))})
 	if err != nil || !g.Present || g.URL != "" {
 		t.Fatalf("grant of a stored blob = %+v %v", g, err)
 	}
 	fresh := []byte("straight to the store")
 	freshID := contentaddr.Of(fresh)
-	g, err = f.svc.UploadGrant(ctx, bob, freshID, httpapi.BlobGrantRequest{ByteLength: int64(len(fresh)), MediaType: "image/png"})
+	g, err = f.svc.UploadGrant(ctx, bob, freshID, ports.BlobGrantRequest{ByteLength: int64(len(fresh)), MediaType: "image/png"})
 	if err != nil || g.Present || !strings.HasPrefix(g.URL, "https://sync.example/api/blob-objects/"+freshID+"?") {
 		t.Fatalf("grant = %+v %v", g, err)
 	}
@@ -295,13 +294,13 @@ func TestNativePresignedURLs(t *testing.T) {
 	if info, ok, _ := f.blobs.Stat(ctx, "p1", freshID); !ok || info.MediaType != "image/png" {
 		t.Fatalf("granted upload stored %+v %v", info, ok)
 	}
-	_, err = f.svc.UploadGrant(ctx, bob, contentaddr.Of([]byte("big")), httpapi.BlobGrantRequest{ByteLength: 2 << 10})
+	_, err = f.svc.UploadGrant(ctx, bob, contentaddr.Of([]byte("big")), ports.BlobGrantRequest{ByteLength: 2 << 10})
 	wantCode(t, err, syncerr.BlobTooLarge)
-	_, err = f.svc.UploadGrant(ctx, bob, "sha256:nope", httpapi.BlobGrantRequest{ByteLength: 1})
+	_, err = f.svc.UploadGrant(ctx, bob, "sha256:nope", ports.BlobGrantRequest{ByteLength: 1})
 	wantCode(t, err, syncerr.BlobHashMismatch)
 	f.presign = false
-	g, err = f.svc.UploadGrant(ctx, bob, contentaddr.Of([]byte("later")), httpapi.BlobGrantRequest{ByteLength: 5})
-	if err != nil || g != (httpapi.BlobGrant{}) {
+	g, err = f.svc.UploadGrant(ctx, bob, contentaddr.Of([]byte("later")), ports.BlobGrantRequest{ByteLength: 5})
+	if err != nil || g != (ports.BlobGrant{}) {
 		t.Fatalf("grant without presigning = %+v %v", g, err)
 	}
 	if d, err := f.svc.Download(ctx, alice, id); err != nil || d.URL != "" {
@@ -349,7 +348,7 @@ func TestStorePresigner(t *testing.T) {
 	if err != nil || d.URL != "https://bucket.example/p1/"+id+"?X-Sig=get" || ps.ttl != signedurl.MaxTTL || d.ExpiresAtMs != f.now.Add(signedurl.MaxTTL).UnixMilli() {
 		t.Fatalf("Download = %+v %v (ttl %s)", d, err, ps.ttl)
 	}
-	g, err := f.svc.UploadGrant(ctx, alice, contentaddr.Of([]byte("new")), httpapi.BlobGrantRequest{ByteLength: 3})
+	g, err := f.svc.UploadGrant(ctx, alice, contentaddr.Of([]byte("new")), ports.BlobGrantRequest{ByteLength: 3})
 	if err != nil || !strings.HasSuffix(g.URL, "?X-Len=3") {
 		t.Fatalf("grant = %+v %v", g, err)
 	}
@@ -378,17 +377,17 @@ type plainStore struct{ ports.BlobStore }
 // transfer holds, and a conservative default for a store that cannot say.
 func TestTransferBufferBytes(t *testing.T) {
 	f := newFixture(t)
-	if got := f.svc.UploadBufferBytes(httpapi.BlobUploadRequest{ByteLength: 300}); got != 300 {
+	if got := f.svc.UploadBufferBytes(ports.BlobUploadRequest{ByteLength: 300}); got != 300 {
 		t.Fatalf("memblob upload of 300 bytes: %d", got)
 	}
-	if got := f.svc.UploadBufferBytes(httpapi.BlobUploadRequest{ByteLength: -1}); got != 1<<10 {
+	if got := f.svc.UploadBufferBytes(ports.BlobUploadRequest{ByteLength: -1}); got != 1<<10 {
 		t.Fatalf("memblob upload of unknown length: %d, want the cap", got)
 	}
 	if got := f.svc.DownloadBufferBytes(ports.BlobInfo{ByteLength: 300}, 300); got != 0 {
 		t.Fatalf("memblob download: %d", got)
 	}
 	p := newFixture(t, func(o *Options) { o.Blobs = plainStore{o.Blobs} })
-	if got := p.svc.UploadBufferBytes(httpapi.BlobUploadRequest{ByteLength: 300}); got != DefaultTransferBufferBytes {
+	if got := p.svc.UploadBufferBytes(ports.BlobUploadRequest{ByteLength: 300}); got != DefaultTransferBufferBytes {
 		t.Fatalf("upload to a store without bounds: %d", got)
 	}
 	if got := p.svc.DownloadBufferBytes(ports.BlobInfo{ByteLength: 300}, 300); got != DefaultTransferBufferBytes {

@@ -11,14 +11,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/syncd-dev/syncd/adapters/clock"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/app/sockets"
 	"github.com/syncd-dev/syncd/app/syncsvc"
@@ -212,7 +210,7 @@ func New(o Options) (*Hub, error) {
 		o.Now = time.Now
 	}
 	if o.Sleep == nil {
-		o.Sleep = clock.Wall{}.Sleep
+		o.Sleep = sleepWall
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -322,7 +320,7 @@ func (h *Hub) Sessions() int {
 // socket limits, the client id bound to the actor, the client record and
 // its registrations (scopes re-resolved), the log bounds for hello. A
 // refusal is a catalog error, answered before the upgrade.
-func (h *Hub) Admit(ctx context.Context, id ports.Identity, clientID string) (httpapi.RealtimeAdmission, error) {
+func (h *Hub) Admit(ctx context.Context, id ports.Identity, clientID string) (ports.RealtimeAdmission, error) {
 	s, err := h.admit(ctx, id, clientID)
 	if err != nil {
 		return nil, err
@@ -511,4 +509,20 @@ func newSessionID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// sleepWall waits d on the wall clock, the default of Options.Sleep (the
+// assembly passes the app clock's).
+func sleepWall(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -110,10 +110,10 @@ func (s *Session) setRegistrations(regs []registration) {
 	s.mu.Unlock()
 }
 
-// Abort implements httpapi.RealtimeAdmission: the upgrade failed.
+// Abort implements ports.RealtimeAdmission: the upgrade failed.
 func (s *Session) Abort() { s.hub.release(s) }
 
-// Run implements httpapi.RealtimeAdmission: it serves the socket until
+// Run implements ports.RealtimeAdmission: it serves the socket until
 // the client leaves, a violation closes it, or the hub drains.
 func (s *Session) Run(ctx context.Context, c ports.RealtimeConn) {
 	defer s.hub.release(s)

@@ -19,7 +19,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/domain/canonjson"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
@@ -270,21 +269,21 @@ func (s *Service) Open(ctx context.Context, p ports.SegmentPublication) (io.Read
 	return s.o.Segments.Open(ctx, p.SegmentID)
 }
 
-var _ httpapi.SegmentDownloadObserver = (*Service)(nil)
+var _ ports.SegmentDownloadObserver = (*Service)(nil)
 
-// ObservingDownloads implements httpapi.SegmentDownloadObserver: only a
+// ObservingDownloads implements ports.SegmentDownloadObserver: only a
 // service with an event sink records downloads.
 func (s *Service) ObservingDownloads() bool { return s.o.Events != nil }
 
-// SegmentDownloaded implements httpapi.SegmentDownloadObserver: the
+// SegmentDownloaded implements ports.SegmentDownloadObserver: the
 // download's event.
-func (s *Service) SegmentDownloaded(_ context.Context, d httpapi.SegmentDownload) {
+func (s *Service) SegmentDownloaded(_ context.Context, d ports.SegmentDownload) {
 	if s.o.Events == nil {
 		return
 	}
 	e := event.SegmentDownloaded{
 		Partition: d.Publication.Partition, ActorID: d.Identity.ActorID, SegmentID: d.Publication.SegmentID,
-		Signed: d.Signed, NotModified: d.NotModified, Encoding: string(d.Encoding), Bytes: d.Bytes, Duration: d.Elapsed,
+		Signed: d.Signed, NotModified: d.NotModified, Encoding: d.Encoding, Bytes: d.Bytes, Duration: d.Elapsed,
 	}
 	if d.Status >= http.StatusInternalServerError {
 		e.Code = string(syncerr.InternalError)

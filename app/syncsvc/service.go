@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"io"
 	"time"
 
@@ -617,6 +616,19 @@ func (s *Service) bindForPull(ctx context.Context, rq *request) error {
 // resolve makes the request's one resolveScopes call (SPEC §3.2 rule 3):
 // live, failed (fail closed), or during a resolver outage from the
 // client's auth lease (§7.3.3; a refusal fails the request).
+var _ ports.SyncService = (*Service)(nil)
+
+// Sync implements ports.SyncService for the transports that write a
+// response whole (POST /sync): Handle, its response as the port's.
+func (s *Service) Sync(ctx context.Context, id ports.Identity, body []byte) (ports.SyncResponse, error) {
+	resp, err := s.Handle(ctx, id, body)
+	if err != nil {
+		// A nil *Response in the interface would not compare equal to nil.
+		return nil, err
+	}
+	return resp, nil
+}
+
 func (s *Service) resolve(ctx context.Context, rq *request) error {
 	res, err := leases.Resolve(ctx, s.o.Leases, s.o.Resolver, ports.ScopeRequest{
 		Partition: rq.id.Partition, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID,
@@ -624,7 +636,7 @@ func (s *Service) resolve(ctx context.Context, rq *request) error {
 	if err != nil {
 		outage := ports.IsResolverOutage(err)
 		if outage {
-			s.log.Info("scope resolver outage not served from an auth lease", httpapi.RequestIDField(ctx),
+			s.log.Info("scope resolver outage not served from an auth lease", zap.String("request_id", ports.RequestID(ctx)),
 				zap.String("partition", rq.id.Partition), zap.String("client_id", rq.hdr.ClientID), zap.Error(err))
 		}
 		s.resolutionFailed(rq, outage, false, event.CodeOf(err))
@@ -635,7 +647,7 @@ func (s *Service) resolve(ctx context.Context, rq *request) error {
 		// Fail closed: every write of the request is forbidden and every
 		// subscription revoked.
 		s.log.Warn("scope resolver failed; writes of this request are forbidden",
-			httpapi.RequestIDField(ctx), zap.String("partition", rq.id.Partition), zap.Error(res.Cause))
+			zap.String("request_id", ports.RequestID(ctx)), zap.String("partition", rq.id.Partition), zap.Error(res.Cause))
 		s.resolutionFailed(rq, false, false, "")
 	case leases.Leased:
 		// The resolver is down; the lease carries the round.

@@ -271,7 +271,7 @@ func (in *instance) router() (http.Handler, error) {
 	}
 	r, err := httpapi.New(httpapi.Options{
 		Handlers: map[httpapi.Route]http.Handler{
-			httpapi.RouteSync:    t.SyncEndpoint(in.auth, syncServe(t, in)),
+			httpapi.RouteSync:    t.SyncEndpoint(in.auth, t.SyncServe(syncService{in}, in.log.Named("sync"))),
 			httpapi.RouteSegment: t.SegmentEndpoint(in.auth, segmentService{in}, in.log.Named("segments")),
 			httpapi.RouteRealtime: httpapi.RealtimeEndpoint(in.auth, httpapi.RealtimeOptions{
 				Log: in.log.Named("realtime"),
@@ -474,15 +474,13 @@ func (l liveRounds) Handle(ctx context.Context, id ports.Identity, body []byte) 
 	return sv.sync.Handle(ctx, id, body)
 }
 
-// syncServe answers an authenticated POST /sync like the server's own
-// route: request-level failures as §10.1 JSON, the frames otherwise.
-func syncServe(t *httpapi.Transport, in *instance) httpapi.SyncServeFunc {
-	log := in.log.Named("sync")
-	return func(w http.ResponseWriter, r *http.Request, id ports.Identity, body []byte) {
-		// The live services change on restoreBackup: read them per request.
-		h := syncsvc.HTTPHandler{Transport: t, Service: in.live.sync, Log: log}
-		h.Serve(w, r, id, body)
-	}
+// syncService forwards POST /sync to the live sync use case (read per
+// request: the live services change on restoreBackup; ServeHTTP holds the
+// instance lock around the request).
+type syncService struct{ in *instance }
+
+func (s syncService) Sync(ctx context.Context, id ports.Identity, body []byte) (ports.SyncResponse, error) {
+	return s.in.live.sync.Sync(ctx, id, body)
 }
 
 // segmentService forwards downloads to the live segment use case.
@@ -503,15 +501,15 @@ func (s segmentService) Open(ctx context.Context, p ports.SegmentPublication) (i
 // blobService forwards the blob routes to the live blob use case.
 type blobService struct{ in *instance }
 
-func (b blobService) Upload(ctx context.Context, id ports.Identity, u httpapi.BlobUploadRequest, body io.Reader) error {
+func (b blobService) Upload(ctx context.Context, id ports.Identity, u ports.BlobUploadRequest, body io.Reader) error {
 	return b.in.live.blob.Upload(ctx, id, u, body)
 }
 
-func (b blobService) UploadGrant(ctx context.Context, id ports.Identity, blobID string, g httpapi.BlobGrantRequest) (httpapi.BlobGrant, error) {
+func (b blobService) UploadGrant(ctx context.Context, id ports.Identity, blobID string, g ports.BlobGrantRequest) (ports.BlobGrant, error) {
 	return b.in.live.blob.UploadGrant(ctx, id, blobID, g)
 }
 
-func (b blobService) Download(ctx context.Context, id ports.Identity, blobID string) (httpapi.BlobDownload, error) {
+func (b blobService) Download(ctx context.Context, id ports.Identity, blobID string) (ports.BlobDownload, error) {
 	return b.in.live.blob.Download(ctx, id, blobID)
 }
 
@@ -527,7 +525,7 @@ func (b blobService) PutSigned(ctx context.Context, blobID string, q url.Values,
 	return b.in.live.blob.PutSigned(ctx, blobID, q, n, body)
 }
 
-func (b blobService) UploadBufferBytes(u httpapi.BlobUploadRequest) int64 {
+func (b blobService) UploadBufferBytes(u ports.BlobUploadRequest) int64 {
 	return b.in.live.blob.UploadBufferBytes(u)
 }
 

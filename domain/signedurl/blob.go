@@ -34,6 +34,10 @@ import (
 // audience, by contrast, is a one-way derivation matched against the
 // publications' partitions.
 
+// BlobObjectPath is the path, below the sync API base, of the native blob
+// URLs: the URL is <base>/blob-objects/{blobId}?<query>.
+const BlobObjectPath = "/blob-objects/"
+
 // Blob URL query parameters.
 const (
 	ParamOp       = "op"

@@ -5,6 +5,10 @@
 //   - ports/ imports only the standard library, domain/ and ports/;
 //   - adapters/ and app/ import ports/ and domain/ (and libraries), never
 //     cmd/; adapters/ never import app/;
+//   - the use cases under app/ never import adapters/: only the
+//     composition roots do (the app package itself, app/testcontrol, and
+//     app/wiring and app/platform); test files of a use case may, since a
+//     unit test assembles what it tests;
 //   - only app/ and cmd/ import fx (go.uber.org/fx, go.uber.org/dig), and
 //     the other composition roots: programs (main packages) under
 //     examples/ that embed the server, and test files under test/ that
@@ -48,6 +52,7 @@ const (
 	RuleDomain      = "domain/ imports only the standard library and domain/"
 	RulePorts       = "ports/ imports only the standard library, domain/ and ports/"
 	RuleAdaptersApp = "adapters/ never import app/"
+	RuleAppAdapters = "app/ use cases never import adapters/; only the composition roots do"
 	RuleFx          = "only app/, cmd/ and composition roots import fx"
 	RuleCmd         = "nothing imports cmd/"
 )
@@ -62,7 +67,7 @@ func Check(module string, pkgs []Package) []Violation {
 			continue // not a package of this module
 		}
 		check := func(imp string, test bool) {
-			if r := rule(module, layer, p.Name == "main", imp, test); r != "" {
+			if r := rule(module, p.ImportPath, layer, p.Name == "main", imp, test); r != "" {
 				out = append(out, Violation{Package: p.ImportPath, Import: imp, Rule: r})
 			}
 		}
@@ -138,7 +143,19 @@ func fxAllowed(layer string, isMain, test bool) bool {
 	return false
 }
 
-func rule(module, layer string, isMain bool, imp string, test bool) string {
+// appRoot reports whether path, a package under app/, is a composition
+// root: it assembles adapters into the server or a test instance, so it
+// may import them. Every other package under app/ is a use case and sees
+// the outside only through ports/.
+func appRoot(module, path string) bool {
+	switch strings.TrimPrefix(path, module) {
+	case "/app", "/app/testcontrol", "/app/wiring", "/app/platform":
+		return true
+	}
+	return false
+}
+
+func rule(module, path, layer string, isMain bool, imp string, test bool) string {
 	target := layerOf(module, imp)
 	switch {
 	case target == "cmd":
@@ -169,6 +186,10 @@ func rule(module, layer string, isMain bool, imp string, test bool) string {
 	case "adapters":
 		if target == "app" {
 			return RuleAdaptersApp
+		}
+	case "app":
+		if target == "adapters" && !test && !appRoot(module, path) {
+			return RuleAppAdapters
 		}
 	}
 	return ""
