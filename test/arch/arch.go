@@ -9,10 +9,11 @@
 //     composition roots do (the app package itself, app/testcontrol, and
 //     app/wiring and app/platform); test files of a use case may, since a
 //     unit test assembles what it tests;
-//   - only app/ and cmd/ import fx (go.uber.org/fx, go.uber.org/dig), and
-//     the other composition roots: programs (main packages) under
-//     examples/ that embed the server, and test files under test/ that
-//     assemble the whole server graph;
+//   - only the assembly imports fx (go.uber.org/fx, go.uber.org/dig): the
+//     app package itself, app/wiring and app/platform, cmd/, programs
+//     (main packages) under examples/ that embed the server, and test
+//     files under test/ that assemble the whole server graph; a use case
+//     under app/ never does, not even in its tests;
 //   - nothing imports cmd/.
 //
 // Test files of domain/ and ports/ may also import the test/ helpers.
@@ -53,7 +54,7 @@ const (
 	RulePorts       = "ports/ imports only the standard library, domain/ and ports/"
 	RuleAdaptersApp = "adapters/ never import app/"
 	RuleAppAdapters = "app/ use cases never import adapters/; only the composition roots do"
-	RuleFx          = "only app/, cmd/ and composition roots import fx"
+	RuleFx          = "only the assembly imports fx: app, app/wiring, app/platform, cmd/, example programs, test files under test/"
 	RuleCmd         = "nothing imports cmd/"
 )
 
@@ -129,11 +130,18 @@ func isFx(path string) bool {
 	return false
 }
 
-// fxAllowed reports whether a package may import fx: the composition
-// roots app/ and cmd/, programs under examples/, and test files under test/.
-func fxAllowed(layer string, isMain, test bool) bool {
+// fxAllowed reports whether a package may import fx: the assembly (the
+// app package, app/wiring, app/platform), cmd/, programs under examples/,
+// and test files under test/.
+func fxAllowed(module, path, layer string, isMain, test bool) bool {
 	switch layer {
-	case "app", "cmd":
+	case "app":
+		switch strings.TrimPrefix(path, module) {
+		case "/app", "/app/wiring", "/app/platform":
+			return true
+		}
+		return false
+	case "cmd":
 		return true
 	case "examples":
 		return isMain
@@ -160,7 +168,7 @@ func rule(module, path, layer string, isMain bool, imp string, test bool) string
 	switch {
 	case target == "cmd":
 		return RuleCmd
-	case isFx(imp) && !fxAllowed(layer, isMain, test):
+	case isFx(imp) && !fxAllowed(module, path, layer, isMain, test):
 		return RuleFx
 	}
 	allowed := func(layers ...string) bool {
