@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/internal/periodic"
 	"github.com/syncd-dev/syncd/app/reactions"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -96,56 +97,51 @@ func runReactions(ctx context.Context, st ports.PartitionStore, r *reactions.Run
 	}
 }
 
-// ReactionPrunerParams are the inputs of the reaction retention scheduler.
+// ReactionPrunerParams are the inputs of the reaction retention job.
 type ReactionPrunerParams struct {
 	fx.In
-	Config  config.Config
-	Log     *zap.Logger
-	Clock   Clock
-	Metrics *ReactionMetrics `optional:"true"`
-	Store   ports.Storage    `optional:"true"`
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+	Log       *zap.Logger
+	Clock     Clock
+	Scheduler *periodic.Scheduler
+	Metrics   *ReactionMetrics `optional:"true"`
+	Store     ports.Storage    `optional:"true"`
 }
 
-// NewReactionPruneScheduler builds the scheduler that deletes completed
-// and dead-lettered reactions past --reaction-keep-*; nil without a
+// scheduleReactionPrune deletes completed and dead-lettered reactions
+// past --reaction-keep-* every --reaction-prune-interval; off without a
 // storage keeping reactions or with --reaction-prune-interval 0. It runs
 // whether or not this node delivers reactions: terminal rows accumulate
 // either way.
-func NewReactionPruneScheduler(p ReactionPrunerParams) (*reactions.Scheduler, error) {
+func scheduleReactionPrune(p ReactionPrunerParams) error {
 	if p.Store == nil || p.Config.Reactions.PruneInterval <= 0 {
-		return nil, nil
+		return nil
 	}
 	q, ok := p.Store.(ports.ReactionQueue)
 	if !ok {
-		return nil, nil
+		return nil
 	}
-	pr, err := ReactionPruner(p.Config, p.Metrics.Queue(q), p.Store, p.Clock, p.Log.Named("reactions"))
+	log := p.Log.Named("reactions")
+	pr, err := ReactionPruner(p.Config, p.Metrics.Queue(q), p.Store, p.Clock, log, p.Metrics.prunePass)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return reactions.NewScheduler(pr, p.Config.Reactions.PruneInterval, p.Clock.Sleep, p.Log.Named("reactions"), p.Metrics.prunePass), nil
+	schedule(p.Lifecycle, p.Scheduler, periodic.Job{Name: "reaction prune pass", Interval: p.Config.Reactions.PruneInterval, Pass: pr.Pass, Log: log})
+	return nil
 }
 
-// ReactionPruner is the configured reaction retention (the scheduler's
-// and "syncd reactions prune"'s).
-func ReactionPruner(cfg config.Config, q ports.ReactionQueue, parts ports.PartitionStore, clk ports.Clock, log *zap.Logger) (*reactions.Pruner, error) {
+// ReactionPruner is the configured reaction retention (the scheduled
+// job's and "syncd reactions prune"'s); passed (optional) hears every
+// scheduled pass.
+func ReactionPruner(cfg config.Config, q ports.ReactionQueue, parts ports.PartitionStore, clk ports.Clock, log *zap.Logger, passed func(error)) (*reactions.Pruner, error) {
 	return reactions.NewPruner(reactions.PruneOptions{Queue: q, Partitions: parts, KeepCompleted: cfg.Reactions.KeepCompleted,
-		KeepDeadLetter: cfg.Reactions.KeepDeadLetter, Now: clk.Now, Log: log})
-}
-
-func startReactionPruner(lc fx.Lifecycle, s *reactions.Scheduler) {
-	if s == nil {
-		return
-	}
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error { s.Start(); return nil },
-		OnStop:  s.Stop,
-	})
+		KeepDeadLetter: cfg.Reactions.KeepDeadLetter, Now: clk.Now, Log: log, Passed: passed})
 }
 
 // ReactionsModule delivers durable reactions with the registered handlers
 // and prunes terminal ones.
 var ReactionsModule = fx.Module("syncd.reactions",
-	fx.Provide(NewReactionMetrics, NewReactionPruneScheduler),
-	fx.Invoke(registerReactionRunner, startReactionPruner),
+	fx.Provide(NewReactionMetrics),
+	fx.Invoke(registerReactionRunner, scheduleReactionPrune),
 )
