@@ -1,9 +1,7 @@
 package app
 
 import (
-	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"go.uber.org/fx"
@@ -31,15 +29,17 @@ type reactionRunnerParams struct {
 	Lifecycle fx.Lifecycle
 	Log       *zap.Logger
 	Clock     Clock
+	Scheduler *periodic.Scheduler
 	Metrics   *ReactionMetrics        `optional:"true"`
 	Store     ports.Storage           `optional:"true"`
 	Handlers  []ports.ReactionHandler `group:"syncd.reaction_handlers"`
 	Events    ports.EventSink         `optional:"true"`
 }
 
-// registerReactionRunner delivers reactions in the background when the
-// host registered handlers. A storage without the reaction queue fails the
-// start rather than silently never delivering.
+// registerReactionRunner delivers reactions in the background, every
+// second on the app clock, when the host registered handlers. A storage
+// without the reaction queue fails the start rather than silently never
+// delivering.
 func registerReactionRunner(p reactionRunnerParams) error {
 	if p.Store == nil || len(p.Handlers) == 0 {
 		return nil
@@ -49,52 +49,12 @@ func registerReactionRunner(p reactionRunnerParams) error {
 		return errors.New("reaction handlers are registered but the storage cannot deliver reactions")
 	}
 	log := p.Log.Named("reactions")
-	r, err := reactions.New(reactions.Options{Queue: p.Metrics.Queue(q), Handlers: p.Handlers, Events: p.Events, Log: log, Now: p.Clock.Now})
+	r, err := reactions.New(reactions.Options{Queue: p.Metrics.Queue(q), Partitions: p.Store, Handlers: p.Handlers, Events: p.Events, Log: log, Now: p.Clock.Now})
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	p.Lifecycle.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			wg.Go(func() { runReactions(ctx, p.Store, r, p.Clock, log) })
-			return nil
-		},
-		OnStop: func(context.Context) error {
-			cancel()
-			wg.Wait()
-			return nil
-		},
-	})
+	schedule(p.Lifecycle, p.Scheduler, periodic.Job{Name: "reaction delivery pass", Interval: reactionPollInterval, Pass: r.Pass, Log: log})
 	return nil
-}
-
-// runReactions polls every partition for due reactions on the app clock,
-// running passes over a partition while they find work.
-func runReactions(ctx context.Context, st ports.PartitionStore, r *reactions.Runner, clk Clock, log *zap.Logger) {
-	for clk.Sleep(ctx, reactionPollInterval) == nil {
-		parts, err := st.ListPartitions(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("list partitions for reaction delivery", zap.Error(err))
-			}
-			continue
-		}
-		for _, part := range parts {
-			for ctx.Err() == nil {
-				n, err := r.RunOnce(ctx, part.Partition)
-				if err != nil {
-					if ctx.Err() == nil {
-						log.Warn("reaction pass failed", zap.String("partition", part.Partition), zap.Error(err))
-					}
-					break
-				}
-				if n == 0 {
-					break
-				}
-			}
-		}
-	}
 }
 
 // ReactionPrunerParams are the inputs of the reaction retention job.
