@@ -17,6 +17,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app/blobs"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/internal/periodic"
 	"github.com/syncd-dev/syncd/domain/signedurl"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -38,9 +39,8 @@ var BlobsModule = fx.Module("syncd.blobs",
 		NewBlobService,
 		newBlobChecker,
 		fx.Annotate(newBlobRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
-		NewBlobSweeper,
 	),
-	fx.Invoke(startBlobSweeper),
+	fx.Invoke(scheduleBlobSweep),
 )
 
 // BlobStoreParams are the inputs of the blob store.
@@ -243,47 +243,24 @@ func BlobRoutes(t *httpapi.Transport, auth ports.Authenticator, svc ports.BlobSe
 	}
 }
 
-// BlobSweeperParams are the inputs of the orphan sweep scheduler.
+// BlobSweeperParams are the inputs of the orphan sweep job.
 type BlobSweeperParams struct {
 	fx.In
-	Config  config.Config
-	Log     *zap.Logger
-	Clock   Clock
-	Metrics *Metrics
-	Service *blobs.Service `optional:"true"`
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+	Log       *zap.Logger
+	Scheduler *periodic.Scheduler
+	Service   *blobs.Service `optional:"true"`
 }
 
-// NewBlobSweeper builds the orphan sweep scheduler on the app clock; nil
+// scheduleBlobSweep sweeps orphan blobs every --blob-sweep-interval; off
 // without the blob use case or with --blob-sweep-interval 0.
-func NewBlobSweeper(p BlobSweeperParams) (*blobs.Scheduler, error) {
+func scheduleBlobSweep(p BlobSweeperParams) {
 	if p.Service == nil || p.Config.Blobs.SweepInterval <= 0 {
-		return nil, nil
-	}
-	passes := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "syncd_blob_sweeps_total",
-		Help: "Scheduled orphan blob sweeps, by result (ok, error).",
-	}, []string{"result"})
-	if err := p.Metrics.Registry.Register(passes); err != nil {
-		return nil, err
-	}
-	onPass := func(_ []blobs.SweepResult, err error) {
-		result := "ok"
-		if err != nil {
-			result = "error"
-		}
-		passes.WithLabelValues(result).Inc()
-	}
-	return blobs.NewScheduler(p.Service.Sweeper, p.Config.Blobs.SweepInterval, p.Clock.Sleep, p.Log.Named("blobs"), onPass), nil
-}
-
-func startBlobSweeper(lc fx.Lifecycle, s *blobs.Scheduler) {
-	if s == nil {
 		return
 	}
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error { s.Start(); return nil },
-		OnStop:  s.Stop,
-	})
+	schedule(p.Lifecycle, p.Scheduler, periodic.Job{Name: "blob sweep", Interval: p.Config.Blobs.SweepInterval,
+		Pass: p.Service.Sweeper.Pass, Log: p.Log.Named("blobs")})
 }
 
 // blobMetrics feeds the blob use case's counters.
@@ -294,6 +271,7 @@ type blobMetrics struct {
 	downloads *prometheus.CounterVec
 	claimed   prometheus.Counter
 	deleted   prometheus.Counter
+	passes    *prometheus.CounterVec
 }
 
 func newBlobMetrics(m *Metrics) (*blobMetrics, error) {
@@ -322,8 +300,12 @@ func newBlobMetrics(m *Metrics) (*blobMetrics, error) {
 			Name: "syncd_blob_swept_total",
 			Help: "Orphan blobs the sweep deleted.",
 		}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_blob_sweeps_total",
+			Help: "Scheduled orphan blob sweeps, by result (ok, error).",
+		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{b.uploads, b.bytes, b.grants, b.downloads, b.claimed, b.deleted} {
+	for _, c := range []prometheus.Collector{b.uploads, b.bytes, b.grants, b.downloads, b.claimed, b.deleted, b.passes} {
 		if err := m.Registry.Register(c); err != nil {
 			return nil, err
 		}
@@ -347,4 +329,12 @@ func (b *blobMetrics) Downloaded(delivery string) { b.downloads.WithLabelValues(
 func (b *blobMetrics) Swept(r blobs.SweepResult) {
 	b.claimed.Add(float64(r.Claimed))
 	b.deleted.Add(float64(r.Deleted))
+}
+
+func (b *blobMetrics) SweepPassed(failed bool) {
+	result := "ok"
+	if failed {
+		result = "error"
+	}
+	b.passes.WithLabelValues(result).Inc()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/leases/memlease"
 	"github.com/syncd-dev/syncd/adapters/leases/sqllease"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/internal/periodic"
 	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/domain/lease"
 	"github.com/syncd-dev/syncd/ports"
@@ -31,7 +32,7 @@ import (
 //	fx.Decorate(func(ports.LeaseStore) ports.LeaseStore { return myStore })
 var LeasesModule = fx.Module("syncd.leases",
 	fx.Provide(NewLeaseKeys, NewLeaseStore, NewLeaseService),
-	fx.Invoke(startLeasePruner),
+	fx.Invoke(scheduleLeasePrune),
 )
 
 // leasePruneInterval is how often expired leases and stale revocations
@@ -44,24 +45,21 @@ type leasePrunerParams struct {
 	Config    config.Config
 	Log       *zap.Logger
 	Clock     Clock
+	Scheduler *periodic.Scheduler
 	Store     ports.LeaseStore `optional:"true"`
 }
 
-// startLeasePruner prunes the lease store hourly on the app clock while
-// leases are on.
-func startLeasePruner(p leasePrunerParams) error {
+// scheduleLeasePrune prunes the lease store hourly while leases are on.
+func scheduleLeasePrune(p leasePrunerParams) error {
 	if p.Store == nil || p.Config.Leases.TTL <= 0 {
 		return nil
 	}
-	pr, err := leases.NewPruner(p.Store, p.Config.Leases.TTL, p.Clock.Now)
+	log := p.Log.Named("leases")
+	pr, err := leases.NewPruner(p.Store, p.Config.Leases.TTL, p.Clock.Now, log)
 	if err != nil {
 		return err
 	}
-	loop := leases.NewPruneScheduler(pr, leasePruneInterval, p.Clock.Sleep, p.Log.Named("leases"))
-	p.Lifecycle.Append(fx.Hook{
-		OnStart: func(context.Context) error { loop.Start(); return nil },
-		OnStop:  loop.Stop,
-	})
+	schedule(p.Lifecycle, p.Scheduler, periodic.Job{Name: "lease prune pass", Interval: leasePruneInterval, Pass: pr.Pass, Log: log})
 	return nil
 }
 

@@ -50,6 +50,7 @@ var CoreModule = fx.Module("syncd.core",
 		NewSchemaSource,
 		NewSchema,
 		NewSocketSlots,
+		NewPeriodicScheduler,
 	),
 	fx.Invoke(registerPreparer, registerChecks, registerCheckpointWatch, registerPoolMetrics),
 )

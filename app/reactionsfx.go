@@ -1,15 +1,14 @@
 package app
 
 import (
-	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/internal/periodic"
 	"github.com/syncd-dev/syncd/app/reactions"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -30,15 +29,17 @@ type reactionRunnerParams struct {
 	Lifecycle fx.Lifecycle
 	Log       *zap.Logger
 	Clock     Clock
+	Scheduler *periodic.Scheduler
 	Metrics   *ReactionMetrics        `optional:"true"`
 	Store     ports.Storage           `optional:"true"`
 	Handlers  []ports.ReactionHandler `group:"syncd.reaction_handlers"`
 	Events    ports.EventSink         `optional:"true"`
 }
 
-// registerReactionRunner delivers reactions in the background when the
-// host registered handlers. A storage without the reaction queue fails the
-// start rather than silently never delivering.
+// registerReactionRunner delivers reactions in the background, every
+// second on the app clock, when the host registered handlers. A storage
+// without the reaction queue fails the start rather than silently never
+// delivering.
 func registerReactionRunner(p reactionRunnerParams) error {
 	if p.Store == nil || len(p.Handlers) == 0 {
 		return nil
@@ -48,104 +49,59 @@ func registerReactionRunner(p reactionRunnerParams) error {
 		return errors.New("reaction handlers are registered but the storage cannot deliver reactions")
 	}
 	log := p.Log.Named("reactions")
-	r, err := reactions.New(reactions.Options{Queue: p.Metrics.Queue(q), Handlers: p.Handlers, Events: p.Events, Log: log, Now: p.Clock.Now})
+	r, err := reactions.New(reactions.Options{Queue: p.Metrics.Queue(q), Partitions: p.Store, Handlers: p.Handlers, Events: p.Events, Log: log, Now: p.Clock.Now})
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	p.Lifecycle.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			wg.Go(func() { runReactions(ctx, p.Store, r, p.Clock, log) })
-			return nil
-		},
-		OnStop: func(context.Context) error {
-			cancel()
-			wg.Wait()
-			return nil
-		},
-	})
+	schedule(p.Lifecycle, p.Scheduler, periodic.Job{Name: "reaction delivery pass", Interval: reactionPollInterval, Pass: r.Pass, Log: log})
 	return nil
 }
 
-// runReactions polls every partition for due reactions on the app clock,
-// running passes over a partition while they find work.
-func runReactions(ctx context.Context, st ports.PartitionStore, r *reactions.Runner, clk Clock, log *zap.Logger) {
-	for clk.Sleep(ctx, reactionPollInterval) == nil {
-		parts, err := st.ListPartitions(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("list partitions for reaction delivery", zap.Error(err))
-			}
-			continue
-		}
-		for _, part := range parts {
-			for ctx.Err() == nil {
-				n, err := r.RunOnce(ctx, part.Partition)
-				if err != nil {
-					if ctx.Err() == nil {
-						log.Warn("reaction pass failed", zap.String("partition", part.Partition), zap.Error(err))
-					}
-					break
-				}
-				if n == 0 {
-					break
-				}
-			}
-		}
-	}
-}
-
-// ReactionPrunerParams are the inputs of the reaction retention scheduler.
+// ReactionPrunerParams are the inputs of the reaction retention job.
 type ReactionPrunerParams struct {
 	fx.In
-	Config  config.Config
-	Log     *zap.Logger
-	Clock   Clock
-	Metrics *ReactionMetrics `optional:"true"`
-	Store   ports.Storage    `optional:"true"`
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+	Log       *zap.Logger
+	Clock     Clock
+	Scheduler *periodic.Scheduler
+	Metrics   *ReactionMetrics `optional:"true"`
+	Store     ports.Storage    `optional:"true"`
 }
 
-// NewReactionPruneScheduler builds the scheduler that deletes completed
-// and dead-lettered reactions past --reaction-keep-*; nil without a
+// scheduleReactionPrune deletes completed and dead-lettered reactions
+// past --reaction-keep-* every --reaction-prune-interval; off without a
 // storage keeping reactions or with --reaction-prune-interval 0. It runs
 // whether or not this node delivers reactions: terminal rows accumulate
 // either way.
-func NewReactionPruneScheduler(p ReactionPrunerParams) (*reactions.Scheduler, error) {
+func scheduleReactionPrune(p ReactionPrunerParams) error {
 	if p.Store == nil || p.Config.Reactions.PruneInterval <= 0 {
-		return nil, nil
+		return nil
 	}
 	q, ok := p.Store.(ports.ReactionQueue)
 	if !ok {
-		return nil, nil
+		return nil
 	}
-	pr, err := ReactionPruner(p.Config, p.Metrics.Queue(q), p.Store, p.Clock, p.Log.Named("reactions"))
+	log := p.Log.Named("reactions")
+	pr, err := ReactionPruner(p.Config, p.Metrics.Queue(q), p.Store, p.Clock, log, p.Metrics.prunePass)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return reactions.NewScheduler(pr, p.Config.Reactions.PruneInterval, p.Clock.Sleep, p.Log.Named("reactions"), p.Metrics.prunePass), nil
+	schedule(p.Lifecycle, p.Scheduler, periodic.Job{Name: "reaction prune pass", Interval: p.Config.Reactions.PruneInterval, Pass: pr.Pass, Log: log})
+	return nil
 }
 
-// ReactionPruner is the configured reaction retention (the scheduler's
-// and "syncd reactions prune"'s).
-func ReactionPruner(cfg config.Config, q ports.ReactionQueue, parts ports.PartitionStore, clk ports.Clock, log *zap.Logger) (*reactions.Pruner, error) {
+// ReactionPruner is the configured reaction retention (the scheduled
+// job's and "syncd reactions prune"'s); passed (optional) hears every
+// scheduled pass.
+func ReactionPruner(cfg config.Config, q ports.ReactionQueue, parts ports.PartitionStore, clk ports.Clock, log *zap.Logger, passed func(error)) (*reactions.Pruner, error) {
 	return reactions.NewPruner(reactions.PruneOptions{Queue: q, Partitions: parts, KeepCompleted: cfg.Reactions.KeepCompleted,
-		KeepDeadLetter: cfg.Reactions.KeepDeadLetter, Now: clk.Now, Log: log})
-}
-
-func startReactionPruner(lc fx.Lifecycle, s *reactions.Scheduler) {
-	if s == nil {
-		return
-	}
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error { s.Start(); return nil },
-		OnStop:  s.Stop,
-	})
+		KeepDeadLetter: cfg.Reactions.KeepDeadLetter, Now: clk.Now, Log: log, Passed: passed})
 }
 
 // ReactionsModule delivers durable reactions with the registered handlers
 // and prunes terminal ones.
 var ReactionsModule = fx.Module("syncd.reactions",
-	fx.Provide(NewReactionMetrics, NewReactionPruneScheduler),
-	fx.Invoke(registerReactionRunner, startReactionPruner),
+	fx.Provide(NewReactionMetrics),
+	fx.Invoke(registerReactionRunner, scheduleReactionPrune),
 )

@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 
-	"github.com/syncd-dev/syncd/app/reactions"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -78,7 +77,7 @@ func (m *ReactionMetrics) add(transition string, n int) {
 	}
 }
 
-func (m *ReactionMetrics) prunePass(_ []reactions.PruneResult, err error) {
+func (m *ReactionMetrics) prunePass(err error) {
 	if m == nil {
 		return
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
@@ -43,7 +42,7 @@ var SegmentsModule = fx.Module("syncd.segments",
 		NewSegmentService,
 		fx.Annotate(newSegmentRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
 	),
-	fx.Invoke(startSegmentSweeper),
+	fx.Invoke(scheduleSegmentSweep),
 )
 
 // SegmentStoreParams are the inputs of the segment store.
@@ -241,49 +240,22 @@ func newSegmentRoutes(p segmentRouteParams) ([]RouteHandler, error) {
 	}}, nil
 }
 
-// segmentSweeper forgets expired segments, every interval on the app
-// clock.
-type segmentSweeper struct {
-	store    ports.SegmentSweeper
-	clock    Clock
-	interval time.Duration
-	log      *zap.Logger
-	removed  prometheus.Counter
-}
-
-func startSegmentSweeper(lc fx.Lifecycle, cfg config.Config, m *Metrics, log *zap.Logger, clk Clock, s ports.SegmentStore) error {
+// scheduleSegmentSweep forgets expired segments every
+// --segment-sweep-interval, each pass bounded by the interval; off
+// without a segment store or with --segment-sweep-interval 0.
+func scheduleSegmentSweep(lc fx.Lifecycle, sched *periodic.Scheduler, cfg config.Config, m *Metrics, log *zap.Logger, clk Clock, s ports.SegmentStore) error {
 	if s == nil || cfg.Segments.SweepInterval <= 0 {
 		return nil
 	}
-	removed := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "syncd_segments_swept_total",
-		Help: "Stored segments deleted after every publication of theirs expired.",
-	})
-	if err := m.Registry.Register(removed); err != nil {
+	sm, err := segments.NewSweepMetrics(m.Registry)
+	if err != nil {
 		return err
 	}
-	sw := &segmentSweeper{store: s, clock: clk, interval: cfg.Segments.SweepInterval, log: log.Named("segments"), removed: removed}
-	loop := periodic.New(sw.interval, clk.Sleep, sw.pass)
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error { loop.Start(); return nil },
-		OnStop:  loop.Stop,
-	})
-	return nil
-}
-
-// pass runs one sweep, bounded by the interval.
-func (sw *segmentSweeper) pass(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, sw.interval)
-	defer cancel()
-	res, err := sw.store.Sweep(ctx, sw.clock.Now().UnixMilli())
+	log = log.Named("segments")
+	sw, err := segments.NewSweeper(s, clk.Now, sm, log)
 	if err != nil {
-		if !errors.Is(err, context.Canceled) { // not the server stopping
-			sw.log.Warn("segment sweep failed", zap.Error(err))
-		}
-		return
+		return err
 	}
-	sw.removed.Add(float64(res.Segments))
-	if res.Publications > 0 {
-		sw.log.Debug("segments swept", zap.Int64("publications", res.Publications), zap.Int64("segments", res.Segments))
-	}
+	schedule(lc, sched, periodic.Job{Name: "segment sweep", Interval: cfg.Segments.SweepInterval, Timeout: cfg.Segments.SweepInterval, Pass: sw.Pass, Log: log})
+	return nil
 }

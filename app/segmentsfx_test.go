@@ -1,6 +1,8 @@
 package app
 
 import (
+	"github.com/syncd-dev/syncd/app/internal/periodic"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -133,7 +135,7 @@ func TestSegmentSweeper(t *testing.T) {
 	cfg := config.Default()
 	cfg.Segments.SweepInterval = 10 * time.Millisecond
 	lc := fxtest.NewLifecycle(t)
-	if err := startSegmentSweeper(lc, cfg, m, zap.NewNop(), NewClock(), store); err != nil {
+	if err := scheduleSegmentSweep(lc, testScheduler(t, NewClock()), cfg, m, zap.NewNop(), NewClock(), store); err != nil {
 		t.Fatal(err)
 	}
 	lc.RequireStart()
@@ -151,7 +153,7 @@ func TestSegmentSweeper(t *testing.T) {
 	lc.RequireStop()
 	// Off: no sweeper, no error.
 	cfg.Segments.SweepInterval = 0
-	if err := startSegmentSweeper(fxtest.NewLifecycle(t), cfg, m, zap.NewNop(), NewClock(), store); err != nil {
+	if err := scheduleSegmentSweep(fxtest.NewLifecycle(t), testScheduler(t, NewClock()), cfg, m, zap.NewNop(), NewClock(), store); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -192,7 +194,7 @@ func TestSegmentSweeperRunsOnTheAppClock(t *testing.T) {
 	cfg := config.Default()
 	cfg.Segments.SweepInterval = time.Hour
 	lc := fxtest.NewLifecycle(t)
-	if err := startSegmentSweeper(lc, cfg, m, zap.NewNop(), clk, store); err != nil {
+	if err := scheduleSegmentSweep(lc, testScheduler(t, clk), cfg, m, zap.NewNop(), clk, store); err != nil {
 		t.Fatal(err)
 	}
 	lc.RequireStart()
@@ -202,4 +204,14 @@ func TestSegmentSweeperRunsOnTheAppClock(t *testing.T) {
 	if pubs, _ := store.Publications(context.Background(), contentaddr.Of(b)); len(pubs) != 0 {
 		t.Fatalf("segment expired on the app clock still published: %v", pubs)
 	}
+}
+
+// testScheduler is the periodic scheduler on clk.
+func testScheduler(t *testing.T, clk Clock) *periodic.Scheduler {
+	t.Helper()
+	s, err := NewPeriodicScheduler(clk, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -70,6 +70,8 @@ type Metrics interface {
 	Downloaded(delivery string)
 	// Swept: one partition's sweep, also when it failed part way.
 	Swept(r SweepResult)
+	// SweepPassed: a scheduled sweep pass over every partition ended.
+	SweepPassed(failed bool)
 }
 
 // Options configure a Service.
@@ -138,7 +140,7 @@ func New(o Options) (*Service, error) {
 	if o.Metrics == nil {
 		o.Metrics = noMetrics{}
 	}
-	sw, err := NewSweeper(SweepOptions{Blobs: o.Blobs, Storage: o.Storage, OrphanGrace: o.OrphanGrace, Page: o.SweepPage, Metrics: o.Metrics, Events: o.Events, Now: o.Now})
+	sw, err := NewSweeper(SweepOptions{Blobs: o.Blobs, Storage: o.Storage, OrphanGrace: o.OrphanGrace, Page: o.SweepPage, Metrics: o.Metrics, Events: o.Events, Now: o.Now, Log: o.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -440,3 +442,4 @@ func (noMetrics) Uploaded(bool, int64) {}
 func (noMetrics) Granted(string)       {}
 func (noMetrics) Downloaded(string)    {}
 func (noMetrics) Swept(SweepResult)    {}
+func (noMetrics) SweepPassed(bool)     {}

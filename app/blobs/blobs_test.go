@@ -37,12 +37,14 @@ type counts struct {
 	granted    map[string]int
 	downloaded map[string]int
 	swept      []SweepResult
+	passes     map[bool]int
 }
 
 func (c *counts) Uploaded(created bool, _ int64) { c.mu.Lock(); c.uploaded[created]++; c.mu.Unlock() }
 func (c *counts) Granted(a string)               { c.mu.Lock(); c.granted[a]++; c.mu.Unlock() }
 func (c *counts) Downloaded(d string)            { c.mu.Lock(); c.downloaded[d]++; c.mu.Unlock() }
 func (c *counts) Swept(r SweepResult)            { c.mu.Lock(); c.swept = append(c.swept, r); c.mu.Unlock() }
+func (c *counts) SweepPassed(failed bool)        { c.mu.Lock(); c.passes[failed]++; c.mu.Unlock() }
 
 type fixture struct {
 	t       *testing.T
@@ -67,7 +69,7 @@ func newFixture(t *testing.T, edit ...func(*Options)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, store: memory.New(), blobs: memblob.New(), sch: ssptest.Schema(t), now: time.UnixMilli(10_000_000),
 		grants: map[string]scopes.Allowed{"alice": {"project_id": {"pa"}}, "bob": {"project_id": {"pb"}}},
-		m:      &counts{uploaded: map[bool]int{}, granted: map[string]int{}, downloaded: map[string]int{}}}
+		m:      &counts{uploaded: map[bool]int{}, granted: map[string]int{}, downloaded: map[string]int{}, passes: map[bool]int{}}}
 	if err := f.store.EnsureSchema(context.Background(), f.sch, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,8 @@ type SweepOptions struct {
 	Events ports.EventSink
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Log hears the scheduled passes' deletions (default nowhere).
+	Log *zap.Logger
 }
 
 // Sweeper deletes orphan blobs. It is safe for concurrent use, also beside
@@ -57,6 +59,9 @@ func NewSweeper(o SweepOptions) (*Sweeper, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
 	}
 	return &Sweeper{o: o}, nil
 }
@@ -166,61 +171,33 @@ func (s *Sweeper) deleteClaimed(ctx context.Context, partition string, ids []str
 	return errors.Join(errs...)
 }
 
-// SweepAll sweeps every registered partition. Failures are joined; the
-// other partitions are still swept.
+// SweepAll sweeps every registered partition (the scheduled pass and
+// "syncd blobs sweep"). Failures are joined; the other partitions are
+// still swept.
 func (s *Sweeper) SweepAll(ctx context.Context) ([]SweepResult, error) {
-	parts, err := s.o.Storage.ListPartitions(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list partitions: %w", err)
-	}
 	var out []SweepResult
-	var errs []error
-	for _, p := range parts {
-		if ctx.Err() != nil {
-			return out, ctx.Err()
-		}
-		r, err := s.SweepPartition(ctx, p.Partition)
+	err := periodic.EachPartition(ctx, s.o.Storage, func(ctx context.Context, partition string) error {
+		r, err := s.SweepPartition(ctx, partition)
 		out = append(out, r)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("partition %q: %w", p.Partition, err))
-		}
-	}
-	return out, errors.Join(errs...)
+		return err
+	})
+	return out, err
 }
 
-// SleepFunc waits d or until ctx ends (returning its error): the app
-// clock's Sleep, so a test clock drives the scheduler.
-type SleepFunc = periodic.SleepFunc
-
-// Scheduler runs SweepAll every interval in a goroutine, on the app
-// clock.
-type Scheduler struct {
-	*periodic.Loop
-}
-
-// NewScheduler returns a stopped scheduler sleeping on sleep; onPass
-// (optional) observes every pass. Start and Stop are the loop's.
-func NewScheduler(svc *Sweeper, interval time.Duration, sleep SleepFunc, log *zap.Logger, onPass func([]SweepResult, error)) *Scheduler {
-	if log == nil {
-		log = zap.NewNop()
+// Pass is the scheduled pass: SweepAll, its deletions logged and the pass
+// counted (the scheduler logs a failure).
+func (s *Sweeper) Pass(ctx context.Context) error {
+	res, err := s.SweepAll(ctx)
+	if ctx.Err() != nil {
+		return err
 	}
-	return &Scheduler{periodic.New(interval, sleep, func(ctx context.Context) {
-		res, err := svc.SweepAll(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			log.Warn("blob sweep failed", zap.Error(err))
-		}
-		deleted := 0
-		for _, r := range res {
-			deleted += r.Deleted
-		}
-		if deleted > 0 {
-			log.Info("swept orphan blobs", zap.Int("partitions", len(res)), zap.Int("deleted", deleted))
-		}
-		if onPass != nil {
-			onPass(res, err)
-		}
-	})}
+	deleted := 0
+	for _, r := range res {
+		deleted += r.Deleted
+	}
+	if deleted > 0 {
+		s.o.Log.Info("swept orphan blobs", zap.Int("partitions", len(res)), zap.Int("deleted", deleted))
+	}
+	s.o.Metrics.SweepPassed(err != nil)
+	return err
 }

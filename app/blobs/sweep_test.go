@@ -184,39 +184,21 @@ func taskWrite(rowID string) ports.RowWrite {
 		Payload: []byte{0}, Values: []any{rowID, "pa", rowID, false, nil, nil}}
 }
 
-func TestScheduler(t *testing.T) {
+// TestSweepPass: the scheduled pass sweeps every partition and counts
+// itself.
+func TestSweepPass(t *testing.T) {
 	f := newFixture(t)
 	f.upload(alice, []byte("orphan"))
 	f.now = f.now.Add(DefaultOrphanGrace + time.Millisecond)
-	wake := make(chan struct{})
-	sleep := func(ctx context.Context, d time.Duration) error {
-		if d != time.Hour {
-			t.Errorf("slept %s, want the interval", d)
-		}
-		select {
-		case <-wake:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	passes := make(chan []SweepResult, 1)
-	s := NewScheduler(f.svc.Sweeper, time.Hour, sleep, nil, func(r []SweepResult, err error) {
-		if err != nil {
-			t.Error(err)
-		}
-		passes <- r
-	})
-	s.Start()
-	s.Start() // no second loop
-	wake <- struct{}{}
-	if r := <-passes; len(r) != 1 || r[0].Deleted != 1 {
-		t.Fatalf("pass = %+v", r)
-	}
-	if err := s.Stop(context.Background()); err != nil {
+	if err := f.svc.Sweeper.Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Stop(context.Background()); err != nil {
-		t.Fatal(err)
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if len(f.m.swept) != 1 || f.m.swept[0].Deleted != 1 {
+		t.Fatalf("swept %+v, want one orphan deleted", f.m.swept)
+	}
+	if f.m.passes[false] != 1 {
+		t.Fatalf("passes %v, want one ok", f.m.passes)
 	}
 }

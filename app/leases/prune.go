@@ -8,7 +8,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/app/internal/periodic"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -27,14 +26,19 @@ type Pruner struct {
 	store ports.LeaseStore
 	ttl   time.Duration
 	now   func() time.Time
+	log   *zap.Logger
 }
 
-// NewPruner builds a Pruner for leases of the given TTL.
-func NewPruner(store ports.LeaseStore, ttl time.Duration, now func() time.Time) (*Pruner, error) {
+// NewPruner builds a Pruner for leases of the given TTL, logging its
+// removals on log (nil: nowhere).
+func NewPruner(store ports.LeaseStore, ttl time.Duration, now func() time.Time, log *zap.Logger) (*Pruner, error) {
 	if store == nil || ttl <= 0 || now == nil {
 		return nil, errors.New("leases: the pruner needs a store, a positive TTL and a clock")
 	}
-	return &Pruner{store: store, ttl: ttl, now: now}, nil
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Pruner{store: store, ttl: ttl, now: now, log: log}, nil
 }
 
 // Prune runs bounded passes until one reports nothing more (at most 100)
@@ -58,18 +62,12 @@ func (p *Pruner) Prune(ctx context.Context) (ports.LeasePruneCounts, error) {
 	return total, nil
 }
 
-// NewPruneScheduler runs Prune every interval on the app clock's sleep.
-func NewPruneScheduler(p *Pruner, interval time.Duration, sleep periodic.SleepFunc, log *zap.Logger) *periodic.Loop {
-	if log == nil {
-		log = zap.NewNop()
+// Pass is the scheduled pass: Prune, its removals logged (the scheduler
+// logs a failure).
+func (p *Pruner) Pass(ctx context.Context) error {
+	n, err := p.Prune(ctx)
+	if n.Leases+n.Revocations > 0 {
+		p.log.Info("pruned auth leases", zap.Int("leases", n.Leases), zap.Int("revocations", n.Revocations))
 	}
-	return periodic.New(interval, sleep, func(ctx context.Context) {
-		n, err := p.Prune(ctx)
-		if err != nil && ctx.Err() == nil {
-			log.Warn("lease prune pass failed", zap.Error(err))
-		}
-		if n.Leases+n.Revocations > 0 {
-			log.Info("pruned auth leases", zap.Int("leases", n.Leases), zap.Int("revocations", n.Revocations))
-		}
-	})
+	return err
 }

@@ -42,7 +42,7 @@ func TestPrunerCutoffs(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = time.UnixMilli(100_000_000)
-	p, err := leases.NewPruner(st, ttl, func() time.Time { return now })
+	p, err := leases.NewPruner(st, ttl, func() time.Time { return now }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,8 @@ type PruneOptions struct {
 	Limit int
 	Now   func() time.Time
 	Log   *zap.Logger
+	// Passed, when set, hears every scheduled pass's result (Pass).
+	Passed func(err error)
 }
 
 // Pruner deletes terminal reactions past their retention (SPEC §6.9
@@ -94,54 +96,33 @@ func (p *Pruner) Prune(ctx context.Context, partition string) (PruneResult, erro
 	return res, nil
 }
 
-// PruneAll prunes every registered partition; a failing partition does
-// not stop the others.
+// PruneAll prunes every registered partition (the scheduled pass and
+// "syncd reactions prune"); a failing partition does not stop the
+// others.
 func (p *Pruner) PruneAll(ctx context.Context) ([]PruneResult, error) {
-	infos, err := p.o.Partitions.ListPartitions(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list partitions: %w", err)
-	}
 	var out []PruneResult
-	var errs []error
-	for _, in := range infos {
-		if ctx.Err() != nil {
-			return out, ctx.Err()
-		}
-		r, err := p.Prune(ctx, in.Partition)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("partition %q: %w", in.Partition, err))
-		}
+	err := periodic.EachPartition(ctx, p.o.Partitions, func(ctx context.Context, partition string) error {
+		r, err := p.Prune(ctx, partition)
 		if r.Completed+r.DeadLetters > 0 || err == nil {
 			out = append(out, r)
 		}
-	}
-	return out, errors.Join(errs...)
+		return err
+	})
+	return out, err
 }
 
-// Scheduler runs PruneAll every interval on the app clock.
-type Scheduler struct {
-	*periodic.Loop
-}
-
-// NewScheduler returns a stopped scheduler sleeping on sleep; onPass
-// (optional) observes every pass. Start and Stop are the loop's.
-func NewScheduler(p *Pruner, interval time.Duration, sleep periodic.SleepFunc, log *zap.Logger, onPass func([]PruneResult, error)) *Scheduler {
-	if log == nil {
-		log = zap.NewNop()
+// Pass is the scheduled pass: PruneAll, each partition's removals logged
+// and the pass counted (the scheduler logs a failure).
+func (p *Pruner) Pass(ctx context.Context) error {
+	res, err := p.PruneAll(ctx)
+	for _, r := range res {
+		if r.Completed+r.DeadLetters > 0 {
+			p.o.Log.Info("pruned reactions", zap.String("partition", r.Partition), zap.Int("completed", r.Completed),
+				zap.Int("dead_letters", r.DeadLetters), zap.Bool("may_have_more", r.MayHaveMore))
+		}
 	}
-	return &Scheduler{periodic.New(interval, sleep, func(ctx context.Context) {
-		res, err := p.PruneAll(ctx)
-		if err != nil && ctx.Err() == nil {
-			log.Warn("reaction prune pass failed", zap.Error(err))
-		}
-		for _, r := range res {
-			if r.Completed+r.DeadLetters > 0 {
-				log.Info("pruned reactions", zap.String("partition", r.Partition), zap.Int("completed", r.Completed),
-					zap.Int("dead_letters", r.DeadLetters), zap.Bool("may_have_more", r.MayHaveMore))
-			}
-		}
-		if onPass != nil {
-			onPass(res, err)
-		}
-	})}
+	if p.o.Passed != nil {
+		p.o.Passed(err)
+	}
+	return err
 }

@@ -3,7 +3,6 @@ package reactions_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,38 +78,19 @@ func TestPrunerRetention(t *testing.T) {
 	}
 }
 
-// TestPruneScheduler: the scheduler prunes after each interval slept on
-// the clock it is given, and reports every pass.
-func TestPruneScheduler(t *testing.T) {
+// TestPrunePass: the scheduled pass prunes every partition and reports
+// its result.
+func TestPrunePass(t *testing.T) {
 	st := setup(t, 3, "done-a")
 	terminal(t, st, map[string]int64{"done-a": 1000})
+	var passed []error
 	p, _ := reactions.NewPruner(reactions.PruneOptions{Queue: st, Partitions: st, KeepCompleted: time.Millisecond,
-		Now: func() time.Time { return time.UnixMilli(5000) }})
-	var slept atomic.Int32
-	sleep := func(ctx context.Context, d time.Duration) error {
-		if d != time.Hour {
-			t.Errorf("slept %v", d)
-		}
-		if slept.Add(1) > 1 {
-			<-ctx.Done()
-			return ctx.Err()
-		}
-		return nil
-	}
-	passes := make(chan []reactions.PruneResult, 1)
-	s := reactions.NewScheduler(p, time.Hour, sleep, nil, func(res []reactions.PruneResult, err error) {
-		if err != nil {
-			t.Error(err)
-		}
-		passes <- res
-	})
-	s.Start()
-	res := <-passes
-	if err := s.Stop(context.Background()); err != nil {
+		Now: func() time.Time { return time.UnixMilli(5000) }, Passed: func(err error) { passed = append(passed, err) }})
+	if err := p.Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 1 || res[0].Completed != 1 {
-		t.Fatalf("pass %+v", res)
+	if len(passed) != 1 || passed[0] != nil {
+		t.Fatalf("passes reported %v, want one without error", passed)
 	}
 	if r, _ := st.GetReaction(context.Background(), "p", "done-a"); r != nil {
 		t.Fatalf("kept %+v", r)

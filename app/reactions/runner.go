@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/app/internal/periodic"
 	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -35,7 +36,10 @@ const (
 
 // Options configure a Runner.
 type Options struct {
-	Queue          ports.ReactionQueue
+	Queue ports.ReactionQueue
+	// Partitions lists the partitions Pass delivers in (needed by Pass
+	// only).
+	Partitions     ports.PartitionStore
 	Handlers       []ports.ReactionHandler
 	LeaseDuration  time.Duration
 	BatchSize      int
@@ -112,6 +116,24 @@ func (r *Runner) Backoff(attempt int) time.Duration {
 		d *= 2
 	}
 	return min(d, r.o.MaxBackoff)
+}
+
+// Pass is the scheduled delivery: on every registered partition, batches
+// of due reactions while they find work. A failing partition does not
+// stop the others (the scheduler logs the joined failures).
+func (r *Runner) Pass(ctx context.Context) error {
+	if r.o.Partitions == nil {
+		return errors.New("reactions: delivery needs Options.Partitions")
+	}
+	return periodic.EachPartition(ctx, r.o.Partitions, func(ctx context.Context, partition string) error {
+		for ctx.Err() == nil {
+			n, err := r.RunOnce(ctx, partition)
+			if err != nil || n == 0 {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // RunOnce claims and delivers one batch of the partition's due reactions

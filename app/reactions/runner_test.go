@@ -3,6 +3,7 @@ package reactions_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,5 +102,58 @@ func TestPermanentFailure(t *testing.T) {
 	a, _ := st.GetReaction(ctx, "p", "a")
 	if a.Status != ports.ReactionDeadLetter || string(a.LastFailure) != `{"code":"mail.bad_address","atMs":2000,"details":{"field":"to"}}` {
 		t.Fatalf("%+v %s", a, a.LastFailure)
+	}
+}
+
+// claimFails fails every claim in one partition.
+type claimFails struct {
+	ports.ReactionQueue
+	partition string
+}
+
+func (q claimFails) ClaimReactions(ctx context.Context, partition string, c ports.ReactionClaim) ([]ports.StoredReaction, error) {
+	if partition == q.partition {
+		return nil, errors.New("queue down")
+	}
+	return q.ReactionQueue.ClaimReactions(ctx, partition, c)
+}
+
+// TestRunnerPass: the scheduled delivery works every partition off in
+// batches until nothing is due; a failing partition is reported with its
+// name and does not keep the others from delivery.
+func TestRunnerPass(t *testing.T) {
+	tests := []struct {
+		name    string
+		failIn  string
+		wantErr string
+	}{
+		{name: "every due reaction is delivered, batch after batch"},
+		{name: "a failing partition does not stop the others", failIn: "q", wantErr: `partition "q": `},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			st := setup(t, 3, "a", "b", "c")
+			if _, err := st.TouchPartition(ctx, "q", 1); err != nil {
+				t.Fatal(err)
+			}
+			h := &handler{typ: "mail", fn: func(int32, ports.ReactionDelivery) error { return nil }}
+			r, err := reactions.New(reactions.Options{Queue: claimFails{st, tt.failIn}, Partitions: st, BatchSize: 1,
+				Handlers: []ports.ReactionHandler{h}, Now: func() time.Time { return time.UnixMilli(2000) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = r.Pass(ctx)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("pass: %v, want %q", err, tt.wantErr)
+			}
+			if got := h.calls.Load(); got != 3 {
+				t.Fatalf("%d deliveries in one pass, want 3", got)
+			}
+		})
+	}
+	r, _ := reactions.New(reactions.Options{Queue: memory.New()})
+	if err := r.Pass(context.Background()); err == nil {
+		t.Fatal("a runner without partitions passed")
 	}
 }

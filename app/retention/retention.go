@@ -86,11 +86,12 @@ func Target(maxSeq, keep int64, floor int64, hasFloor bool, forceSeq int64) int6
 
 // Pruner runs prune passes.
 type Pruner struct {
-	store  Store
-	policy Policy
-	now    func() time.Time
-	log    *zap.Logger
-	events ports.EventSink
+	store   Store
+	policy  Policy
+	now     func() time.Time
+	log     *zap.Logger
+	events  ports.EventSink
+	metrics *Metrics
 }
 
 // Options configure a Pruner.
@@ -104,8 +105,10 @@ type Options struct {
 	// Events, when set, hears every partition's completed pass
 	// (domain/event).
 	Events ports.EventSink
-	Now    func() time.Time
-	Log    *zap.Logger
+	// Metrics, when set, counts the scheduled passes (Pass).
+	Metrics *Metrics
+	Now     func() time.Time
+	Log     *zap.Logger
 }
 
 // New builds a Pruner (the policy is normalized).
@@ -123,7 +126,7 @@ func New(o Options) (*Pruner, error) {
 	if !o.Unfloored {
 		policy = policy.Normalize()
 	}
-	return &Pruner{store: o.Store, policy: policy, now: o.Now, log: o.Log, events: o.Events}, nil
+	return &Pruner{store: o.Store, policy: policy, now: o.Now, log: o.Log, events: o.Events, metrics: o.Metrics}, nil
 }
 
 // PartitionResult is one partition's pass.
@@ -187,59 +190,38 @@ func (p *Pruner) PrunePartition(ctx context.Context, partition string) (Partitio
 	return res, nil
 }
 
-// PruneAll runs one pass on every registered partition. An epoch mismatch
-// on one partition is logged and skipped; other errors are joined.
+// PruneAll runs one pass on every registered partition (the scheduled
+// pass and "syncd prune"). An epoch mismatch on one partition is logged
+// and skipped; other errors are joined.
 func (p *Pruner) PruneAll(ctx context.Context) ([]PartitionResult, error) {
-	parts, err := p.store.ListPartitions(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list partitions: %w", err)
-	}
 	var out []PartitionResult
-	var errs []error
-	for _, info := range parts {
-		if ctx.Err() != nil {
-			return out, ctx.Err()
+	err := periodic.EachPartition(ctx, p.store, func(ctx context.Context, partition string) error {
+		r, err := p.PrunePartition(ctx, partition)
+		if syncerr.CodeOf(err) == syncerr.StoragePruneEpochMismatch {
+			p.log.Info("prune skipped: log epoch rotated during the pass", zap.String("partition", partition))
+			return nil
 		}
-		r, err := p.PrunePartition(ctx, info.Partition)
-		if err != nil {
-			if syncerr.CodeOf(err) == syncerr.StoragePruneEpochMismatch {
-				p.log.Info("prune skipped: log epoch rotated during the pass", zap.String("partition", info.Partition))
-				continue
-			}
-			errs = append(errs, err)
-			continue
+		if err == nil {
+			out = append(out, r)
 		}
-		out = append(out, r)
-	}
-	return out, errors.Join(errs...)
+		return err
+	})
+	return out, err
 }
 
-// Scheduler runs PruneAll every interval in a goroutine, on the app
-// clock.
-type Scheduler struct {
-	*periodic.Loop
-}
-
-// NewScheduler returns a stopped scheduler sleeping on sleep; onPass
-// (optional) observes every pass. Start and Stop are the loop's.
-func NewScheduler(p *Pruner, interval time.Duration, sleep periodic.SleepFunc, log *zap.Logger, onPass func([]PartitionResult, error)) *Scheduler {
-	if log == nil {
-		log = zap.NewNop()
+// Pass is the scheduled pass: PruneAll, its summary logged and counted
+// (the scheduler logs a failure).
+func (p *Pruner) Pass(ctx context.Context) error {
+	res, err := p.PruneAll(ctx)
+	var removed int64
+	for _, r := range res {
+		removed += r.RemovedCommits
 	}
-	return &Scheduler{periodic.New(interval, sleep, func(ctx context.Context) {
-		res, err := p.PruneAll(ctx)
-		if err != nil && ctx.Err() == nil {
-			log.Warn("prune pass failed", zap.Error(err))
-		}
-		var removed int64
-		for _, r := range res {
-			removed += r.RemovedCommits
-		}
-		if removed > 0 {
-			log.Info("pruned commit log", zap.Int("partitions", len(res)), zap.Int64("removed_commits", removed))
-		}
-		if onPass != nil {
-			onPass(res, err)
-		}
-	})}
+	if removed > 0 {
+		p.log.Info("pruned commit log", zap.Int("partitions", len(res)), zap.Int64("removed_commits", removed))
+	}
+	if ctx.Err() == nil {
+		p.metrics.observe(res, err)
+	}
+	return err
 }

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncd-dev/syncd/adapters/clock"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
 	"github.com/syncd-dev/syncd/app/retention"
 	"github.com/syncd-dev/syncd/domain/commit"
@@ -134,35 +135,47 @@ func TestPrunePartitionFloors(t *testing.T) {
 	}
 }
 
-func TestSchedulerStartStop(t *testing.T) {
+// TestPass: the scheduled pass prunes every partition and counts itself.
+func TestPass(t *testing.T) {
 	e := newEnv(t)
 	e.commits(t, 1500, e.now)
-	passes := make(chan []retention.PartitionResult, 10)
-	s := retention.NewScheduler(e.pruner(t), 5*time.Millisecond, clock.Wall{}.Sleep, nil, func(r []retention.PartitionResult, err error) {
-		if err != nil {
-			t.Error(err)
-		}
-		select {
-		case passes <- r:
-		default:
-		}
-	})
-	s.Start()
-	s.Start()
-	select {
-	case r := <-passes:
-		if len(r) != 1 || r[0].HorizonSeq != 500 {
-			t.Fatalf("%+v", r)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no pass")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.Stop(ctx); err != nil {
+	reg := prometheus.NewRegistry()
+	m, err := retention.NewMetrics(reg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Stop(ctx); err != nil {
+	p, err := retention.New(retention.Options{Store: e.st, Policy: retention.DefaultPolicy(), Metrics: m, Now: func() time.Time { return e.now }})
+	if err != nil {
 		t.Fatal(err)
 	}
+	if err := p.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := e.st.LogBounds(context.Background(), "p"); b.HorizonSeq != 500 {
+		t.Fatalf("horizon %d after a pass, want 500", b.HorizonSeq)
+	}
+	if got := gathered(t, reg, "syncd_prune_passes_total"); got != 1 {
+		t.Fatalf("%v ok passes counted, want 1", got)
+	}
+	if got := gathered(t, reg, "syncd_pruned_commits_total"); got != 500 {
+		t.Fatalf("%v pruned commits counted, want 500", got)
+	}
+}
+
+// gathered is the sum of the counter name's series in reg.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

@@ -372,7 +372,7 @@ func runReactionsPrune(args, environ []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return fail(errors.New("the storage keeps no reaction queue"))
 	}
-	p, err := app.ReactionPruner(cfg, q, st, clk, nil)
+	p, err := app.ReactionPruner(cfg, q, st, clk, nil, nil)
 	if err != nil {
 		return fail(err)
 	}
