@@ -181,8 +181,9 @@ type Hub struct {
 
 // New validates o and builds the hub.
 func New(o Options) (*Hub, error) {
-	if o.Store == nil || o.Schema == nil || o.Resolver == nil || o.Rounds == nil {
-		return nil, errors.New("realtime: Store, Schema, Resolver and Rounds are required")
+	if o.Store == nil || o.Schema == nil || o.Resolver == nil || o.Rounds == nil || o.Now == nil || o.Sleep == nil {
+		// The clock is the app's: a use case reads no time of its own.
+		return nil, errors.New("realtime: Store, Schema, Resolver, Rounds, Now and Sleep are required")
 	}
 	if o.MaxDeltaBytes < 0 || o.MaxPresenceBytes < 0 || o.PresenceLease < 0 || o.MaxSockets < 0 || o.MaxSocketsPerActor < 0 || o.SendQueueBytes < 0 ||
 		o.SendBudgetBytes < 0 || o.PresenceRate < 0 || o.PresenceBurst < 0 || o.RoundTimeout < 0 || o.MaxRequestBytes < 0 {
@@ -205,12 +206,6 @@ func New(o Options) (*Hub, error) {
 	}
 	if o.PresenceRate > 0 && o.PresenceBurst == 0 {
 		o.PresenceBurst = max(1, int(o.PresenceRate))
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Sleep == nil {
-		o.Sleep = sleepWall
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -509,20 +504,4 @@ func newSessionID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// sleepWall waits d on the wall clock, the default of Options.Sleep (the
-// assembly passes the app clock's).
-func sleepWall(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

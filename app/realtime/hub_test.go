@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/syncd-dev/syncd/adapters/clock"
 	"github.com/syncd-dev/syncd/app/realtime"
 	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/commit"
@@ -279,6 +280,7 @@ func (f *fixture) rebuild(t *testing.T, o realtime.Options) *realtime.Hub {
 		o.Rounds = noRounds{}
 	}
 	o.Schema = func() *schema.Schema { return sch }
+	withWallClock(&o)
 	h, err := realtime.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -527,4 +529,14 @@ func TestResetRequired(t *testing.T) {
 		f.publish(f.st.commit("alice"))
 		wantWake(t, c, domrt.WakeCatchupRequired, 4)
 	})
+}
+
+// withWallClock gives o the wall clock where the test set no clock.
+func withWallClock(o *realtime.Options) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = clock.Wall{}.Sleep
+	}
 }

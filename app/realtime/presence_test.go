@@ -127,6 +127,7 @@ func (w *presenceWorld) hub(o realtime.Options) *realtime.Hub {
 	sch := ssptest.Schema(w.t)
 	o.Store, o.Resolver, o.Rounds = w.st, w.grants, noRounds{}
 	o.Schema = func() *schema.Schema { return sch }
+	withWallClock(&o)
 	h, err := realtime.New(o)
 	if err != nil {
 		w.t.Fatal(err)

@@ -121,7 +121,7 @@ func newInstance(ctx context.Context, id, base, parentDir string, s spec, c caps
 	// No heartbeat and no pings: nothing in an instance runs on a timer.
 	inst.hub, err = realtime.New(realtime.Options{
 		Store: liveStore{inst}, Schema: func() *schema.Schema { return s.schema }, Resolver: inst.grants, Leases: inst.leases,
-		Rounds: liveRounds{inst}, MaxDeltaBytes: s.maxDeltaBytes, MaxPresenceBytes: s.maxPresenceBytes, Now: inst.clock.Now, Log: log.Named("realtime"),
+		Rounds: liveRounds{inst}, MaxDeltaBytes: s.maxDeltaBytes, MaxPresenceBytes: s.maxPresenceBytes, Now: inst.clock.Now, Sleep: clock.Wall{}.Sleep, Log: log.Named("realtime"),
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
