@@ -21,6 +21,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -58,15 +59,15 @@ func (f *fakeStore) EnsureSchema(_ context.Context, _ *schema.Schema, decls []ch
 
 type harness struct {
 	app       *fxtest.App
-	listeners *app.Listeners
-	readiness *app.Readiness
+	listeners *platform.Listeners
+	readiness *platform.Readiness
 }
 
 func start(t *testing.T, cfg config.Config, extra ...fx.Option) *harness {
 	t.Helper()
 	h := &harness{}
 	opts := append([]fx.Option{fx.Populate(&h.listeners, &h.readiness)}, extra...)
-	h.app = fxtest.New(t, app.Options(cfg, app.ReadBuildInfo("test"), zaptest.NewLogger(t), opts...))
+	h.app = fxtest.New(t, app.Options(cfg, platform.ReadBuildInfo("test"), zaptest.NewLogger(t), opts...))
 	h.app.RequireStart()
 	return h
 }
@@ -77,7 +78,7 @@ func (h *harness) url(name, path string) string {
 
 // waitPhase polls until the readiness phase is want (no timing assertion:
 // the deadline only bounds a hung test).
-func waitPhase(t *testing.T, r *app.Readiness, want app.Phase) {
+func waitPhase(t *testing.T, r *platform.Readiness, want platform.Phase) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for r.Phase() != want {
@@ -89,7 +90,7 @@ func waitPhase(t *testing.T, r *app.Readiness, want app.Phase) {
 }
 
 // waitFailed waits until the current phase has recorded an error.
-func waitFailed(t *testing.T, r *app.Readiness) {
+func waitFailed(t *testing.T, r *platform.Readiness) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for r.Status().Error == nil {
@@ -117,34 +118,34 @@ func get(t *testing.T, method, url string) (int, string) {
 
 func TestServeEmbeddedDefault(t *testing.T) {
 	h := start(t, testConfig(t))
-	waitPhase(t, h.readiness, app.PhaseReady)
+	waitPhase(t, h.readiness, platform.PhaseReady)
 
-	code, body := get(t, "GET", h.url(app.ServerAdmin, "/livez"))
+	code, body := get(t, "GET", h.url(platform.ServerAdmin, "/livez"))
 	if code != 200 || !strings.Contains(body, `"ok"`) {
 		t.Fatalf("livez %d %s", code, body)
 	}
-	code, body = get(t, "GET", h.url(app.ServerAdmin, "/readyz"))
-	var st app.Status
-	if err := json.Unmarshal([]byte(body), &st); err != nil || code != 200 || !st.Ready || st.Phase != app.PhaseReady || st.SchemaVersion != 1 {
+	code, body = get(t, "GET", h.url(platform.ServerAdmin, "/readyz"))
+	var st platform.Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil || code != 200 || !st.Ready || st.Phase != platform.PhaseReady || st.SchemaVersion != 1 {
 		t.Fatalf("readyz %d %s", code, body)
 	}
-	code, body = get(t, "GET", h.url(app.ServerAdmin, "/metrics"))
+	code, body = get(t, "GET", h.url(platform.ServerAdmin, "/metrics"))
 	for _, want := range []string{"syncd_ready 1", `syncd_readiness_phase{phase="ready"} 1`, "go_goroutines", "syncd_build_info"} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Fatalf("metrics lacks %q (%d)", want, code)
 		}
 	}
-	if code, _ := get(t, "GET", h.url(app.ServerAdmin, "/debug/pprof/")); code != 404 {
+	if code, _ := get(t, "GET", h.url(platform.ServerAdmin, "/debug/pprof/")); code != 404 {
 		t.Fatalf("pprof without --pprof: %d", code)
 	}
-	if code, _ := get(t, "GET", h.url(app.ServerSync, "/debug/pprof/")); code != 404 {
+	if code, _ := get(t, "GET", h.url(platform.ServerSync, "/debug/pprof/")); code != 404 {
 		t.Fatalf("pprof on the sync listener: %d", code)
 	}
-	code, body = get(t, "POST", h.url(app.ServerSync, "/sync"))
+	code, body = get(t, "POST", h.url(platform.ServerSync, "/sync"))
 	if code != 404 || !strings.Contains(body, `"code":"sync.not_found"`) {
 		t.Fatalf("sync %d %s", code, body)
 	}
-	_, body = get(t, "GET", h.url(app.ServerAdmin, "/metrics"))
+	_, body = get(t, "GET", h.url(platform.ServerAdmin, "/metrics"))
 	if !strings.Contains(body, `syncd_http_requests_total{code="sync.not_found",method="POST",route="/sync",status="404"} 1`) || !strings.Contains(body, "syncd_http_requests_in_flight 0") {
 		t.Fatal("request not counted")
 	}
@@ -157,20 +158,20 @@ func TestServeEmbeddedDefault(t *testing.T) {
 func TestMountAndRouteGroup(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Mount = "/api"
-	route := fx.Provide(fx.Annotate(func() app.RouteHandler {
-		return app.RouteHandler{Route: httpapi.RouteSync, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	route := fx.Provide(fx.Annotate(func() platform.RouteHandler {
+		return platform.RouteHandler{Route: httpapi.RouteSync, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusNoContent)
 		})}
 	}, fx.ResultTags(`group:"syncd.routes"`)))
 	h := start(t, cfg, route)
-	waitPhase(t, h.readiness, app.PhaseReady)
-	if code, _ := get(t, "POST", h.url(app.ServerSync, "/api/sync")); code != 204 {
+	waitPhase(t, h.readiness, platform.PhaseReady)
+	if code, _ := get(t, "POST", h.url(platform.ServerSync, "/api/sync")); code != 204 {
 		t.Fatalf("provided route: %d", code)
 	}
-	if code, body := get(t, "GET", h.url(app.ServerSync, "/api/segments/s1")); code != 404 || !strings.Contains(body, `"code":"sync.not_found"`) {
+	if code, body := get(t, "GET", h.url(platform.ServerSync, "/api/segments/s1")); code != 404 || !strings.Contains(body, `"code":"sync.not_found"`) {
 		t.Fatalf("segments: %d %s", code, body)
 	}
-	if code, _ := get(t, "POST", h.url(app.ServerSync, "/sync")); code != 404 {
+	if code, _ := get(t, "POST", h.url(platform.ServerSync, "/sync")); code != 404 {
 		t.Fatalf("unmounted path: %d", code)
 	}
 	h.app.RequireStop()
@@ -180,14 +181,14 @@ func TestStorageNotReady(t *testing.T) {
 	tests := []struct {
 		name    string
 		err     error
-		phase   app.Phase
+		phase   platform.Phase
 		details string
 	}{
 		{"pending checkpoint", syncerr.New(syncerr.StorageCheckpointIncomplete).
 			WithDetails(map[string]string{"partition": "p1", "projection": "todo_counts"}),
-			app.PhaseBackfillCheckpoint, `"details":{"partition":"p1","projection":"todo_counts"}`},
-		{"layout mismatch", syncerr.New(syncerr.StorageStoredLayoutMismatch), app.PhaseStorageMigration, ""},
-		{"plain error", errors.New("connection refused"), app.PhaseStorageMigration, ""},
+			platform.PhaseBackfillCheckpoint, `"details":{"partition":"p1","projection":"todo_counts"}`},
+		{"layout mismatch", syncerr.New(syncerr.StorageStoredLayoutMismatch), platform.PhaseStorageMigration, ""},
+		{"plain error", errors.New("connection refused"), platform.PhaseStorageMigration, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -201,12 +202,12 @@ func TestStorageNotReady(t *testing.T) {
 			// its refusal to be recorded.
 			waitFailed(t, h.readiness)
 
-			code, body := get(t, "GET", h.url(app.ServerAdmin, "/readyz"))
-			var st app.Status
+			code, body := get(t, "GET", h.url(platform.ServerAdmin, "/readyz"))
+			var st platform.Status
 			if err := json.Unmarshal([]byte(body), &st); err != nil || code != 503 || st.Ready || st.Phase != tt.phase || st.Error == nil {
 				t.Fatalf("readyz %d %s", code, body)
 			}
-			code, body = get(t, "POST", h.url(app.ServerSync, "/sync"))
+			code, body = get(t, "POST", h.url(platform.ServerSync, "/sync"))
 			if code != 503 || !strings.Contains(body, `"code":"sync.schema_not_ready"`) || !strings.Contains(body, tt.details) {
 				t.Fatalf("sync %d %s", code, body)
 			}
@@ -230,13 +231,13 @@ func TestBadSchemaFailsStart(t *testing.T) {
 	}
 	cfg := testConfig(t)
 	cfg.Schema = p
-	a := fx.New(app.Options(cfg, app.ReadBuildInfo("test"), zap.NewNop()), fx.NopLogger)
+	a := fx.New(app.Options(cfg, platform.ReadBuildInfo("test"), zap.NewNop()), fx.NopLogger)
 	err := a.Err()
 	var ce *schema.CompileError
 	if !errors.As(err, &ce) || ce.Reason != schema.ReasonPrimaryKeyType || syncerr.CodeOf(err) != syncerr.SchemaInvalid {
 		t.Fatalf("err = %v", err)
 	}
-	if code := app.Run(cfg, app.ReadBuildInfo("test"), zap.NewNop()); code != 1 {
+	if code := app.Run(cfg, platform.ReadBuildInfo("test"), zap.NewNop()); code != 1 {
 		t.Fatalf("Run = %d", code)
 	}
 }
@@ -244,8 +245,8 @@ func TestBadSchemaFailsStart(t *testing.T) {
 func TestBusyPortFailsStart(t *testing.T) {
 	h := start(t, testConfig(t))
 	cfg := testConfig(t)
-	cfg.Listen = h.listeners.Addr(app.ServerAdmin).String()
-	a := fx.New(app.Options(cfg, app.ReadBuildInfo("test"), zap.NewNop()), fx.NopLogger)
+	cfg.Listen = h.listeners.Addr(platform.ServerAdmin).String()
+	a := fx.New(app.Options(cfg, platform.ReadBuildInfo("test"), zap.NewNop()), fx.NopLogger)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := a.Start(ctx); err == nil {

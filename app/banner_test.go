@@ -7,6 +7,7 @@ import (
 
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
 )
 
 // The start banner of a development setup says what a browser app needs:
@@ -38,7 +39,7 @@ func TestBannerTellsABrowserAppWhatItNeeds(t *testing.T) {
 			h := start(t, cfg, app.WithBanner(&out))
 			h.app.RequireStop()
 			got := out.String()
-			if !strings.Contains(got, "http://"+h.listeners.Addr(app.ServerSync).String()) {
+			if !strings.Contains(got, "http://"+h.listeners.Addr(platform.ServerSync).String()) {
 				t.Fatalf("no base URL in the banner:\n%s", got)
 			}
 			for _, w := range tc.want {

@@ -14,12 +14,14 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/fanout/pgnotify"
 	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/pgtest"
 )
 
 // metricValue is the value of the unlabelled metric name (false: absent).
-func metricValue(t *testing.T, m *app.Metrics, name string) (float64, bool) {
+func metricValue(t *testing.T, m *platform.Metrics, name string) (float64, bool) {
 	t.Helper()
 	fams, err := m.Registry.Gather()
 	if err != nil {
@@ -49,14 +51,14 @@ func TestFanoutReadinessAndMetrics(t *testing.T) {
 	}
 	var (
 		f     ports.Fanout
-		ready *app.Readiness
-		m     *app.Metrics
+		ready *platform.Readiness
+		m     *platform.Metrics
 	)
-	a := fxtest.New(t, app.Options(cfg, app.ReadBuildInfo("test"), zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
-		app.StorageModule, fx.Populate(&f, &ready, &m)))
+	a := fxtest.New(t, app.Options(cfg, platform.ReadBuildInfo("test"), zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
+		wiring.StorageModule, fx.Populate(&f, &ready, &m)))
 	a.RequireStart()
 	t.Cleanup(a.RequireStop)
-	waitPhase(t, ready, app.PhaseReady)
+	waitPhase(t, ready, platform.PhaseReady)
 	pg := f.(*pgnotify.Fanout)
 	fanoutCheck := func(ok bool) func() bool {
 		return func() bool { c, in := ready.Status().Checks["fanout"]; return in && c.OK == ok }

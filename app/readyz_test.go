@@ -20,13 +20,15 @@ import (
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/pgtest"
 )
 
-// testClock is an app.Clock the test moves by hand. Sleep reports each
+// testClock is an platform.Clock the test moves by hand. Sleep reports each
 // call on slept (when set) and returns once the test sends on wake.
 type testClock struct {
 	mu    sync.Mutex
@@ -62,8 +64,8 @@ func (c *testClock) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func useClock(c app.Clock) fx.Option {
-	return fx.Decorate(func(app.Clock) app.Clock { return c })
+func useClock(c platform.Clock) fx.Option {
+	return fx.Decorate(func(platform.Clock) platform.Clock { return c })
 }
 
 // pingStore is a SchemaStore and HealthChecker whose ping the test breaks.
@@ -88,10 +90,10 @@ func (s *pingStore) set(err error) {
 	s.mu.Unlock()
 }
 
-func readyz(t *testing.T, h *harness) (int, app.Status) {
+func readyz(t *testing.T, h *harness) (int, platform.Status) {
 	t.Helper()
-	code, body := get(t, "GET", h.url(app.ServerAdmin, "/readyz"))
-	var st app.Status
+	code, body := get(t, "GET", h.url(platform.ServerAdmin, "/readyz"))
+	var st platform.Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatalf("readyz %d %s: %v", code, body, err)
 	}
@@ -100,10 +102,10 @@ func readyz(t *testing.T, h *harness) (int, app.Status) {
 
 // waitReadyz polls /readyz until it answers code (the deadline only
 // bounds a hung test).
-func waitReadyz(t *testing.T, h *harness, code int) app.Status {
+func waitReadyz(t *testing.T, h *harness, code int) platform.Status {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for h.listeners.Addr(app.ServerAdmin) == nil {
+	for h.listeners.Addr(platform.ServerAdmin) == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("admin listener not bound")
 		}
@@ -121,9 +123,9 @@ func waitReadyz(t *testing.T, h *harness, code int) app.Status {
 	}
 }
 
-func wantStorageDown(t *testing.T, code int, st app.Status) {
+func wantStorageDown(t *testing.T, code int, st platform.Status) {
 	t.Helper()
-	if code != http.StatusServiceUnavailable || st.Ready || st.Phase != app.PhaseReady || st.Reason != app.ReasonDependencyDown ||
+	if code != http.StatusServiceUnavailable || st.Ready || st.Phase != platform.PhaseReady || st.Reason != platform.ReasonDependencyDown ||
 		len(st.Down) != 1 || st.Down[0] != "storage" || st.Checks["storage"].OK || st.Checks["storage"].Error == nil {
 		t.Fatalf("readyz with storage down: %d %+v", code, st)
 	}
@@ -236,7 +238,7 @@ func TestReadyzStorageEngines(t *testing.T) {
 		// would go through the proxy too, has its own readiness test.
 		cfg.Fanout = config.FanoutLocal
 		clock := newTestClock()
-		h := start(t, cfg, app.StorageModule, useClock(clock))
+		h := start(t, cfg, wiring.StorageModule, useClock(clock))
 		waitReadyz(t, h, 200)
 
 		proxy.stop()
@@ -263,7 +265,7 @@ func TestReadyzStorageEngines(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		var st ports.Storage
 		clock := newTestClock()
-		h := start(t, testConfig(t), app.StorageModule, useClock(clock), fx.Populate(&st))
+		h := start(t, testConfig(t), wiring.StorageModule, useClock(clock), fx.Populate(&st))
 		waitReadyz(t, h, 200)
 		if err := st.Close(); err != nil {
 			t.Fatal(err)
@@ -285,8 +287,8 @@ func TestGracefulShutdown(t *testing.T) {
 	clock := newTestClock()
 	clock.slept, clock.wake = make(chan time.Duration), make(chan struct{})
 	entered, finish := make(chan struct{}), make(chan struct{})
-	route := fx.Provide(fx.Annotate(func() app.RouteHandler {
-		return app.RouteHandler{Route: httpapi.RouteSync, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	route := fx.Provide(fx.Annotate(func() platform.RouteHandler {
+		return platform.RouteHandler{Route: httpapi.RouteSync, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("X-Hold") != "" {
 				entered <- struct{}{}
 				<-finish
@@ -299,19 +301,19 @@ func TestGracefulShutdown(t *testing.T) {
 		h        *harness
 	}
 	got := make(chan graph, 1)
-	capture := fx.Invoke(func(s fx.Shutdowner, l *app.Listeners, r *app.Readiness) {
+	capture := fx.Invoke(func(s fx.Shutdowner, l *platform.Listeners, r *platform.Readiness) {
 		got <- graph{s, &harness{listeners: l, readiness: r}}
 	})
 	exit := make(chan int, 1)
 	go func() {
-		exit <- app.Run(cfg, app.ReadBuildInfo("test"), zaptest.NewLogger(t), route, useClock(clock), capture)
+		exit <- app.Run(cfg, platform.ReadBuildInfo("test"), zaptest.NewLogger(t), route, useClock(clock), capture)
 	}()
 	g := <-got
 	h := g.h
 	waitReadyz(t, h, 200)
 
 	post := func(hold bool) (int, error) {
-		req, _ := http.NewRequest(http.MethodPost, h.url(app.ServerSync, "/sync"), strings.NewReader(""))
+		req, _ := http.NewRequest(http.MethodPost, h.url(platform.ServerSync, "/sync"), strings.NewReader(""))
 		if hold {
 			req.Header.Set("X-Hold", "1")
 		}
@@ -337,7 +339,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	// The lame-duck window: not ready, still serving.
 	code, st := readyz(t, h)
-	if code != http.StatusServiceUnavailable || st.Ready || !st.Draining || st.Reason != app.ReasonDraining {
+	if code != http.StatusServiceUnavailable || st.Ready || !st.Draining || st.Reason != platform.ReasonDraining {
 		t.Fatalf("readyz while draining: %d %+v", code, st)
 	}
 	if code, err := post(false); err != nil || code != http.StatusNoContent {
@@ -348,7 +350,7 @@ func TestGracefulShutdown(t *testing.T) {
 	// The listener closes while the held request is still in flight.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		c, err := net.Dial("tcp", h.listeners.Addr(app.ServerSync).String())
+		c, err := net.Dial("tcp", h.listeners.Addr(platform.ServerSync).String())
 		if err != nil {
 			break
 		}
@@ -379,25 +381,25 @@ func TestShutdownTimeoutBoundsInFlight(t *testing.T) {
 	cfg.ShutdownTimeout = time.Millisecond // expires while the request is held
 	entered, finish := make(chan struct{}), make(chan struct{})
 	defer close(finish)
-	route := fx.Provide(fx.Annotate(func() app.RouteHandler {
-		return app.RouteHandler{Route: httpapi.RouteSync, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	route := fx.Provide(fx.Annotate(func() platform.RouteHandler {
+		return platform.RouteHandler{Route: httpapi.RouteSync, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			entered <- struct{}{}
 			<-finish
 		})}
 	}, fx.ResultTags(`group:"syncd.routes"`)))
 	got := make(chan *harness, 1)
 	var shutdown fx.Shutdowner
-	capture := fx.Invoke(func(s fx.Shutdowner, l *app.Listeners, r *app.Readiness) {
+	capture := fx.Invoke(func(s fx.Shutdowner, l *platform.Listeners, r *platform.Readiness) {
 		shutdown = s
 		got <- &harness{listeners: l, readiness: r}
 	})
 	exit := make(chan int, 1)
 	// Not the test's logger: the stop hooks the timeout cut short still
 	// run, and log, after the test has ended.
-	go func() { exit <- app.Run(cfg, app.ReadBuildInfo("test"), zap.NewNop(), route, capture) }()
+	go func() { exit <- app.Run(cfg, platform.ReadBuildInfo("test"), zap.NewNop(), route, capture) }()
 	h := <-got
 	waitReadyz(t, h, 200)
-	go func() { _, _ = http.Post(h.url(app.ServerSync, "/sync"), "text/plain", nil) }()
+	go func() { _, _ = http.Post(h.url(platform.ServerSync, "/sync"), "text/plain", nil) }()
 	<-entered
 	if err := shutdown.Shutdown(); err != nil {
 		t.Fatal(err)

@@ -11,8 +11,9 @@ import (
 	"syscall"
 
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
-	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/wiring"
 )
 
 // databaseFlag is --database with serve's default and SYNCD_DATABASE.
@@ -143,7 +144,7 @@ Flags:
 	defer stop()
 	cfg := config.Default()
 	cfg.Database = *db
-	st, err := app.OpenStorage(ctx, cfg, app.NewClock())
+	st, err := wiring.OpenStorage(ctx, cfg, platform.NewClock())
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd epoch rotate: %v\n", err)
 		return 1

@@ -11,9 +11,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/blobs"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/wiring"
 )
 
 const blobsSweepUsage = `Usage: syncd blobs sweep [flags]
@@ -58,13 +59,13 @@ func runBlobs(args, environ []string, stdout, stderr io.Writer) int {
 			return fail(fmt.Errorf("database: %w", err))
 		}
 	}
-	clk := app.NewClock()
-	st, err := app.OpenStorage(ctx, cfg, clk)
+	clk := platform.NewClock()
+	st, err := wiring.OpenStorage(ctx, cfg, clk)
 	if err != nil {
 		return fail(err)
 	}
 	defer func() { _ = st.Close() }()
-	store, err := app.OpenBlobStore(ctx, cfg, st, clk, zap.NewNop())
+	store, err := wiring.OpenBlobStore(ctx, cfg, st, clk, zap.NewNop())
 	if err != nil {
 		return fail(err)
 	}

@@ -10,8 +10,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/pgtest"
@@ -62,7 +63,7 @@ func TestBlobsSweepCommand(t *testing.T) {
 func testBlobsSweep(t *testing.T, database string) {
 	ctx := context.Background()
 	cfg := config.Config{Database: database, Blobs: config.DefaultBlobs()}
-	st, err := app.OpenStorage(ctx, cfg, app.NewClock())
+	st, err := wiring.OpenStorage(ctx, cfg, platform.NewClock())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func testBlobsSweep(t *testing.T, database string) {
 	if _, err := st.TouchPartition(ctx, "p", time.Now().UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
-	store, err := app.OpenBlobStore(ctx, cfg, st, app.NewClock(), zap.NewNop())
+	store, err := wiring.OpenBlobStore(ctx, cfg, st, platform.NewClock(), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,12 +101,12 @@ func testBlobsSweep(t *testing.T, database string) {
 	if !strings.Contains(out.String(), `partition "p": deleted 1 of 1 orphan blobs`) {
 		t.Fatalf("stdout %q", out.String())
 	}
-	st, err = app.OpenStorage(ctx, cfg, app.NewClock())
+	st, err = wiring.OpenStorage(ctx, cfg, platform.NewClock())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	store, err = app.OpenBlobStore(ctx, cfg, st, app.NewClock(), zap.NewNop())
+	store, err = wiring.OpenBlobStore(ctx, cfg, st, platform.NewClock(), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func testBlobsSweep(t *testing.T, database string) {
 
 func TestBlobsSweepWithoutAStore(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "syncd.db")
-	st, err := app.OpenStorage(context.Background(), config.Config{Database: db}, app.NewClock())
+	st, err := wiring.OpenStorage(context.Background(), config.Config{Database: db}, platform.NewClock())
 	if err != nil {
 		t.Fatal(err)
 	}

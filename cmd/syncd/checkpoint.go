@@ -15,10 +15,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/backfill"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -172,7 +173,7 @@ func runCheckpoint(args, environ []string, stdout, stderr io.Writer) int {
 			return fail(fmt.Errorf("database: %w", err))
 		}
 	}
-	src := app.NewSchemaSource(cfg)
+	src := platform.NewSchemaSource(cfg)
 	ir, err := src.Read()
 	if err != nil {
 		return fail(fmt.Errorf("schema %s: %w", src.Name, err))
@@ -181,8 +182,8 @@ func runCheckpoint(args, environ []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(fmt.Errorf("schema %s: %w", src.Name, err))
 	}
-	clk := app.NewClock()
-	st, err := app.OpenStorage(ctx, cfg, clk)
+	clk := platform.NewClock()
+	st, err := wiring.OpenStorage(ctx, cfg, clk)
 	if err != nil {
 		return fail(err)
 	}
@@ -199,7 +200,7 @@ func runCheckpoint(args, environ []string, stdout, stderr io.Writer) int {
 		return fail(errors.New("the storage engine has no table scanner"))
 	}
 	svc, err := syncsvc.New(syncsvc.Options{Schema: func() *schema.Schema { return sch }, Store: st,
-		Resolver: noResolver{}, Mergers: app.BuiltinMergers(), Limits: cfg.Limits.Domain(), Now: clk.Now})
+		Resolver: noResolver{}, Mergers: wiring.BuiltinMergers(), Limits: cfg.Limits.Domain(), Now: clk.Now})
 	if err != nil {
 		return fail(err)
 	}

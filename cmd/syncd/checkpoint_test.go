@@ -9,10 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/backfill"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -38,7 +39,7 @@ func TestCheckpointCommand(t *testing.T) {
 func seedNullEstimates(t *testing.T, database string, n int) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := app.OpenStorage(ctx, config.Config{Database: database}, app.NewClock())
+	st, err := wiring.OpenStorage(ctx, config.Config{Database: database}, platform.NewClock())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func seedNullEstimates(t *testing.T, database string, n int) {
 func nullEstimates(t *testing.T, database string) int {
 	t.Helper()
 	ctx := context.Background()
-	st, err := app.OpenStorage(ctx, config.Config{Database: database}, app.NewClock())
+	st, err := wiring.OpenStorage(ctx, config.Config{Database: database}, platform.NewClock())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,11 +20,13 @@ import (
 
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/wiring"
 )
 
 // Set at link time by `make build|static|release` (-ldflags "-X
 // main.version=v1.2.3 -X main.revision=..."); a plain `go build` leaves them
-// empty and app.ReadStampedBuildInfo falls back to Go's VCS stamp.
+// empty and platform.ReadStampedBuildInfo falls back to Go's VCS stamp.
 var (
 	version      = "dev"
 	revision     string
@@ -33,8 +35,8 @@ var (
 	treeModified string
 )
 
-func stamp() app.Stamp {
-	return app.Stamp{Version: version, Commit: revision, CommitAt: revisionTime, Modified: treeModified}
+func stamp() platform.Stamp {
+	return platform.Stamp{Version: version, Commit: revision, CommitAt: revisionTime, Modified: treeModified}
 }
 
 func main() {
@@ -50,7 +52,7 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	case "serve":
 		return serve(args[1:], environ, stdout, stderr)
 	case "version", "--version", "-version":
-		_, _ = fmt.Fprint(stdout, app.ReadStampedBuildInfo(stamp()).String())
+		_, _ = fmt.Fprint(stdout, platform.ReadStampedBuildInfo(stamp()).String())
 		return 0
 	case "inspect":
 		return runInspect(args[1:], stdin, stdout, stderr)
@@ -128,13 +130,13 @@ func serve(args, environ []string, stdout, stderr io.Writer) int {
 	if res.PrintConfig {
 		return printConfig(stdout, cfg)
 	}
-	log, err := app.NewLogger(cfg)
+	log, err := platform.NewLogger(cfg)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd serve: %v\n", err)
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	return app.Run(cfg, app.ReadStampedBuildInfo(stamp()), log, app.StorageModule, app.CheckpointDeclarations(cfg), app.WithBanner(stderr))
+	return app.Run(cfg, platform.ReadStampedBuildInfo(stamp()), log, wiring.StorageModule, wiring.CheckpointDeclarations(cfg), app.WithBanner(stderr))
 }
 
 func printConfig(w io.Writer, cfg config.Config) int {

@@ -9,9 +9,10 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/retention"
+	"github.com/syncd-dev/syncd/app/wiring"
 )
 
 const pruneUsage = `Usage: syncd prune [flags]
@@ -48,14 +49,14 @@ func runPrune(args, environ []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	clk := app.NewClock()
-	st, err := app.OpenStorage(ctx, cfg, clk)
+	clk := platform.NewClock()
+	st, err := wiring.OpenStorage(ctx, cfg, clk)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd prune: %v\n", err)
 		return 1
 	}
 	defer func() { _ = st.Close() }()
-	p, err := retention.New(retention.Options{Store: st, Policy: app.RetentionPolicy(cfg), Now: clk.Now})
+	p, err := retention.New(retention.Options{Store: st, Policy: wiring.RetentionPolicy(cfg), Now: clk.Now})
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd prune: %v\n", err)
 		return 1

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/pgtest"
@@ -32,7 +33,7 @@ func TestPruneCommand(t *testing.T) {
 
 func testPruneCommand(t *testing.T, database string) {
 	ctx := context.Background()
-	st, err := app.OpenStorage(ctx, config.Config{Database: database}, app.NewClock())
+	st, err := wiring.OpenStorage(ctx, config.Config{Database: database}, platform.NewClock())
 	if err != nil {
 		t.Fatal(err)
 	}

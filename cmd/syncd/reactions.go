@@ -14,9 +14,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/reactions"
+	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -168,8 +169,8 @@ func runReactions(args, environ []string, stdout, stderr io.Writer) int {
 	defer stop()
 	cfg := config.Default()
 	cfg.Database = *f.db
-	clk := app.NewClock()
-	st, err := app.OpenStorage(ctx, cfg, clk)
+	clk := platform.NewClock()
+	st, err := wiring.OpenStorage(ctx, cfg, clk)
 	if err != nil {
 		return fail(err)
 	}
@@ -362,8 +363,8 @@ func runReactionsPrune(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	clk := app.NewClock()
-	st, err := app.OpenStorage(ctx, cfg, clk)
+	clk := platform.NewClock()
+	st, err := wiring.OpenStorage(ctx, cfg, clk)
 	if err != nil {
 		return fail(err)
 	}
@@ -372,7 +373,7 @@ func runReactionsPrune(args, environ []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return fail(errors.New("the storage keeps no reaction queue"))
 	}
-	p, err := app.ReactionPruner(cfg, q, st, clk, nil, nil)
+	p, err := wiring.ReactionPruner(cfg, q, st, clk, nil, nil)
 	if err != nil {
 		return fail(err)
 	}

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/pgtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
@@ -68,7 +69,7 @@ func TestReactionsCommand(t *testing.T) {
 // completed b are listed and filtered; retry resets dead letters only.
 func testReactionsCommand(t *testing.T, database string) {
 	ctx := context.Background()
-	st, err := app.OpenStorage(ctx, config.Config{Database: database}, app.NewClock())
+	st, err := wiring.OpenStorage(ctx, config.Config{Database: database}, platform.NewClock())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
-	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/seed"
+	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -74,7 +75,7 @@ func runSeed(args, environ []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "syncd seed: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	src := app.NewSchemaSource(cfg)
+	src := platform.NewSchemaSource(cfg)
 	data, err := src.Read()
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd seed: schema %s: %v\n", src.Name, err)
@@ -87,8 +88,8 @@ func runSeed(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	clk := app.NewClock()
-	st, err := app.OpenStorage(ctx, cfg, clk)
+	clk := platform.NewClock()
+	st, err := wiring.OpenStorage(ctx, cfg, clk)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd seed: %v\n", err)
 		return 1

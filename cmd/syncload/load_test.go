@@ -22,6 +22,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/seed"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/ports"
@@ -59,9 +60,9 @@ func startServerWith(t *testing.T, schemaPath string, minWire, seedRows int, con
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	var ready *app.Readiness
-	var listeners *app.Listeners
-	a := fx.New(app.Options(cfg, app.BuildInfo{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+	var ready *platform.Readiness
+	var listeners *platform.Listeners
+	a := fx.New(app.Options(cfg, platform.BuildInfo{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		fx.Provide(func() ports.Storage { return st }, func() ports.SchemaStore { return st }),
 		fx.Populate(&ready, &listeners)))
 	if err := a.Err(); err != nil {
@@ -89,7 +90,7 @@ func startServerWith(t *testing.T, schemaPath string, minWire, seedRows int, con
 		t.Fatal(err)
 	}
 	if seedRows == 0 {
-		return "http://" + listeners.Addr(app.ServerSync).String()
+		return "http://" + listeners.Addr(platform.ServerSync).String()
 	}
 	if _, err := seed.Run(ctx, st, seed.Options{Schema: sch, Table: "tasks", Value: "storm", Rows: seedRows, Batch: 500,
 		Bulk: func(ctx context.Context, partition, table string, rows []ports.RowWrite, b seed.Batch) (int64, error) {
@@ -98,7 +99,7 @@ func startServerWith(t *testing.T, schemaPath string, minWire, seedRows int, con
 		}}); err != nil {
 		t.Fatal(err)
 	}
-	return "http://" + listeners.Addr(app.ServerSync).String()
+	return "http://" + listeners.Addr(platform.ServerSync).String()
 }
 
 // TestScenarios runs every scenario briefly against an in-process server:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -22,11 +23,11 @@ import (
 )
 
 func TestEmbeddedServer(t *testing.T) {
-	var ready *app.Readiness
-	var ls *app.Listeners
+	var ready *platform.Readiness
+	var ls *platform.Listeners
 	cfg := Config("127.0.0.1:0", "127.0.0.1:0")
 	cfg.ShutdownDelay = 0
-	a := fx.New(app.Options(cfg, app.BuildInfo{}, zaptest.NewLogger(t),
+	a := fx.New(app.Options(cfg, platform.BuildInfo{}, zaptest.NewLogger(t),
 		Options(filepath.Join(t.TempDir(), "embed.db")), fx.Populate(&ready, &ls)))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -40,7 +41,7 @@ func TestEmbeddedServer(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	url := "http://" + ls.Addr(app.ServerSync).String() + "/sync"
+	url := "http://" + ls.Addr(platform.ServerSync).String() + "/sync"
 	sch, err := schema.Load(todos.IR())
 	if err != nil {
 		t.Fatal(err)

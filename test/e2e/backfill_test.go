@@ -22,6 +22,7 @@ import (
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/backfill"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -65,7 +66,7 @@ const bumpIRv2 = `{
 // node is one server process over a shared database.
 type node struct {
 	*server
-	ready  *app.Readiness
+	ready  *platform.Readiness
 	runner *backfill.Runner
 	stop   func()
 }
@@ -94,7 +95,7 @@ func startNode(t *testing.T, open func(t *testing.T) ports.Storage, ir string, d
 		t.Fatal(err)
 	}
 	n := &node{}
-	var listeners *app.Listeners
+	var listeners *platform.Listeners
 	opts := []fx.Option{
 		fx.Provide(func() ports.Storage { return gs }, func() ports.SchemaStore { return gs }),
 		fx.Populate(&n.ready, &listeners, &n.runner),
@@ -103,7 +104,7 @@ func startNode(t *testing.T, open func(t *testing.T) ports.Storage, ir string, d
 		opts = append(opts, fx.Supply(decls))
 	}
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	a := fx.New(app.Options(cfg, app.BuildInfo{}, log, opts...))
+	a := fx.New(app.Options(cfg, platform.BuildInfo{}, log, opts...))
 	if err := a.Err(); err != nil {
 		t.Fatalf("assemble: %v", err)
 	}
@@ -122,8 +123,8 @@ func startNode(t *testing.T, open func(t *testing.T) ports.Storage, ir string, d
 		})
 	}
 	t.Cleanup(n.stop)
-	n.server = &server{t: t, url: "http://" + listeners.Addr(app.ServerSync).String() + "/sync",
-		admin: "http://" + listeners.Addr(app.ServerAdmin).String(), store: gs, sch: sch}
+	n.server = &server{t: t, url: "http://" + listeners.Addr(platform.ServerSync).String() + "/sync",
+		admin: "http://" + listeners.Addr(platform.ServerAdmin).String(), store: gs, sch: sch}
 	return n
 }
 
@@ -143,7 +144,7 @@ func (n *node) waitReady(t *testing.T, within time.Duration) {
 	}
 }
 
-func (n *node) readyz(t *testing.T) (int, app.Status) {
+func (n *node) readyz(t *testing.T) (int, platform.Status) {
 	t.Helper()
 	resp, err := http.Get(n.admin + "/readyz")
 	if err != nil {
@@ -151,7 +152,7 @@ func (n *node) readyz(t *testing.T) (int, app.Status) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var st app.Status
+	var st platform.Status
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatalf("/readyz %s: %v", b, err)
 	}
@@ -258,7 +259,7 @@ func testSchemaBumpWithBackfill(t *testing.T, open func(t *testing.T) ports.Stor
 		if code == http.StatusOK {
 			t.Fatalf("undeclaring node ready with a pending checkpoint: %+v", st)
 		}
-		if st.Phase == app.PhaseBackfillCheckpoint && st.Error != nil && st.Error.Code == "sync.storage.checkpoint_incomplete" {
+		if st.Phase == platform.PhaseBackfillCheckpoint && st.Error != nil && st.Error.Code == "sync.storage.checkpoint_incomplete" {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -16,9 +16,9 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/syncd-dev/syncd/adapters/blobs/sqlblob"
-	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/blobs"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/client"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
@@ -74,7 +74,7 @@ type blobServer struct {
 	store ports.BlobStore
 }
 
-func startBlobs(t *testing.T, e engine, clk app.Clock, cfg func(*config.Config), more ...fx.Option) *blobServer {
+func startBlobs(t *testing.T, e engine, clk platform.Clock, cfg func(*config.Config), more ...fx.Option) *blobServer {
 	t.Helper()
 	bs := &blobServer{}
 	// The harness wraps the engine, which hides its database handles from
@@ -97,7 +97,7 @@ func startBlobs(t *testing.T, e engine, clk app.Clock, cfg func(*config.Config),
 	})
 	extra := append([]fx.Option{deco, fx.Populate(&bs.svc)}, more...)
 	if clk != nil {
-		extra = append(extra, fx.Decorate(func(app.Clock) app.Clock { return clk }))
+		extra = append(extra, fx.Decorate(func(platform.Clock) platform.Clock { return clk }))
 	}
 	bs.server = start(t, e, serverOpts{ir: []byte(blobIR), extra: extra, config: func(c *config.Config) {
 		c.Blobs.MaxBytes = 1 << 20

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/fx"
 
-	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
@@ -28,7 +28,7 @@ func TestServerReadsTimeFromTheClock(t *testing.T) {
 	at := time.UnixMilli(1_900_000_000_123)
 	forEngine(t, func(t *testing.T, e engine) {
 		s := start(t, e, serverOpts{extra: []fx.Option{
-			fx.Decorate(func(app.Clock) app.Clock { return fixedClock{at} }),
+			fx.Decorate(func(platform.Clock) platform.Clock { return fixedClock{at} }),
 		}})
 		r := newReplica(t, s, alice("clock"), "c1")
 		r.subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
@@ -55,7 +55,7 @@ func TestServerReadsTimeFromTheClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer res.Body.Close()
-		var st app.Status
+		var st platform.Status
 		if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
 			t.Fatal(err)
 		}

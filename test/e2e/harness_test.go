@@ -27,6 +27,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -225,8 +226,8 @@ func start(t *testing.T, e engine, so serverOpts) *server {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	var ready *app.Readiness
-	var listeners *app.Listeners
+	var ready *platform.Readiness
+	var listeners *platform.Listeners
 	opts := append([]fx.Option{
 		fx.Provide(func() ports.Storage { return gs }, func() ports.SchemaStore { return gs }),
 		fx.Populate(&ready, &listeners),
@@ -235,10 +236,10 @@ func start(t *testing.T, e engine, so serverOpts) *server {
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewTee(c, obs)
 	}))
-	a := fx.New(app.Options(cfg, app.BuildInfo{}, log, opts...))
+	a := fx.New(app.Options(cfg, platform.BuildInfo{}, log, opts...))
 	startReady(t, a, ready, func(error) { _ = st.Close() })
-	return &server{t: t, url: "http://" + listeners.Addr(app.ServerSync).String() + "/sync",
-		admin: "http://" + listeners.Addr(app.ServerAdmin).String(), store: gs, sch: sch, logs: logs}
+	return &server{t: t, url: "http://" + listeners.Addr(platform.ServerSync).String() + "/sync",
+		admin: "http://" + listeners.Addr(platform.ServerAdmin).String(), store: gs, sch: sch, logs: logs}
 }
 
 // call is one HTTP exchange.
@@ -364,7 +365,7 @@ func (s *server) noLoggedText(fragments ...string) {
 // startReady starts the assembled a and waits, within 30 seconds, until
 // ready says so. At cleanup it stops a (again within 30 seconds) and hands
 // stopped what Stop returned.
-func startReady(t *testing.T, a *fx.App, ready *app.Readiness, stopped func(error)) {
+func startReady(t *testing.T, a *fx.App, ready *platform.Readiness, stopped func(error)) {
 	t.Helper()
 	if err := a.Err(); err != nil {
 		t.Fatalf("assemble: %v", err)

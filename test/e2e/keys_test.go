@@ -11,8 +11,8 @@ import (
 	gojwt "github.com/golang-jwt/jwt/v5"
 	"go.uber.org/fx"
 
-	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -31,7 +31,7 @@ func TestKeysRotateWithoutARestart(t *testing.T) {
 			}
 		}
 		writeKeys(oldKey)
-		var keys *app.KeyReloader
+		var keys *platform.KeyReloader
 		s := start(t, e, serverOpts{
 			config: func(c *config.Config) {
 				c.Auth, c.JWT.Algorithm, c.JWT.KeyFile = config.AuthJWT, "HS256", keyFile

@@ -16,15 +16,15 @@ import (
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
 
-	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/client"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// leaseClock is an app.Clock a test moves by hand, from a fixed instant.
+// leaseClock is an platform.Clock a test moves by hand, from a fixed instant.
 type leaseClock struct{ ms atomic.Int64 }
 
 func (c *leaseClock) Now() time.Time                                   { return time.UnixMilli(c.ms.Load()) }
@@ -77,7 +77,7 @@ func TestAuthLeasesCarryOfflineRoundsThroughAnOutage(t *testing.T) {
 		s := start(t, e, serverOpts{
 			config: func(c *config.Config) { c.Leases = config.Leases{TTL: 15 * time.Minute, KeyFile: keyFile} },
 			extra: []fx.Option{
-				fx.Decorate(func(app.Clock) app.Clock { return clk }),
+				fx.Decorate(func(platform.Clock) platform.Clock { return clk }),
 				fx.Decorate(func(r ports.ScopeResolver) ports.ScopeResolver { res.next = r; return res }),
 				fx.Decorate(func(st ports.Storage) ports.Storage {
 					gs := st.(*gatedStore)

@@ -16,6 +16,8 @@ import (
 	"github.com/syncd-dev/syncd/adapters/segments/memseg"
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/client"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -25,7 +27,7 @@ import (
 )
 
 // startServe assembles the server the way "syncd serve" does: the flags
-// through config.Load, the storage through app.StorageModule (which opens
+// through config.Load, the storage through wiring.StorageModule (which opens
 // --database itself), the default segment store (db) and the banner; no
 // test double between the HTTP API and the SQL engine.
 func startServe(t *testing.T, database string) (base string, st ports.Storage, segs ports.SegmentStore, sch *schema.Schema) {
@@ -34,10 +36,10 @@ func startServe(t *testing.T, database string) (base string, st ports.Storage, s
 	if res.Config.Segments.Store != config.SegmentStoreDB {
 		t.Fatalf("default segment store %q", res.Config.Segments.Store)
 	}
-	var ready *app.Readiness
-	var listeners *app.Listeners
-	a := fx.New(app.Options(res.Config, app.BuildInfo{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		app.StorageModule, app.WithBanner(io.Discard), fx.Populate(&ready, &listeners, &st, &segs, &sch)))
+	var ready *platform.Readiness
+	var listeners *platform.Listeners
+	a := fx.New(app.Options(res.Config, platform.BuildInfo{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		wiring.StorageModule, app.WithBanner(io.Discard), fx.Populate(&ready, &listeners, &st, &segs, &sch)))
 	startReady(t, a, ready, func(err error) {
 		if err != nil {
 			t.Errorf("stop: %v", err)
@@ -46,7 +48,7 @@ func startServe(t *testing.T, database string) (base string, st ports.Storage, s
 	if _, ok := segs.(*memseg.Store); ok {
 		t.Fatal("segments kept in memory over an SQL engine")
 	}
-	return "http://" + listeners.Addr(app.ServerSync).String(), st, segs, sch
+	return "http://" + listeners.Addr(platform.ServerSync).String(), st, segs, sch
 }
 
 // The done clause of the pull issue: the server "syncd serve" assembles,

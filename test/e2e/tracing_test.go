@@ -26,6 +26,8 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/test/pgtest"
@@ -86,7 +88,7 @@ func attr(kvs []*commonpb.KeyValue, key string) string {
 	return ""
 }
 
-// tracedServer is "syncd serve" (storage through app.StorageModule) with
+// tracedServer is "syncd serve" (storage through wiring.StorageModule) with
 // the given environment.
 type tracedServer struct {
 	*server
@@ -99,14 +101,14 @@ type tracedServer struct {
 func startTraced(t *testing.T, database string, env map[string]string) *tracedServer {
 	t.Helper()
 	res := serveConfig(t, database)
-	var ready *app.Readiness
-	var listeners *app.Listeners
+	var ready *platform.Readiness
+	var listeners *platform.Listeners
 	var sch *schema.Schema
 	var tp trace.TracerProvider
 	obs, logs := observer.New(zap.DebugLevel)
-	a := fx.New(app.Options(res.Config, app.BuildInfo{Version: "e2e"}, zap.New(obs),
-		app.StorageModule, app.WithBanner(io.Discard),
-		fx.Supply(app.Environ(func(k string) string { return env[k] })),
+	a := fx.New(app.Options(res.Config, platform.BuildInfo{Version: "e2e"}, zap.New(obs),
+		wiring.StorageModule, app.WithBanner(io.Discard),
+		fx.Supply(platform.Environ(func(k string) string { return env[k] })),
 		fx.Populate(&ready, &listeners, &sch, &tp)))
 	if err := a.Err(); err != nil {
 		t.Fatal(err)
@@ -128,8 +130,8 @@ func startTraced(t *testing.T, database string, env map[string]string) *tracedSe
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	s := &server{t: t, url: "http://" + listeners.Addr(app.ServerSync).String() + "/sync",
-		admin: "http://" + listeners.Addr(app.ServerAdmin).String(), sch: sch}
+	s := &server{t: t, url: "http://" + listeners.Addr(platform.ServerSync).String() + "/sync",
+		admin: "http://" + listeners.Addr(platform.ServerAdmin).String(), sch: sch}
 	ts.server = s
 	return ts
 }

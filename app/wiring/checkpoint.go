@@ -1,0 +1,133 @@
+package wiring
+
+import (
+	"errors"
+	"sync"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/app/backfill"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/events"
+	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// CheckpointModule provides *backfill.Runner, the Go API a host that
+// embeds the server uses to declare, run and activate backfill
+// checkpoints from its own code (its batches are server commits of the
+// graph's sync use case). It is built only when something asks for it.
+var CheckpointModule = fx.Module("syncd.checkpoint",
+	fx.Provide(NewBackfillRunner),
+)
+
+// BackfillProgress is a host's hook: when provided, it hears every step
+// of the graph runner's backfills (the host's hook; logs and metrics are the
+// runner's own).
+type BackfillProgress func(backfill.Progress)
+
+// BackfillParams are the inputs of NewBackfillRunner.
+type BackfillParams struct {
+	fx.In
+	Schema   *schema.Schema
+	Storage  ports.Storage    `optional:"true"`
+	Sync     *syncsvc.Service `optional:"true"`
+	Clock    ports.Clock
+	Log      *zap.Logger
+	Metrics  *platform.Metrics `optional:"true"`
+	Progress BackfillProgress  `optional:"true"`
+	Events   ports.EventSink   `optional:"true"`
+}
+
+// NewBackfillRunner builds the runner over the graph's storage and sync
+// use case. Storage without a table scanner (a host's own port) is
+// refused: the runner hands Backfillers one.
+func NewBackfillRunner(p BackfillParams) (*backfill.Runner, error) {
+	if p.Storage == nil || p.Sync == nil {
+		return nil, errors.New("backfill: the graph has no storage or sync use case")
+	}
+	st, ok := p.Storage.(backfill.Store)
+	if !ok {
+		return nil, errors.New("backfill: the storage implements no ports.TableScanner")
+	}
+	var m *backfill.Metrics
+	if p.Metrics != nil && p.Metrics.Registry != nil {
+		var err error
+		if m, err = backfill.NewMetrics(p.Metrics.Registry); err != nil {
+			return nil, err
+		}
+	}
+	return backfill.New(backfill.Options{Store: st, Commits: p.Sync, Schema: p.Schema, Clock: p.Clock,
+		Log: p.Log.Named("backfill"), Metrics: m, OnProgress: progressHooks(p.Progress, p.Events, p.Clock)})
+}
+
+// progressHooks is the runner's progress callback: the host's hook and,
+// when something listens, checkpoint.progress events timed from each
+// run's claim; nil when neither is there.
+func progressHooks(host BackfillProgress, sink ports.EventSink, clock ports.Clock) func(backfill.Progress) {
+	if sink == nil {
+		if host == nil {
+			return nil
+		}
+		return host
+	}
+	var mu sync.Mutex
+	runs := map[[2]string]func(checkpoint.Checkpoint, int64){}
+	return func(pr backfill.Progress) {
+		if host != nil {
+			host(pr)
+		}
+		key := [2]string{pr.Partition, pr.Name}
+		mu.Lock()
+		report, ok := runs[key]
+		if !ok || pr.Phase == backfill.PhaseClaimed {
+			report = events.CheckpointReporter(sink, clock.Now)
+			runs[key] = report
+		}
+		if pr.Phase == backfill.PhaseActivated || pr.Phase == backfill.PhaseSuperseded {
+			delete(runs, key) // the run ended
+		}
+		mu.Unlock()
+		report(pr.Checkpoint, pr.TargetSeq)
+	}
+}
+
+// CheckpointDeclarations provides the declarations of --checkpoints at
+// the running schema version (the stock binary's; a host that embeds the
+// server provides its own []checkpoint.Declaration instead).
+func CheckpointDeclarations(cfg config.Config) fx.Option {
+	refs, err := cfg.CheckpointList()
+	if err != nil {
+		return fx.Error(err)
+	}
+	if len(refs) == 0 {
+		return fx.Options()
+	}
+	return fx.Provide(func(s *schema.Schema) []checkpoint.Declaration {
+		out := make([]checkpoint.Declaration, len(refs))
+		for i, r := range refs {
+			out[i] = checkpoint.Declaration{Partition: r.Partition, Name: r.Name, SchemaVersion: s.Version}
+		}
+		return out
+	})
+}
+
+// checkpointWatchParams are the inputs of the readiness checkpoint watch.
+type checkpointWatchParams struct {
+	fx.In
+	Readiness    *platform.Readiness
+	Storage      ports.Storage            `optional:"true"`
+	Declarations []checkpoint.Declaration `optional:"true"`
+}
+
+// registerCheckpointWatch makes /readyz list pending checkpoints and
+// gate on undeclared ones (see CheckpointWatch).
+func registerCheckpointWatch(p checkpointWatchParams) {
+	if p.Storage != nil {
+		p.Readiness.WatchCheckpoints(platform.CheckpointWatch{Store: p.Storage, Declarations: p.Declarations})
+	}
+}

@@ -1,0 +1,121 @@
+package wiring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/syncd-dev/syncd/adapters/fanout/local"
+	"github.com/syncd-dev/syncd/adapters/fanout/pgnotify"
+	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/ports"
+)
+
+// FanoutModule provides ports.Fanout by --fanout: LISTEN/NOTIFY on the
+// PostgreSQL --database (auto with a postgres:// database, or postgres),
+// in process otherwise. The realtime module's relay announces every
+// applied commit on it, so a push on any node wakes every node's realtime
+// sessions.
+var FanoutModule = fx.Module("syncd.fanout",
+	fx.Provide(NewFanout),
+)
+
+// FanoutParams are the inputs of NewFanout.
+type FanoutParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+	Log       *zap.Logger
+	Clock     platform.Clock
+	Readiness *platform.Readiness `optional:"true"`
+	Metrics   *platform.Metrics   `optional:"true"`
+}
+
+// NewFanout builds the configured fanout. The PostgreSQL one starts
+// listening in OnStart (connecting in the background, with backoff) and
+// stops in OnStop; neither hook waits for the database.
+func NewFanout(p FanoutParams) (ports.Fanout, error) {
+	log := p.Log.Named("fanout")
+	mode := p.Config.FanoutMode()
+	switch mode {
+	case config.FanoutLocal:
+		f := local.New(local.Options{Log: log})
+		p.Lifecycle.Append(fx.StopHook(f.Close))
+		if err := registerFanoutMetrics(p.Metrics, f.Overflows, nil, nil); err != nil {
+			return nil, err
+		}
+		log.Info("fanout in process (one node)")
+		return f, nil
+	case config.FanoutPostgres:
+		kind, dsn, err := config.ParseDatabase(p.Config.Database)
+		if err != nil {
+			return nil, err
+		}
+		if kind != config.Postgres {
+			return nil, errors.New("--fanout postgres needs a postgres:// --database")
+		}
+		f, err := pgnotify.New(pgnotify.Options{DSN: dsn, Log: log, Sleep: p.Clock.Sleep})
+		if err != nil {
+			return nil, err
+		}
+		p.Lifecycle.Append(fx.Hook{
+			OnStart: func(context.Context) error { f.Start(); return nil },
+			OnStop:  f.Close,
+		})
+		if err := registerFanoutMetrics(p.Metrics, f.Overflows, f.Listening, f.Reconnects); err != nil {
+			return nil, err
+		}
+		if p.Readiness != nil {
+			// Notices from the other nodes arrive only while the listener is
+			// connected: a node without it serves stale sockets.
+			p.Readiness.AddCheck(platform.Check{Name: "fanout", Probe: func(context.Context) error {
+				if !f.Listening() {
+					return errors.New("the LISTEN connection is down")
+				}
+				return nil
+			}, Now: p.Clock.Now})
+		}
+		log.Info("fanout through PostgreSQL LISTEN/NOTIFY")
+		return f, nil
+	}
+	return nil, fmt.Errorf("--fanout %q: want auto, local or postgres", mode)
+}
+
+// registerFanoutMetrics exports the fanout's counters: listener queue
+// overflows and, for LISTEN/NOTIFY (listening and reconnects not nil),
+// whether the listener is connected and how often it reconnected.
+func registerFanoutMetrics(m *platform.Metrics, overflows func() int64, listening func() bool, reconnects func() int64) error {
+	if m == nil || m.Registry == nil {
+		return nil
+	}
+	cs := []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "syncd", Name: "fanout_overflows_total",
+			Help: "Fanout listener queue overflows (each one answered with a catch-up of every session)."},
+			func() float64 { return float64(overflows()) }),
+	}
+	if listening != nil {
+		cs = append(cs,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "syncd", Name: "fanout_listening",
+				Help: "1 while the fanout's LISTEN connection to PostgreSQL is up, 0 otherwise."},
+				func() float64 {
+					if listening() {
+						return 1
+					}
+					return 0
+				}),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "syncd", Name: "fanout_reconnects_total",
+				Help: "LISTEN connections re-established after the first (each one triggers a catch-up of every session)."},
+				func() float64 { return float64(reconnects()) }))
+	}
+	for _, c := range cs {
+		if err := m.Registry.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
