@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"database/sql"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,3 +108,56 @@ func (m *Metrics) ObserveHTTP(st httpapi.RequestStats) {
 
 // InFlightHTTP follows the sync API requests being served.
 func (m *Metrics) InFlightHTTP(delta int) { m.inflight.Add(float64(delta)) }
+
+// RegisterFanout exports the fanout's counters: listener queue
+// overflows and, for LISTEN/NOTIFY (listening and reconnects not nil),
+// whether the listener is connected and how often it reconnected.
+func (m *Metrics) RegisterFanout(overflows func() int64, listening func() bool, reconnects func() int64) error {
+	if m == nil || m.Registry == nil {
+		return nil
+	}
+	cs := []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "syncd", Name: "fanout_overflows_total",
+			Help: "Fanout listener queue overflows (each one answered with a catch-up of every session)."},
+			func() float64 { return float64(overflows()) }),
+	}
+	if listening != nil {
+		cs = append(cs,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "syncd", Name: "fanout_listening",
+				Help: "1 while the fanout's LISTEN connection to PostgreSQL is up, 0 otherwise."},
+				func() float64 {
+					if listening() {
+						return 1
+					}
+					return 0
+				}),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "syncd", Name: "fanout_reconnects_total",
+				Help: "LISTEN connections re-established after the first (each one triggers a catch-up of every session)."},
+				func() float64 { return float64(reconnects()) }))
+	}
+	for _, c := range cs {
+		if err := m.Registry.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Pooled is a store on database/sql pools (both SQL engines).
+type Pooled interface{ Pools() map[string]*sql.DB }
+
+// RegisterPools exports the connection pools' statistics of a storage on
+// database/sql pools (go_sql_* by db_name: open, in use, idle, waits,
+// wait time); any other storage, or a nil m, exports nothing.
+func (m *Metrics) RegisterPools(storage any) error {
+	ps, ok := storage.(Pooled)
+	if !ok || m == nil || m.Registry == nil {
+		return nil
+	}
+	for role, db := range ps.Pools() {
+		if err := m.Registry.Register(collectors.NewDBStatsCollector(db, "syncd_"+role)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

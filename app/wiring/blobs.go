@@ -3,7 +3,6 @@ package wiring
 import (
 	"context"
 	"fmt"
-	"io"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,7 +65,7 @@ func NewBlobStore(lc fx.Lifecycle, p BlobStoreParams, clk ports.Clock) (ports.Bl
 			s, err = OpenBlobStore(ctx, p.Config, p.Store, clk, p.Log)
 			return err
 		}})
-		return &lazyBlobs{get: func() ports.BlobStore { return s }}, nil
+		return platform.NewLazyBlobs(func() ports.BlobStore { return s }), nil
 	}
 	return OpenBlobStore(context.Background(), p.Config, p.Store, clk, p.Log)
 }
@@ -117,47 +116,6 @@ func OpenBlobStore(ctx context.Context, cfg config.Config, st ports.Storage, clk
 		return s, nil
 	}
 	return nil, fmt.Errorf("--blob-store %q: want db, fs, s3 or none", b.Store)
-}
-
-// lazyBlobs forwards to a store opened in an OnStart hook.
-type lazyBlobs struct {
-	get func() ports.BlobStore
-}
-
-func (l *lazyBlobs) Put(ctx context.Context, u ports.BlobUpload, r io.Reader) (ports.BlobInfo, bool, error) {
-	return l.get().Put(ctx, u, r)
-}
-
-func (l *lazyBlobs) Stat(ctx context.Context, partition, blobID string) (ports.BlobInfo, bool, error) {
-	return l.get().Stat(ctx, partition, blobID)
-}
-
-func (l *lazyBlobs) Open(ctx context.Context, partition, blobID string, offset, length int64) (io.ReadCloser, ports.BlobInfo, error) {
-	return l.get().Open(ctx, partition, blobID, offset, length)
-}
-
-func (l *lazyBlobs) ListCreatedBefore(ctx context.Context, partition string, beforeMs int64, after string, limit int) ([]ports.BlobInfo, error) {
-	return l.get().ListCreatedBefore(ctx, partition, beforeMs, after, limit)
-}
-
-// PutBufferBytes and OpenBufferBytes forward to the opened store, with
-// the use case's default for one that does not bound its transfers.
-func (l *lazyBlobs) PutBufferBytes(u ports.BlobUpload) int64 {
-	if b, ok := l.get().(ports.BlobBuffers); ok {
-		return b.PutBufferBytes(u)
-	}
-	return blobs.DefaultTransferBufferBytes
-}
-
-func (l *lazyBlobs) OpenBufferBytes(info ports.BlobInfo, length int64) int64 {
-	if b, ok := l.get().(ports.BlobBuffers); ok {
-		return b.OpenBufferBytes(info, length)
-	}
-	return blobs.DefaultTransferBufferBytes
-}
-
-func (l *lazyBlobs) Delete(ctx context.Context, partition, blobID string) error {
-	return l.get().Delete(ctx, partition, blobID)
 }
 
 // BlobServiceParams are the inputs of the blob use case.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
@@ -46,7 +45,7 @@ func NewFanout(p FanoutParams) (ports.Fanout, error) {
 	case config.FanoutLocal:
 		f := local.New(local.Options{Log: log})
 		p.Lifecycle.Append(fx.StopHook(f.Close))
-		if err := registerFanoutMetrics(p.Metrics, f.Overflows, nil, nil); err != nil {
+		if err := p.Metrics.RegisterFanout(f.Overflows, nil, nil); err != nil {
 			return nil, err
 		}
 		log.Info("fanout in process (one node)")
@@ -67,7 +66,7 @@ func NewFanout(p FanoutParams) (ports.Fanout, error) {
 			OnStart: func(context.Context) error { f.Start(); return nil },
 			OnStop:  f.Close,
 		})
-		if err := registerFanoutMetrics(p.Metrics, f.Overflows, f.Listening, f.Reconnects); err != nil {
+		if err := p.Metrics.RegisterFanout(f.Overflows, f.Listening, f.Reconnects); err != nil {
 			return nil, err
 		}
 		if p.Readiness != nil {
@@ -84,38 +83,4 @@ func NewFanout(p FanoutParams) (ports.Fanout, error) {
 		return f, nil
 	}
 	return nil, fmt.Errorf("--fanout %q: want auto, local or postgres", mode)
-}
-
-// registerFanoutMetrics exports the fanout's counters: listener queue
-// overflows and, for LISTEN/NOTIFY (listening and reconnects not nil),
-// whether the listener is connected and how often it reconnected.
-func registerFanoutMetrics(m *platform.Metrics, overflows func() int64, listening func() bool, reconnects func() int64) error {
-	if m == nil || m.Registry == nil {
-		return nil
-	}
-	cs := []prometheus.Collector{
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "syncd", Name: "fanout_overflows_total",
-			Help: "Fanout listener queue overflows (each one answered with a catch-up of every session)."},
-			func() float64 { return float64(overflows()) }),
-	}
-	if listening != nil {
-		cs = append(cs,
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "syncd", Name: "fanout_listening",
-				Help: "1 while the fanout's LISTEN connection to PostgreSQL is up, 0 otherwise."},
-				func() float64 {
-					if listening() {
-						return 1
-					}
-					return 0
-				}),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "syncd", Name: "fanout_reconnects_total",
-				Help: "LISTEN connections re-established after the first (each one triggers a catch-up of every session)."},
-				func() float64 { return float64(reconnects()) }))
-	}
-	for _, c := range cs {
-		if err := m.Registry.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
 }

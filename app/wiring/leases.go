@@ -100,34 +100,15 @@ func NewLeaseStore(lc fx.Lifecycle, p LeaseStoreParams) ports.LeaseStore {
 		p.Log.Warn("the storage is not an SQL engine: auth leases are kept in process memory and lost on restart")
 		return memlease.NewWithClock(func() int64 { return p.Clock.Now().UnixMilli() })
 	}
-	l := &lazyLeases{}
+	l := &platform.LazyLeases{}
 	// The engine opens in its own start hook, which runs before this one.
 	lc.Append(fx.Hook{OnStart: func(ctx context.Context) error {
 		s, err := sqllease.Open(ctx, sqllease.Options{DB: h.DB(), ReadDB: h.ReadDB(),
 			Now: func() int64 { return p.Clock.Now().UnixMilli() }})
-		l.s = s
+		l.Set(s)
 		return err
 	}})
 	return l
-}
-
-// lazyLeases forwards to a store opened in an OnStart hook.
-type lazyLeases struct{ s ports.LeaseStore }
-
-func (l *lazyLeases) GetLease(ctx context.Context, partition, clientID string) (*lease.Stored, error) {
-	return l.s.GetLease(ctx, partition, clientID)
-}
-
-func (l *lazyLeases) PutLease(ctx context.Context, prev *lease.Stored, next lease.Stored) (bool, error) {
-	return l.s.PutLease(ctx, prev, next)
-}
-
-func (l *lazyLeases) RevokeLease(ctx context.Context, partition, leaseID string) (bool, error) {
-	return l.s.RevokeLease(ctx, partition, leaseID)
-}
-
-func (l *lazyLeases) PruneLeases(ctx context.Context, q ports.LeasePrune) (ports.LeasePruneCounts, error) {
-	return l.s.PruneLeases(ctx, q)
 }
 
 // LeaseServiceParams are the inputs of the lease use case.

@@ -3,7 +3,6 @@ package wiring
 import (
 	"context"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
@@ -15,7 +14,6 @@ import (
 	"github.com/syncd-dev/syncd/app/realtime"
 	"github.com/syncd-dev/syncd/app/sockets"
 	"github.com/syncd-dev/syncd/app/syncsvc"
-	domrt "github.com/syncd-dev/syncd/domain/realtime"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -39,7 +37,7 @@ var RealtimeModule = fx.Module("syncd.realtime",
 type realtimeRelayParams struct {
 	fx.In
 	Fanout  ports.Fanout `optional:"true"`
-	Metrics *realtimeMetrics
+	Metrics *realtime.Counters
 	Log     *zap.Logger
 }
 
@@ -52,8 +50,11 @@ type realtimeMetricsParams struct {
 	Metrics *platform.Metrics `optional:"true"`
 }
 
-func provideRealtimeMetrics(p realtimeMetricsParams) (*realtimeMetrics, error) {
-	return newRealtimeMetrics(p.Metrics)
+func provideRealtimeMetrics(p realtimeMetricsParams) (*realtime.Counters, error) {
+	if p.Metrics == nil {
+		return realtime.NewCounters(nil)
+	}
+	return realtime.NewCounters(p.Metrics.Registry)
 }
 
 // RealtimeHubParams are the inputs of the realtime hub.
@@ -67,7 +68,7 @@ type RealtimeHubParams struct {
 	Store     ports.Storage    `optional:"true"`
 	Service   *syncsvc.Service `optional:"true"`
 	Leases    *leases.Service  `optional:"true"`
-	Metrics   *realtimeMetrics
+	Metrics   *realtime.Counters
 	Fanout    ports.Fanout         `optional:"true"`
 	Tracer    trace.TracerProvider `optional:"true"`
 	Events    ports.EventSink      `optional:"true"`
@@ -102,14 +103,10 @@ func NewRealtimeHub(p RealtimeHubParams) (*realtime.Hub, error) {
 // graph without realtime refreshes nothing).
 func newScopeRefresher(h *realtime.Hub) ports.ScopeRefresher {
 	if h == nil {
-		return noSessions{}
+		return realtime.NoSessions{}
 	}
 	return h
 }
-
-type noSessions struct{}
-
-func (noSessions) RefreshScopes(context.Context, string, string) int { return 0 }
 
 type realtimeRouteParams struct {
 	fx.In
@@ -196,65 +193,3 @@ func registerRealtime(p realtimeRunParams) {
 		},
 	})
 }
-
-// realtimeMetrics feeds the realtime collectors.
-type realtimeMetrics struct {
-	sockets prometheus.Gauge
-	deltas  prometheus.Counter
-	bytes   prometheus.Counter
-	wakes   *prometheus.CounterVec
-	dropped prometheus.Counter
-	rounds  prometheus.Counter
-	over    prometheus.Counter
-	pevents *prometheus.CounterVec
-	pdocs   prometheus.Gauge
-	notices *prometheus.CounterVec
-}
-
-func newRealtimeMetrics(m *platform.Metrics) (*realtimeMetrics, error) {
-	r := &realtimeMetrics{
-		sockets: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "syncd", Name: "realtime_sockets",
-			Help: "Open realtime sockets."}),
-		deltas: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_deltas_total",
-			Help: "Realtime deltas sent."}),
-		bytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_delta_bytes_total",
-			Help: "Bytes of the realtime deltas sent."}),
-		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_wakes_total",
-			Help: "Realtime wake-ups sent, by reason."}, []string{"reason"}),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_deltas_dropped_total",
-			Help: "Realtime deltas not sent (suppressed, mid-round, oversize or slow consumer) and answered with a wake-up."}),
-		rounds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_rounds_total",
-			Help: "Sync rounds served over realtime sockets."}),
-		over: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_overflow_closes_total",
-			Help: "Realtime sockets closed because their send queue overflowed (a client that does not read)."}),
-		pevents: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "syncd", Name: "realtime_presence_events_total",
-			Help: "Presence events: join, update, leave, forbidden and too_large publishes, publishes held past the socket's rate, remote changes heard from other nodes."}, []string{"event"}),
-		pdocs: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "syncd", Name: "realtime_presence_docs",
-			Help: "Presence documents held on this node (its own and those heard from other nodes)."}),
-		notices: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "syncd", Name: "fanout_notices_total",
-			Help: "Commit notices: published (or publish_failed) by this node, received from any node, and resyncs after the listener may have lost some."}, []string{"event"}),
-	}
-	if m == nil || m.Registry == nil {
-		return r, nil
-	}
-	for _, c := range []prometheus.Collector{r.sockets, r.deltas, r.bytes, r.wakes, r.dropped, r.rounds, r.over, r.pevents, r.pdocs, r.notices} {
-		if err := m.Registry.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return r, nil
-}
-
-func (r *realtimeMetrics) Sockets(d int) { r.sockets.Add(float64(d)) }
-func (r *realtimeMetrics) Delta(n int)   { r.deltas.Inc(); r.bytes.Add(float64(n)) }
-func (r *realtimeMetrics) Wake(reason domrt.WakeReason) {
-	r.wakes.WithLabelValues(string(reason)).Inc()
-}
-func (r *realtimeMetrics) Dropped()  { r.dropped.Inc() }
-func (r *realtimeMetrics) Round()    { r.rounds.Inc() }
-func (r *realtimeMetrics) Overflow() { r.over.Inc() }
-func (r *realtimeMetrics) Presence(event string) {
-	r.pevents.WithLabelValues(event).Inc()
-}
-func (r *realtimeMetrics) PresenceDocs(d int)  { r.pdocs.Add(float64(d)) }
-func (r *realtimeMetrics) Notice(event string) { r.notices.WithLabelValues(event).Inc() }

@@ -2,9 +2,7 @@ package wiring
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -89,44 +87,8 @@ func NewSegmentStore(lc fx.Lifecycle, p SegmentStoreParams) (ports.SegmentStore,
 			s, err = sqlseg.Open(ctx, sqlseg.Options{DB: h.DB(), ReadDB: h.ReadDB()})
 			return err
 		}})
-		return &lazySegments{get: func() ports.SegmentStore { return s }}, nil
+		return platform.NewLazySegments(func() ports.SegmentStore { return s }), nil
 	}
-}
-
-// lazySegments forwards to a store opened in an OnStart hook.
-type lazySegments struct {
-	get func() ports.SegmentStore
-}
-
-func (l *lazySegments) s() ports.SegmentStore { return l.get() }
-
-func (l *lazySegments) Put(ctx context.Context, b []byte, p ports.SegmentPublication) (ports.SegmentPublication, error) {
-	return l.s().Put(ctx, b, p)
-}
-
-func (l *lazySegments) Find(ctx context.Context, k ports.SegmentKey, nowMs int64) (ports.SegmentPublication, bool, error) {
-	return l.s().Find(ctx, k, nowMs)
-}
-
-func (l *lazySegments) Publications(ctx context.Context, id string) ([]ports.SegmentPublication, error) {
-	return l.s().Publications(ctx, id)
-}
-
-func (l *lazySegments) Open(ctx context.Context, id string) (io.ReadCloser, int64, error) {
-	return l.s().Open(ctx, id)
-}
-
-func (l *lazySegments) Sweep(ctx context.Context, beforeMs int64) (ports.SegmentSweep, error) {
-	return l.s().Sweep(ctx, beforeMs)
-}
-
-// SegmentStats implements ports.SegmentStatsReader (the database store does).
-func (l *lazySegments) SegmentStats(ctx context.Context, nowMs int64) (ports.SegmentStats, error) {
-	sr, ok := l.s().(ports.SegmentStatsReader)
-	if !ok {
-		return ports.SegmentStats{}, errors.New("segment store reports no stats")
-	}
-	return sr.SegmentStats(ctx, nowMs)
 }
 
 // NewSegmentSigner reads --signed-url-key-file (one key per line, the

@@ -2,10 +2,7 @@ package wiring
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/fx"
@@ -31,28 +28,15 @@ var StorageModule = fx.Module("syncd.storage",
 	fx.Provide(func(s ports.Storage) ports.HealthChecker { return s }),
 )
 
-// pooled is a store on database/sql pools (both SQL engines).
-type pooled interface{ Pools() map[string]*sql.DB }
-
 type poolMetricsParams struct {
 	fx.In
 	Storage ports.Storage     `optional:"true"`
 	Metrics *platform.Metrics `optional:"true"`
 }
 
-// registerPoolMetrics exports the connection pools' statistics
-// (go_sql_* by db_name: open, in use, idle, waits, wait time).
+// registerPoolMetrics exports the storage's connection pools.
 func registerPoolMetrics(p poolMetricsParams) error {
-	ps, ok := p.Storage.(pooled)
-	if !ok || p.Metrics == nil || p.Metrics.Registry == nil {
-		return nil
-	}
-	for role, db := range ps.Pools() {
-		if err := p.Metrics.Registry.Register(collectors.NewDBStatsCollector(db, "syncd_"+role)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return p.Metrics.RegisterPools(p.Storage)
 }
 
 // StorageParams are the inputs of NewStorage.
