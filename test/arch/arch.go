@@ -14,7 +14,10 @@
 //     (main packages) under examples/ that embed the server, and test
 //     files under test/ that assemble the whole server graph; a use case
 //     under app/ never does, not even in its tests;
-//   - nothing imports cmd/.
+//   - nothing imports cmd/;
+//   - the app package itself holds only the embedding face: app.go
+//     (Options, Run) and hooks.go (what a host plugs in); the graph is in
+//     app/wiring and the plumbing in app/platform.
 //
 // Test files of domain/ and ports/ may also import the test/ helpers.
 package arch
@@ -37,16 +40,25 @@ type Package struct {
 	Imports      []string `json:",omitempty"`
 	TestImports  []string `json:",omitempty"`
 	XTestImports []string `json:",omitempty"`
+	// GoFiles are the package's non-test source files (names only).
+	GoFiles []string `json:",omitempty"`
 }
 
-// Violation is one import that breaks a rule.
+// Violation is one import, or one source file, that breaks a rule.
 type Violation struct {
 	Package string `json:"package"`
-	Import  string `json:"import"`
+	Import  string `json:"import,omitempty"`
 	Rule    string `json:"rule"`
+	// File is set instead of Import when a file is out of place.
+	File string `json:"file,omitempty"`
 }
 
-func (v Violation) String() string { return v.Package + " imports " + v.Import + ": " + v.Rule }
+func (v Violation) String() string {
+	if v.File != "" {
+		return v.Package + " holds " + v.File + ": " + v.Rule
+	}
+	return v.Package + " imports " + v.Import + ": " + v.Rule
+}
 
 // Rule texts.
 const (
@@ -56,7 +68,11 @@ const (
 	RuleAppAdapters = "app/ use cases never import adapters/; only the composition roots do"
 	RuleFx          = "only the assembly imports fx: app, app/wiring, app/platform, cmd/, example programs, test files under test/"
 	RuleCmd         = "nothing imports cmd/"
+	RuleAppRoot     = "the app package holds only the embedding face (app.go, hooks.go); the graph goes in app/wiring, plumbing in app/platform"
 )
+
+// appRootFiles are the only source files of the app package.
+var appRootFiles = map[string]bool{"app.go": true, "hooks.go": true}
 
 // Check returns every violation in pkgs, a graph of module's packages,
 // sorted by package then import.
@@ -75,6 +91,13 @@ func Check(module string, pkgs []Package) []Violation {
 		for _, imp := range p.Imports {
 			check(imp, false)
 		}
+		if p.ImportPath == module+"/app" {
+			for _, f := range p.GoFiles {
+				if !appRootFiles[f] {
+					out = append(out, Violation{Package: p.ImportPath, File: f, Rule: RuleAppRoot})
+				}
+			}
+		}
 		for _, imp := range append(append([]string(nil), p.TestImports...), p.XTestImports...) {
 			if imp == p.ImportPath {
 				continue // an external test importing its own package
@@ -86,7 +109,10 @@ func Check(module string, pkgs []Package) []Violation {
 		if out[i].Package != out[j].Package {
 			return out[i].Package < out[j].Package
 		}
-		return out[i].Import < out[j].Import
+		if out[i].Import != out[j].Import {
+			return out[i].Import < out[j].Import
+		}
+		return out[i].File < out[j].File
 	})
 	return dedupe(out)
 }
@@ -211,7 +237,7 @@ func Load(goCmd, dir string) (module string, pkgs []Package, err error) {
 		return "", nil, err
 	}
 	module = strings.TrimSpace(string(modOut))
-	out, err := run(goCmd, dir, "list", "-e", "-json=ImportPath,Name,Imports,TestImports,XTestImports", "./...")
+	out, err := run(goCmd, dir, "list", "-e", "-json=ImportPath,Name,Imports,TestImports,XTestImports,GoFiles", "./...")
 	if err != nil {
 		return "", nil, err
 	}

@@ -24,20 +24,22 @@ func TestFixtureGraphFails(t *testing.T) {
 	}
 	got := arch.Check("example.com/m", pkgs)
 	want := []arch.Violation{
-		{"example.com/m/adapters/httpapi", "go.uber.org/fx/fxtest", arch.RuleFx},
-		{"example.com/m/adapters/storage", "example.com/m/app", arch.RuleAdaptersApp},
-		{"example.com/m/adapters/storage", "go.uber.org/fx", arch.RuleFx},
-		{"example.com/m/app", "example.com/m/cmd/syncd", arch.RuleCmd},
-		{"example.com/m/app/blobs", "example.com/m/adapters/httpapi", arch.RuleAppAdapters},
-		{"example.com/m/app/realtime", "go.uber.org/fx/fxtest", arch.RuleFx},
-		{"example.com/m/domain/a", "example.com/m/ports", arch.RuleDomain},
-		{"example.com/m/domain/a", "github.com/stretchr/testify/require", arch.RuleDomain},
-		{"example.com/m/domain/a", "github.com/uptrace/bun", arch.RuleDomain},
-		{"example.com/m/domain/b", "go.uber.org/zap", arch.RuleDomain},
-		{"example.com/m/examples/lib", "go.uber.org/fx", arch.RuleFx},
-		{"example.com/m/ports", "example.com/m/adapters/storage", arch.RulePorts},
-		{"example.com/m/test/contract", "go.uber.org/fx", arch.RuleFx},
-		{"example.com/m/test/harness", "go.uber.org/dig", arch.RuleFx},
+		{Package: "example.com/m/adapters/httpapi", Import: "go.uber.org/fx/fxtest", Rule: arch.RuleFx},
+		{Package: "example.com/m/adapters/storage", Import: "example.com/m/app", Rule: arch.RuleAdaptersApp},
+		{Package: "example.com/m/adapters/storage", Import: "go.uber.org/fx", Rule: arch.RuleFx},
+		{Package: "example.com/m/app", Rule: arch.RuleAppRoot, File: "module.go"},
+		{Package: "example.com/m/app", Rule: arch.RuleAppRoot, File: "readiness.go"},
+		{Package: "example.com/m/app", Import: "example.com/m/cmd/syncd", Rule: arch.RuleCmd},
+		{Package: "example.com/m/app/blobs", Import: "example.com/m/adapters/httpapi", Rule: arch.RuleAppAdapters},
+		{Package: "example.com/m/app/realtime", Import: "go.uber.org/fx/fxtest", Rule: arch.RuleFx},
+		{Package: "example.com/m/domain/a", Import: "example.com/m/ports", Rule: arch.RuleDomain},
+		{Package: "example.com/m/domain/a", Import: "github.com/stretchr/testify/require", Rule: arch.RuleDomain},
+		{Package: "example.com/m/domain/a", Import: "github.com/uptrace/bun", Rule: arch.RuleDomain},
+		{Package: "example.com/m/domain/b", Import: "go.uber.org/zap", Rule: arch.RuleDomain},
+		{Package: "example.com/m/examples/lib", Import: "go.uber.org/fx", Rule: arch.RuleFx},
+		{Package: "example.com/m/ports", Import: "example.com/m/adapters/storage", Rule: arch.RulePorts},
+		{Package: "example.com/m/test/contract", Import: "go.uber.org/fx", Rule: arch.RuleFx},
+		{Package: "example.com/m/test/harness", Import: "go.uber.org/dig", Rule: arch.RuleFx},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("violations:")
@@ -87,6 +89,9 @@ func TestRulesOneByOne(t *testing.T) {
 		{"example library imports fx", arch.Package{ImportPath: "m/examples/todos", Name: "todos", Imports: []string{"go.uber.org/fx"}}, true},
 		{"e2e test files import fx", arch.Package{ImportPath: "m/test/e2e", Name: "e2e", XTestImports: []string{"go.uber.org/fx/fxtest"}}, false},
 		{"test helper imports fx", arch.Package{ImportPath: "m/test/pgtest", Name: "pgtest", Imports: []string{"go.uber.org/fx"}}, true},
+		{"app root holds the embedding face", arch.Package{ImportPath: "m/app", GoFiles: []string{"app.go", "hooks.go"}}, false},
+		{"app root holds plumbing", arch.Package{ImportPath: "m/app", GoFiles: []string{"app.go", "hooks.go", "metrics.go"}}, true},
+		{"wiring holds many files", arch.Package{ImportPath: "m/app/wiring", GoFiles: []string{"core.go", "blobs.go"}}, false},
 		{"adapter test files import fxtest", arch.Package{ImportPath: "m/adapters/a", Name: "a", TestImports: []string{"go.uber.org/fx/fxtest"}}, true},
 	}
 	for _, tt := range tests {
