@@ -16,6 +16,7 @@ import (
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/pgtest"
+	"github.com/syncd-dev/syncd/test/roundtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -64,7 +65,7 @@ func benchPushSetup(b *testing.B, st ports.Storage) (*schema.Schema, *syncsvc.Se
 	if err := st.EnsureSchema(ctx, sch, nil); err != nil {
 		b.Fatal(err)
 	}
-	svc, err := syncsvc.New(syncsvc.Options{Schema: func() *schema.Schema { return sch }, Store: st, Resolver: allowAll,
+	svc, err := syncsvc.New(syncsvc.Options{Schema: func() *schema.Schema { return sch }, Store: st, Resolver: roundtest.AllowAll,
 		Now: time.Now})
 	if err != nil {
 		b.Fatal(err)

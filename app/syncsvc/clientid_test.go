@@ -5,39 +5,15 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
-	pullsvc "github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/app/syncsvc"
-	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/roundtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
-
-// as runs one request as actor under client.
-func (e *env) as(actor, client string, r ssptest.Req) (ssptest.Resp, error) {
-	e.t.Helper()
-	id := e.id
-	e.id.ActorID = actor
-	defer func() { e.id = id }()
-	r.ClientID = client
-	resp, _, err := e.do(r)
-	return resp, err
-}
-
-func (e *env) own(ccid, rowID, owner string) *ssp2.PushCommit {
-	return ssptest.Commit(ccid, ssptest.Upsert("projects", rowID, e.project(rowID, owner, owner+"'s"), -1))
-}
-
-func (e *env) noRow(t *testing.T, id string) {
-	t.Helper()
-	if row, err := e.store.GetRow(context.Background(), "p1", "projects", id); err != nil || row != nil {
-		t.Fatalf("row %s of a refused request: %+v, %v", id, row, err)
-	}
-}
 
 func TestClientIDBoundByFirstPush(t *testing.T) {
 	tests := []struct {
@@ -53,23 +29,23 @@ func TestClientIDBoundByFirstPush(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, withPull)
-			resp, err := e.as(tt.first, "k", e.req(e.own("k1", "p-"+tt.first, tt.first)))
+			e := roundtest.New(t, roundtest.WithPull)
+			resp, err := e.As(tt.first, "k", e.Req(e.Own("k1", "p-"+tt.first, tt.first)))
 			if err != nil || resp.Results[0].Status != ssp2.PushApplied {
 				t.Fatalf("first push %+v, %v", resp.Results, err)
 			}
-			second := e.req(e.own("k1", "p-"+tt.second, tt.second))
+			second := e.Req(e.Own("k1", "p-"+tt.second, tt.second))
 			if tt.secondPull {
-				second = ssptest.Req{SchemaVersion: e.sch.Version, Epoch: e.epoch, Pull: true, SubTable: "projects"}
+				second = ssptest.Req{SchemaVersion: e.Schema.Version, Epoch: e.Epoch, Pull: true, SubTable: "projects"}
 			}
-			_, err = e.as(tt.second, "k", second)
-			wantCode(t, err, syncerr.InvalidClientID)
-			e.noRow(t, "p-"+tt.second)
-			if rec, _ := e.store.GetClient(context.Background(), "p1", "k"); rec != nil {
+			_, err = e.As(tt.second, "k", second)
+			roundtest.WantCode(t, err, syncerr.InvalidClientID)
+			e.NoRow(t, "p-"+tt.second)
+			if rec, _ := e.Store.GetClient(context.Background(), "p1", "k"); rec != nil {
 				t.Fatalf("a refused pull recorded the client: %+v", rec)
 			}
 			// The owner's replay is still cached with its seq.
-			resp, err = e.as(tt.first, "k", e.req(e.own("k1", "p-"+tt.first, tt.first)))
+			resp, err = e.As(tt.first, "k", e.Req(e.Own("k1", "p-"+tt.first, tt.first)))
 			if err != nil || resp.Results[0].Status != ssp2.PushCached || resp.Results[0].CommitSeq != 1 {
 				t.Fatalf("owner's replay %+v, %v", resp.Results, err)
 			}
@@ -78,36 +54,27 @@ func TestClientIDBoundByFirstPush(t *testing.T) {
 }
 
 func TestClientIDBoundByFirstPull(t *testing.T) {
-	e := newEnv(t, nil)
-	pull := ssptest.Req{SchemaVersion: e.sch.Version, Epoch: e.epoch, Pull: true, SubTable: "projects"}
+	e := roundtest.New(t, nil)
+	pull := ssptest.Req{SchemaVersion: e.Schema.Version, Epoch: e.Epoch, Pull: true, SubTable: "projects"}
 	// Without a pull service, a pull is refused before it binds.
-	_, err := e.as("carol", "k", pull)
-	wantCode(t, err, syncerr.InternalError)
-	if a, ok, _ := e.store.ClientBinding(context.Background(), "p1", "k"); ok {
+	_, err := e.As("carol", "k", pull)
+	roundtest.WantCode(t, err, syncerr.InternalError)
+	if a, ok, _ := e.Store.ClientBinding(context.Background(), "p1", "k"); ok {
 		t.Fatalf("a refused request bound the client to %s", a)
 	}
-	e.svc = newService(t, e, withPull)
-	if _, err := e.as("carol", "k", pull); err != nil {
+	e.Round = e.Build(roundtest.WithPull)
+	if _, err := e.As("carol", "k", pull); err != nil {
 		t.Fatal(err)
 	}
-	if a, ok, _ := e.store.ClientBinding(context.Background(), "p1", "k"); !ok || a != "carol" {
+	if a, ok, _ := e.Store.ClientBinding(context.Background(), "p1", "k"); !ok || a != "carol" {
 		t.Fatalf("binding after carol's pull: %q, %v", a, ok)
 	}
-	_, err = e.as("alice", "k", e.req(e.own("k1", "p-alice", "alice")))
-	wantCode(t, err, syncerr.InvalidClientID)
-	e.noRow(t, "p-alice")
-	if _, err := e.as("carol", "k", pull); err != nil {
+	_, err = e.As("alice", "k", e.Req(e.Own("k1", "p-alice", "alice")))
+	roundtest.WantCode(t, err, syncerr.InvalidClientID)
+	e.NoRow(t, "p-alice")
+	if _, err := e.As("carol", "k", pull); err != nil {
 		t.Fatalf("carol's next pull: %v", err)
 	}
-}
-
-// withPull gives the service a pull half over the same store.
-func withPull(o *syncsvc.Options) {
-	p, err := pullsvc.New(pullsvc.Options{Store: o.Store.(*memory.Store), Now: o.Now})
-	if err != nil {
-		panic(err)
-	}
-	o.Pull = p
 }
 
 // unboundStore stores results owned by their actor but never binds: the
@@ -136,23 +103,23 @@ func (lockedOnly) GetPushResult(context.Context, string, string, string) (ports.
 func TestIdempotencyRecordReplayedOnlyToItsActor(t *testing.T) {
 	for _, lookup := range []string{"optimistic", "locked"} {
 		t.Run(lookup, func(t *testing.T) {
-			e := newEnv(t, nil)
+			e := roundtest.New(t, nil)
 			// Bob's record exists, but his client id is not bound.
 			bob := *e
-			bob.svc = newService(t, e, func(o *syncsvc.Options) { o.Store = unboundStore{e.store} })
-			if resp, err := bob.as("bob", "k", e.req(e.own("k1", "p-bob", "bob"))); err != nil || resp.Results[0].Status != ssp2.PushApplied {
+			bob.Round = e.Build(func(o *syncsvc.Options) { o.Store = unboundStore{e.Store} })
+			if resp, err := bob.As("bob", "k", e.Req(e.Own("k1", "p-bob", "bob"))); err != nil || resp.Results[0].Status != ssp2.PushApplied {
 				t.Fatalf("bob's push %+v, %v", resp.Results, err)
 			}
-			if _, ok, _ := e.store.ClientBinding(context.Background(), "p1", "k"); ok {
+			if _, ok, _ := e.Store.ClientBinding(context.Background(), "p1", "k"); ok {
 				t.Fatal("the unbound store bound")
 			}
 			if lookup == "locked" {
-				e.svc = newService(t, e, func(o *syncsvc.Options) { o.Store = lockedOnly{e.store} })
+				e.Round = e.Build(func(o *syncsvc.Options) { o.Store = lockedOnly{e.Store} })
 			}
-			_, err := e.as("alice", "k", e.req(e.own("k1", "p-alice", "alice")))
-			wantCode(t, err, syncerr.InvalidClientID)
-			e.noRow(t, "p-alice")
-			if a, ok, _ := e.store.ClientBinding(context.Background(), "p1", "k"); ok {
+			_, err := e.As("alice", "k", e.Req(e.Own("k1", "p-alice", "alice")))
+			roundtest.WantCode(t, err, syncerr.InvalidClientID)
+			e.NoRow(t, "p-alice")
+			if a, ok, _ := e.Store.ClientBinding(context.Background(), "p1", "k"); ok {
 				t.Fatalf("the refused push bound the client to %s", a)
 			}
 		})
@@ -162,29 +129,29 @@ func TestIdempotencyRecordReplayedOnlyToItsActor(t *testing.T) {
 // A record stored before records carried their actor is replayed to the
 // actor its client id is bound to, and refused to every other.
 func TestLegacyRecordReplayedToTheBoundActor(t *testing.T) {
-	e := newEnv(t, nil)
-	if resp, err := e.as("alice", "k", e.req(e.own("k1", "p-alice", "alice"))); err != nil || resp.Results[0].Status != ssp2.PushApplied {
+	e := roundtest.New(t, nil)
+	if resp, err := e.As("alice", "k", e.Req(e.Own("k1", "p-alice", "alice"))); err != nil || resp.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("alice's push %+v, %v", resp.Results, err)
 	}
 	ctx := context.Background()
-	rec, ok, err := e.store.GetPushResult(ctx, "p1", "k", "k1")
+	rec, ok, err := e.Store.GetPushResult(ctx, "p1", "k", "k1")
 	if err != nil || !ok || rec.ActorID != "alice" {
 		t.Fatalf("stored record %+v %v %v", rec, ok, err)
 	}
 	// The same bytes under client "old", without an owner.
-	if err := e.store.Push(ctx, "p1", ports.PushOptions{WriterVersion: e.sch.Version}, func(tx ports.PushTx) error {
+	if err := e.Store.Push(ctx, "p1", ports.PushOptions{WriterVersion: e.Schema.Version}, func(tx ports.PushTx) error {
 		_, err := tx.PutPushResult(ctx, "old", "k1", rec.Result)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.BindClient(ctx, "p1", "old", "alice"); err != nil {
+	if _, err := e.Store.BindClient(ctx, "p1", "old", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.as("bob", "old", e.req(e.own("k1", "p-bob", "bob")))
-	wantCode(t, err, syncerr.InvalidClientID)
-	e.noRow(t, "p-bob")
-	resp, err := e.as("alice", "old", e.req(e.own("k1", "p-alice", "alice")))
+	_, err = e.As("bob", "old", e.Req(e.Own("k1", "p-bob", "bob")))
+	roundtest.WantCode(t, err, syncerr.InvalidClientID)
+	e.NoRow(t, "p-bob")
+	resp, err := e.As("alice", "old", e.Req(e.Own("k1", "p-alice", "alice")))
 	if err != nil || resp.Results[0].Status != ssp2.PushCached || resp.Results[0].CommitSeq != 1 {
 		t.Fatalf("alice's legacy replay %+v, %v", resp.Results, err)
 	}
@@ -208,8 +175,8 @@ func TestClientIDRaceExactlyOneActorWins(t *testing.T) {
 	for round := range 8 {
 		var wg sync.WaitGroup
 		wg.Add(len(actors))
-		e := newEnv(t, nil)
-		e.svc = newService(t, e, func(o *syncsvc.Options) { o.Store = barrierStore{e.store, &wg} })
+		e := roundtest.New(t, nil)
+		e.Round = e.Build(func(o *syncsvc.Options) { o.Store = barrierStore{e.Store, &wg} })
 		client := fmt.Sprint("fresh-", round)
 		errs := make([]error, len(actors))
 		var done sync.WaitGroup
@@ -217,26 +184,26 @@ func TestClientIDRaceExactlyOneActorWins(t *testing.T) {
 			done.Add(1)
 			go func() {
 				defer done.Done()
-				r := ssptest.Req{ClientID: client, SchemaVersion: e.sch.Version, Epoch: e.epoch,
-					Commits: []*ssp2.PushCommit{e.own("k1", "p-"+a, a)}}
-				_, errs[i] = e.svc.Handle(context.Background(), ports.Identity{ActorID: a, Partition: "p1"}, r.Encode(t))
+				r := ssptest.Req{ClientID: client, SchemaVersion: e.Schema.Version, Epoch: e.Epoch,
+					Commits: []*ssp2.PushCommit{e.Own("k1", "p-"+a, a)}}
+				_, errs[i] = e.Round.Handle(context.Background(), ports.Identity{ActorID: a, Partition: "p1"}, r.Encode(t))
 			}()
 		}
 		done.Wait()
 		winners := 0
 		for i, err := range errs {
-			row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-"+actors[i])
+			row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-"+actors[i])
 			if err == nil {
 				winners++
 				if row == nil {
 					t.Fatalf("round %d: %s won but its row is missing", round, actors[i])
 				}
-				if a, _, _ := e.store.ClientBinding(context.Background(), "p1", client); a != actors[i] {
+				if a, _, _ := e.Store.ClientBinding(context.Background(), "p1", client); a != actors[i] {
 					t.Fatalf("round %d: %s won, the id is bound to %q", round, actors[i], a)
 				}
 				continue
 			}
-			wantCode(t, err, syncerr.InvalidClientID)
+			roundtest.WantCode(t, err, syncerr.InvalidClientID)
 			if row != nil {
 				t.Fatalf("round %d: the refused %s's row landed", round, actors[i])
 			}
@@ -245,17 +212,4 @@ func TestClientIDRaceExactlyOneActorWins(t *testing.T) {
 			t.Fatalf("round %d: %d actors won a fresh client id", round, winners)
 		}
 	}
-}
-
-// newService builds another service over e's schema and clock.
-func newService(t *testing.T, e *env, mut func(*syncsvc.Options)) *syncsvc.Service {
-	t.Helper()
-	o := syncsvc.Options{Schema: func() *schema.Schema { return e.sch }, Store: e.store, Resolver: allowAll,
-		Now: func() time.Time { return time.UnixMilli(1_700_000_000_000) }}
-	mut(&o)
-	svc, err := syncsvc.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
 	"github.com/syncd-dev/syncd/app/syncsvc"
@@ -16,118 +15,20 @@ import (
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
-	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/roundtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
-type resolverFunc func(ctx context.Context, req ports.ScopeRequest) (scopes.Allowed, error)
-
-func (f resolverFunc) ResolveScopes(ctx context.Context, req ports.ScopeRequest) (scopes.Allowed, error) {
-	return f(ctx, req)
-}
-
-var allowAll = resolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
-	return scopes.Allowed{"owner": {"*"}, "project_id": {"*"}}, nil
-})
-
-type env struct {
-	t     testing.TB
-	sch   *schema.Schema
-	store *memory.Store
-	svc   *syncsvc.Service
-	id    ports.Identity
-	epoch string
-}
-
-func newEnv(t testing.TB, mut func(*syncsvc.Options)) *env {
-	t.Helper()
-	sch := ssptest.Schema(t)
-	st := memory.New()
-	t.Cleanup(func() { _ = st.Close() })
-	if err := st.EnsureSchema(context.Background(), sch, nil); err != nil {
-		t.Fatal(err)
-	}
-	o := syncsvc.Options{Schema: func() *schema.Schema { return sch }, Store: st, Resolver: allowAll,
-		Now: func() time.Time { return time.UnixMilli(1_700_000_000_000) }}
-	if mut != nil {
-		mut(&o)
-	}
-	svc, err := syncsvc.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, sch: sch, store: st, svc: svc, id: ports.Identity{ActorID: "alice", Partition: "p1"}}
-	e.epoch, err = st.TouchPartition(context.Background(), "p1", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
-func (e *env) req(commits ...*ssp2.PushCommit) ssptest.Req {
-	return ssptest.Req{ClientID: "c1", SchemaVersion: e.sch.Version, Epoch: e.epoch, Commits: commits}
-}
-
-func (e *env) do(r ssptest.Req) (ssptest.Resp, []byte, error) {
-	e.t.Helper()
-	resp, err := e.svc.Handle(context.Background(), e.id, r.Encode(e.t))
-	if err != nil {
-		return ssptest.Resp{}, nil, err
-	}
-	m := &ssp2.Message{WireVersion: resp.WireVersion, Kind: ssp2.KindResponse, Frames: resp.Frames}
-	b, err := ssp2.Encode(m)
-	if err != nil {
-		e.t.Fatalf("encode response: %v", err)
-	}
-	return ssptest.DecodeResponse(e.t, b), b, nil
-}
-
-func (e *env) must(r ssptest.Req) (ssptest.Resp, []byte) {
-	e.t.Helper()
-	resp, b, err := e.do(r)
-	if err != nil {
-		e.t.Fatalf("request failed: %v", err)
-	}
-	return resp, b
-}
-
-func (e *env) table(name string) *schema.Table { return e.sch.Table(name) }
-
-func (e *env) project(id, owner, name string) []byte {
-	return ssptest.Sparse(e.t, e.table("projects"), ssptest.Cols{"id": rowcodec.String(id),
-		"owner": rowcodec.String(owner), "name": rowcodec.String(name), "locked": rowcodec.Bool(false)})
-}
-
-func (e *env) task(id, project, title string) []byte {
-	return ssptest.Sparse(e.t, e.table("tasks"), ssptest.Cols{"id": rowcodec.String(id),
-		"project_id": rowcodec.String(project), "title": rowcodec.String(title), "done": rowcodec.Bool(false),
-		"estimate": rowcodec.Null(), "attachment": rowcodec.Null()})
-}
-
-func wantCode(t *testing.T, err error, code syncerr.Code) {
-	t.Helper()
-	if syncerr.CodeOf(err) != code {
-		t.Fatalf("error %v: code %s, want %s", err, syncerr.CodeOf(err), code)
-	}
-}
-
-func wantRejected(t *testing.T, r *ssp2.PushResult, opIndex int32, code string) {
-	t.Helper()
-	if r.Status != ssp2.PushRejected || len(r.Results) != 1 || r.Results[0].OpIndex != opIndex || r.Results[0].Code != code {
-		t.Fatalf("result %+v: want rejected at op %d with %s", r, opIndex, code)
-	}
-}
-
 func TestApplyUpdateConflictAndReplay(t *testing.T) {
-	e := newEnv(t, nil)
-	resp, _ := e.must(e.req(ssptest.Commit("k1",
-		ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1),
-		ssptest.Upsert("tasks", "t-1", e.task("t-1", "p-1", "first"), -1))))
-	if resp.Header == nil || resp.Header.LogEpoch != e.epoch || resp.Header.ResetRequired {
+	e := roundtest.New(t, nil)
+	resp, _ := e.Must(e.Req(ssptest.Commit("k1",
+		ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1),
+		ssptest.Upsert("tasks", "t-1", e.Task("t-1", "p-1", "first"), -1))))
+	if resp.Header == nil || resp.Header.LogEpoch != e.Epoch || resp.Header.ResetRequired {
 		t.Fatalf("header %+v", resp.Header)
 	}
 	r := resp.Results[0]
@@ -135,50 +36,50 @@ func TestApplyUpdateConflictAndReplay(t *testing.T) {
 		t.Fatalf("result %+v", r)
 	}
 	// A sparse update of the title at base 1 applies (version 2).
-	upd := ssptest.Sparse(t, e.table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"), "title": rowcodec.String("renamed")})
-	resp, _ = e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-1", upd, 1))))
+	upd := ssptest.Sparse(t, e.Table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"), "title": rowcodec.String("renamed")})
+	resp, _ = e.Must(e.Req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-1", upd, 1))))
 	if resp.Results[0].Status != ssp2.PushApplied || resp.Results[0].CommitSeq != 2 {
 		t.Fatalf("update %+v", resp.Results[0])
 	}
-	row, _ := e.store.GetRow(context.Background(), "p1", "tasks", "t-1")
-	if row.Version != 2 || ssptest.DecodeRow(t, e.table("tasks"), row.Payload)["done"].Bool() {
+	row, _ := e.Store.GetRow(context.Background(), "p1", "tasks", "t-1")
+	if row.Version != 2 || ssptest.DecodeRow(t, e.Table("tasks"), row.Payload)["done"].Bool() {
 		t.Fatalf("row %+v", row)
 	}
 	// Another writer at base 1 touching title conflicts, marking title only;
 	// touching only done applies.
-	upd2 := ssptest.Sparse(t, e.table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"),
+	upd2 := ssptest.Sparse(t, e.Table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"),
 		"title": rowcodec.String("mine"), "done": rowcodec.Bool(true)})
-	resp, _ = e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", upd2, 1))))
+	resp, _ = e.Must(e.Req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", upd2, 1))))
 	c := resp.Results[0]
 	if c.Status != ssp2.PushRejected || len(c.Results) != 1 || c.Results[0].Status != ssp2.OpConflict ||
 		c.Results[0].ServerVersion != 2 || !bytes.Equal(c.Results[0].ConflictColumns, push.ColumnBitmap(6, []int{2})) ||
 		!bytes.Equal(c.Results[0].ServerRow, row.Payload) || c.Results[0].Code != "sync.version_conflict" {
 		t.Fatalf("conflict %+v", c)
 	}
-	done := ssptest.Sparse(t, e.table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"), "done": rowcodec.Bool(true)})
-	resp, _ = e.must(e.req(ssptest.Commit("k4", ssptest.Upsert("tasks", "t-1", done, 1))))
+	done := ssptest.Sparse(t, e.Table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"), "done": rowcodec.Bool(true)})
+	resp, _ = e.Must(e.Req(ssptest.Commit("k4", ssptest.Upsert("tasks", "t-1", done, 1))))
 	if resp.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("disjoint column %+v", resp.Results[0])
 	}
 	// Replays: applied → cached with the same seq; the conflict replays as is.
-	_, first := e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", upd2, 1))))
-	_, second := e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", upd2, 1))))
+	_, first := e.Must(e.Req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", upd2, 1))))
+	_, second := e.Must(e.Req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", upd2, 1))))
 	if !bytes.Equal(first, second) {
 		t.Fatal("rejected replay differs")
 	}
-	resp, _ = e.must(e.req(ssptest.Commit("k1", ssptest.Delete("tasks", "t-1"))))
+	resp, _ = e.Must(e.Req(ssptest.Commit("k1", ssptest.Delete("tasks", "t-1"))))
 	if resp.Results[0].Status != ssp2.PushCached || resp.Results[0].CommitSeq != 1 || len(resp.Results[0].Results) != 2 {
 		t.Fatalf("cached %+v", resp.Results[0])
 	}
-	if b, _ := e.store.LogBounds(context.Background(), "p1"); b.MaxSeq != 3 {
+	if b, _ := e.Store.LogBounds(context.Background(), "p1"); b.MaxSeq != 3 {
 		t.Fatalf("max seq %d, want 3", b.MaxSeq)
 	}
 }
 
 func TestDuplicateCommitInOneRequest(t *testing.T) {
-	e := newEnv(t, nil)
-	c := ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))
-	resp, _ := e.must(e.req(c, c))
+	e := roundtest.New(t, nil)
+	c := ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))
+	resp, _ := e.Must(e.Req(c, c))
 	if resp.Results[0].Status != ssp2.PushApplied || resp.Results[1].Status != ssp2.PushCached ||
 		resp.Results[1].CommitSeq != resp.Results[0].CommitSeq {
 		t.Fatalf("results %+v %+v", resp.Results[0], resp.Results[1])
@@ -186,116 +87,116 @@ func TestDuplicateCommitInOneRequest(t *testing.T) {
 }
 
 func TestDeletePrecedenceAndRecreate(t *testing.T) {
-	e := newEnv(t, nil)
-	e.must(e.req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))))
-	resp, _ := e.must(e.req(ssptest.Commit("k2", ssptest.Delete("projects", "p-1"), ssptest.Delete("projects", "nope"))))
+	e := roundtest.New(t, nil)
+	e.Must(e.Req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))))
+	resp, _ := e.Must(e.Req(ssptest.Commit("k2", ssptest.Delete("projects", "p-1"), ssptest.Delete("projects", "nope"))))
 	if resp.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("delete %+v", resp.Results[0])
 	}
-	resp, _ = e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "Two"), -1))))
-	wantRejected(t, resp.Results[0], 0, "sync.row_deleted")
-	resp, _ = e.must(e.req(ssptest.Commit("k4", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "Two"), 0))))
+	resp, _ = e.Must(e.Req(ssptest.Commit("k3", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "Two"), -1))))
+	roundtest.WantRejected(t, resp.Results[0], 0, "sync.row_deleted")
+	resp, _ = e.Must(e.Req(ssptest.Commit("k4", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "Two"), 0))))
 	if resp.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("recreate %+v", resp.Results[0])
 	}
-	partial := ssptest.Sparse(t, e.table("projects"), ssptest.Cols{"id": rowcodec.String("p-9"), "name": rowcodec.String("x")})
-	resp, _ = e.must(e.req(ssptest.Commit("k5", ssptest.Upsert("projects", "p-9", partial, -1))))
-	wantRejected(t, resp.Results[0], 0, "sync.row_missing")
+	partial := ssptest.Sparse(t, e.Table("projects"), ssptest.Cols{"id": rowcodec.String("p-9"), "name": rowcodec.String("x")})
+	resp, _ = e.Must(e.Req(ssptest.Commit("k5", ssptest.Upsert("projects", "p-9", partial, -1))))
+	roundtest.WantRejected(t, resp.Results[0], 0, "sync.row_missing")
 }
 
 func TestAuthorization(t *testing.T) {
-	e := newEnv(t, func(o *syncsvc.Options) {
-		o.Resolver = resolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
+	e := roundtest.New(t, func(o *syncsvc.Options) {
+		o.Resolver = roundtest.ResolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
 			return scopes.Allowed{"owner": {"alice"}, "project_id": {"p-1"}}, nil
 		})
 	})
-	resp, _ := e.must(e.req(
-		ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1)),
-		ssptest.Commit("k2", ssptest.Upsert("projects", "p-2", e.project("p-2", "bob", "Two"), -1)),
-		ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", e.task("t-1", "p-2", "x"), -1)),
+	resp, _ := e.Must(e.Req(
+		ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1)),
+		ssptest.Commit("k2", ssptest.Upsert("projects", "p-2", e.Project("p-2", "bob", "Two"), -1)),
+		ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", e.Task("t-1", "p-2", "x"), -1)),
 	))
 	if resp.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("own scope %+v", resp.Results[0])
 	}
-	wantRejected(t, resp.Results[1], 0, "sync.forbidden")
-	wantRejected(t, resp.Results[2], 0, "sync.forbidden")
+	roundtest.WantRejected(t, resp.Results[1], 0, "sync.forbidden")
+	roundtest.WantRejected(t, resp.Results[2], 0, "sync.forbidden")
 	// A present scope column that changes is refused.
-	move := ssptest.Sparse(t, e.table("projects"), ssptest.Cols{"id": rowcodec.String("p-1"), "owner": rowcodec.String("alice2")})
-	resp, _ = e.must(e.req(ssptest.Commit("k4", ssptest.Upsert("projects", "p-1", move, -1))))
-	wantRejected(t, resp.Results[0], 0, "sync.invalid_request")
+	move := ssptest.Sparse(t, e.Table("projects"), ssptest.Cols{"id": rowcodec.String("p-1"), "owner": rowcodec.String("alice2")})
+	resp, _ = e.Must(e.Req(ssptest.Commit("k4", ssptest.Upsert("projects", "p-1", move, -1))))
+	roundtest.WantRejected(t, resp.Results[0], 0, "sync.invalid_request")
 	// Unknown table and undecodable payload are commit-level.
-	resp, _ = e.must(e.req(
+	resp, _ = e.Must(e.Req(
 		ssptest.Commit("k5", ssptest.Upsert("nope", "x", []byte{1}, -1)),
 		ssptest.Commit("k6", ssptest.Upsert("projects", "p-1", []byte{0xff, 0xff}, -1)),
 	))
-	wantRejected(t, resp.Results[0], 0, "sync.unknown_table")
-	wantRejected(t, resp.Results[1], 0, "sync.invalid_request")
+	roundtest.WantRejected(t, resp.Results[0], 0, "sync.unknown_table")
+	roundtest.WantRejected(t, resp.Results[1], 0, "sync.invalid_request")
 }
 
 func TestResolverFailureForbidsWrites(t *testing.T) {
-	e := newEnv(t, func(o *syncsvc.Options) {
-		o.Resolver = resolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
+	e := roundtest.New(t, func(o *syncsvc.Options) {
+		o.Resolver = roundtest.ResolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
 			return nil, errors.New("down")
 		})
 	})
-	resp, _ := e.must(e.req(ssptest.Commit("k1", ssptest.Delete("projects", "p-1"))))
-	wantRejected(t, resp.Results[0], 0, "sync.forbidden")
+	resp, _ := e.Must(e.Req(ssptest.Commit("k1", ssptest.Delete("projects", "p-1"))))
+	roundtest.WantRejected(t, resp.Results[0], 0, "sync.forbidden")
 }
 
 func TestRequestLevelRefusals(t *testing.T) {
-	e := newEnv(t, func(o *syncsvc.Options) { o.MaxOperations = 2 })
+	e := roundtest.New(t, func(o *syncsvc.Options) { o.MaxOperations = 2 })
 	ops := []ssp2.PushOperation{ssptest.Delete("projects", "a"), ssptest.Delete("projects", "b")}
-	_, _, err := e.do(e.req(ssptest.Commit("k1", ops...), ssptest.Commit("k2", ops[0])))
-	wantCode(t, err, syncerr.TooManyOperations)
-	r := e.req(ssptest.Commit("k1", ops[0]))
+	_, _, err := e.Do(e.Req(ssptest.Commit("k1", ops...), ssptest.Commit("k2", ops[0])))
+	roundtest.WantCode(t, err, syncerr.TooManyOperations)
+	r := e.Req(ssptest.Commit("k1", ops[0]))
 	r.ClientID = `["remote-command","a","b"]`
-	_, _, err = e.do(r)
-	wantCode(t, err, syncerr.InvalidClientID)
-	if _, err := e.store.BindClient(context.Background(), "p1", "c1", "bob"); err != nil {
+	_, _, err = e.Do(r)
+	roundtest.WantCode(t, err, syncerr.InvalidClientID)
+	if _, err := e.Store.BindClient(context.Background(), "p1", "c1", "bob"); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = e.do(e.req(ssptest.Commit("k1", ops[0])))
-	wantCode(t, err, syncerr.InvalidClientID)
+	_, _, err = e.Do(e.Req(ssptest.Commit("k1", ops[0])))
+	roundtest.WantCode(t, err, syncerr.InvalidClientID)
 	// Pull is refused honestly, before any push applies.
-	r = e.req(ssptest.Commit("k9", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1)))
+	r = e.Req(ssptest.Commit("k9", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1)))
 	r.ClientID, r.Pull, r.SubTable = "c2", true, "projects"
-	_, _, err = e.do(r)
-	wantCode(t, err, syncerr.InternalError)
-	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
+	_, _, err = e.Do(r)
+	roundtest.WantCode(t, err, syncerr.InternalError)
+	if row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
 		t.Fatal("push applied in a refused request")
 	}
 	// Malformed bodies are invalid_request.
 	for _, b := range [][]byte{nil, []byte("SSP2"), []byte("garbage garbage")} {
-		if _, err := e.svc.Handle(context.Background(), e.id, b); syncerr.CodeOf(err) != syncerr.InvalidRequest {
+		if _, err := e.Round.Handle(context.Background(), e.ID, b); syncerr.CodeOf(err) != syncerr.InvalidRequest {
 			t.Fatalf("body %q: %v", b, err)
 		}
 	}
 }
 
 func TestSchemaFloorAndEpoch(t *testing.T) {
-	e := newEnv(t, nil)
-	r := e.req(ssptest.Commit("k1", ssptest.Delete("projects", "a")))
+	e := roundtest.New(t, nil)
+	r := e.Req(ssptest.Commit("k1", ssptest.Delete("projects", "a")))
 	r.SchemaVersion = 1
-	resp, _ := e.must(r)
+	resp, _ := e.Must(r)
 	h := resp.Header
 	if len(resp.Msg.Frames) != 1 || !h.RequiredSchemaVersion.Present || h.RequiredSchemaVersion.Value != 2 ||
-		h.LatestSchemaVersion.Value != 2 || h.LogEpoch != e.epoch || h.ResetRequired {
+		h.LatestSchemaVersion.Value != 2 || h.LogEpoch != e.Epoch || h.ResetRequired {
 		t.Fatalf("floor %+v", resp.Msg.Frames)
 	}
 	for _, r := range []ssptest.Req{
 		{ClientID: "c1", SchemaVersion: 2, NoEpoch: true},
 		{ClientID: "c1", SchemaVersion: 2, Epoch: "other", Commits: []*ssp2.PushCommit{ssptest.Commit("k1",
-			ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))}},
+			ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))}},
 	} {
 		if r.NoEpoch {
 			r.Pull = true
 		}
-		resp, _ := e.must(r)
-		if len(resp.Msg.Frames) != 1 || !resp.Header.ResetRequired || resp.Header.LogEpoch != e.epoch {
+		resp, _ := e.Must(r)
+		if len(resp.Msg.Frames) != 1 || !resp.Header.ResetRequired || resp.Header.LogEpoch != e.Epoch {
 			t.Fatalf("reset %+v", resp.Msg.Frames)
 		}
 	}
-	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
+	if row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
 		t.Fatal("push applied under a foreign epoch")
 	}
 }
@@ -305,15 +206,15 @@ func TestSchemaFloorAndEpoch(t *testing.T) {
 // admitted wire version: a served request, both epoch resets, a cached
 // replay and the schema floor; only the floor names a required version.
 func TestLatestSchemaVersionInEveryHeader(t *testing.T) {
-	e := newEnv(t, func(o *syncsvc.Options) { o.MinWireVersion = 2 })
+	e := roundtest.New(t, func(o *syncsvc.Options) { o.MinWireVersion = 2 })
 	for _, wire := range []uint16{2, 3} {
-		payload := e.project(fmt.Sprintf("p-%d", wire), "alice", "One")
+		payload := e.Project(fmt.Sprintf("p-%d", wire), "alice", "One")
 		if wire == 2 {
-			payload = ssptest.Full(t, e.table("projects"), ssptest.Cols{"id": rowcodec.String(fmt.Sprintf("p-%d", wire)),
+			payload = ssptest.Full(t, e.Table("projects"), ssptest.Cols{"id": rowcodec.String(fmt.Sprintf("p-%d", wire)),
 				"owner": rowcodec.String("alice"), "name": rowcodec.String("One"), "locked": rowcodec.Bool(false)})
 		}
 		commit := ssptest.Commit(fmt.Sprintf("k-%d", wire), ssptest.Upsert("projects", fmt.Sprintf("p-%d", wire), payload, -1))
-		served := ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 2, Epoch: e.epoch, Commits: []*ssp2.PushCommit{commit}}
+		served := ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 2, Epoch: e.Epoch, Commits: []*ssp2.PushCommit{commit}}
 		tests := []struct {
 			name     string
 			req      ssptest.Req
@@ -323,11 +224,11 @@ func TestLatestSchemaVersionInEveryHeader(t *testing.T) {
 			{"cached replay", served, false},
 			{"epoch acquisition", ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 2, NoEpoch: true, Pull: true}, false},
 			{"epoch mismatch", ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 2, Epoch: "other", Commits: []*ssp2.PushCommit{commit}}, false},
-			{"schema floor", ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 1, Epoch: e.epoch, Commits: []*ssp2.PushCommit{commit}}, true},
+			{"schema floor", ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 1, Epoch: e.Epoch, Commits: []*ssp2.PushCommit{commit}}, true},
 		}
 		for _, tc := range tests {
 			t.Run(fmt.Sprintf("wire %d/%s", wire, tc.name), func(t *testing.T) {
-				resp, _ := e.must(tc.req)
+				resp, _ := e.Must(tc.req)
 				h := resp.Header
 				if h == nil || !h.LatestSchemaVersion.Present || h.LatestSchemaVersion.Value != 2 {
 					t.Fatalf("header %+v: want latestSchemaVersion 2", h)
@@ -345,20 +246,20 @@ func TestLatestSchemaVersionInEveryHeader(t *testing.T) {
 // or sent another one), so a client learns both at once; schema upgrade
 // takes precedence in its surface.
 func TestSchemaFloorNamesTheEpochState(t *testing.T) {
-	e := newEnv(t, nil)
+	e := roundtest.New(t, nil)
 	for _, tc := range []struct {
 		name  string
 		req   ssptest.Req
 		reset bool
 	}{
-		{"the partition's epoch", ssptest.Req{ClientID: "c1", SchemaVersion: 1, Epoch: e.epoch, Pull: true}, false},
+		{"the partition's epoch", ssptest.Req{ClientID: "c1", SchemaVersion: 1, Epoch: e.Epoch, Pull: true}, false},
 		{"another epoch", ssptest.Req{ClientID: "c1", SchemaVersion: 1, Epoch: "other", Pull: true}, true},
 		{"no epoch", ssptest.Req{ClientID: "c1", SchemaVersion: 1, NoEpoch: true, Pull: true}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, _ := e.must(tc.req)
+			resp, _ := e.Must(tc.req)
 			h := resp.Header
-			if len(resp.Msg.Frames) != 1 || !h.RequiredSchemaVersion.Present || h.LogEpoch != e.epoch || h.ResetRequired != tc.reset {
+			if len(resp.Msg.Frames) != 1 || !h.RequiredSchemaVersion.Present || h.LogEpoch != e.Epoch || h.ResetRequired != tc.reset {
 				t.Fatalf("floor %+v: want resetRequired %v", h, tc.reset)
 			}
 		})
@@ -381,20 +282,20 @@ func (g *gateStore) Push(ctx context.Context, partition string, o ports.PushOpti
 
 func TestServeGateInsidePush(t *testing.T) {
 	var gs *gateStore
-	e := newEnv(t, func(o *syncsvc.Options) {
+	e := roundtest.New(t, func(o *syncsvc.Options) {
 		gs = &gateStore{Store: o.Store.(*memory.Store), version: 2}
 		o.Store = gs
 	})
-	_, _, err := e.do(e.req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))))
-	wantCode(t, err, syncerr.SchemaNotReady)
+	_, _, err := e.Do(e.Req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))))
+	roundtest.WantCode(t, err, syncerr.SchemaNotReady)
 	var se *syncerr.Error
 	if !errors.As(err, &se) || string(se.Details) != `{"partition":"p1","projection":"proj"}` {
 		t.Fatalf("details %s", se.Details)
 	}
-	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
+	if row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
 		t.Fatal("write landed past the gate")
 	}
-	if _, ok, _ := e.store.GetPushResult(context.Background(), "p1", "c1", "k1"); ok {
+	if _, ok, _ := e.Store.GetPushResult(context.Background(), "p1", "c1", "k1"); ok {
 		t.Fatal("result persisted past the gate")
 	}
 }
@@ -426,31 +327,31 @@ func (titleValidator) ValidateRow(ctx context.Context, v ports.RowValidation) er
 }
 
 func TestRowValidatorSeesStagedWrites(t *testing.T) {
-	e := newEnv(t, func(o *syncsvc.Options) { o.RowValidators = []ports.RowValidator{titleValidator{}} })
+	e := roundtest.New(t, func(o *syncsvc.Options) { o.RowValidators = []ports.RowValidator{titleValidator{}} })
 	// The project is staged by op 0 and visible to the validator of op 1.
-	resp, _ := e.must(e.req(ssptest.Commit("k1",
-		ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1),
-		ssptest.Upsert("tasks", "t-1", e.task("t-1", "p-1", "ok"), -1))))
+	resp, _ := e.Must(e.Req(ssptest.Commit("k1",
+		ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1),
+		ssptest.Upsert("tasks", "t-1", e.Task("t-1", "p-1", "ok"), -1))))
 	if resp.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("%+v", resp.Results[0])
 	}
-	resp, first := e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-2", e.task("t-2", "p-x", "x"), -1))))
-	wantRejected(t, resp.Results[0], 0, "app.project_locked")
+	resp, first := e.Must(e.Req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-2", e.Task("t-2", "p-x", "x"), -1))))
+	roundtest.WantRejected(t, resp.Results[0], 0, "app.project_locked")
 	if d := resp.Details["k2"]; d == nil || d.Entries[0].OpIndex != 0 || d.Entries[0].Details.Reason != "locked" {
 		t.Fatalf("details %+v", resp.Details)
 	}
-	_, second := e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-2", e.task("t-2", "p-x", "x"), -1))))
+	_, second := e.Must(e.Req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-2", e.Task("t-2", "p-x", "x"), -1))))
 	if !bytes.Equal(first, second) {
 		t.Fatal("replay with details differs")
 	}
-	resp, _ = e.must(e.req(ssptest.Commit("k3",
-		ssptest.Upsert("projects", "p-2", e.project("p-2", "alice", "Two"), -1),
-		ssptest.Upsert("tasks", "t-3", e.task("t-3", "p-1", "boom"), -1))))
-	wantRejected(t, resp.Results[0], 1, "sync.constraint_violation")
+	resp, _ = e.Must(e.Req(ssptest.Commit("k3",
+		ssptest.Upsert("projects", "p-2", e.Project("p-2", "alice", "Two"), -1),
+		ssptest.Upsert("tasks", "t-3", e.Task("t-3", "p-1", "boom"), -1))))
+	roundtest.WantRejected(t, resp.Results[0], 1, "sync.constraint_violation")
 	if resp.Results[0].Results[0].Message != "write validator failed" {
 		t.Fatalf("message %q", resp.Results[0].Results[0].Message)
 	}
-	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-2"); row != nil {
+	if row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-2"); row != nil {
 		t.Fatal("sibling write of a rejected commit landed")
 	}
 }
@@ -482,42 +383,42 @@ func (planner) PlanReactions(_ context.Context, c ports.CommitValidation) ([]por
 }
 
 func TestCommitValidatorAndReactions(t *testing.T) {
-	e := newEnv(t, func(o *syncsvc.Options) { o.CommitValidator, o.ReactionPlanner = commitRule{}, planner{} })
-	resp, _ := e.must(e.req(ssptest.Commit("k1",
-		ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1),
-		ssptest.Upsert("tasks", "t-1", e.task("t-1", "p-1", "a"), -1),
-		ssptest.Upsert("tasks", "t-2", e.task("t-2", "p-1", "b"), -1))))
+	e := roundtest.New(t, func(o *syncsvc.Options) { o.CommitValidator, o.ReactionPlanner = commitRule{}, planner{} })
+	resp, _ := e.Must(e.Req(ssptest.Commit("k1",
+		ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1),
+		ssptest.Upsert("tasks", "t-1", e.Task("t-1", "p-1", "a"), -1),
+		ssptest.Upsert("tasks", "t-2", e.Task("t-2", "p-1", "b"), -1))))
 	if resp.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("%+v", resp.Results[0])
 	}
-	rs, err := e.store.ListReactions(context.Background(), "p1", nil, 10)
+	rs, err := e.Store.ListReactions(context.Background(), "p1", nil, 10)
 	if err != nil || len(rs) != 1 || rs[0].IdempotencyKey != `["p1","c1","k1","notify"]` || string(rs[0].Payload) != `{"ops":1}` {
 		t.Fatalf("reactions %+v %v", rs, err)
 	}
-	resp, _ = e.must(e.req(ssptest.Commit("k2",
-		ssptest.Upsert("tasks", "t-3", e.task("t-3", "p-1", "c"), -1),
+	resp, _ = e.Must(e.Req(ssptest.Commit("k2",
+		ssptest.Upsert("tasks", "t-3", e.Task("t-3", "p-1", "c"), -1),
 		ssptest.Delete("tasks", "nope"))))
-	wantRejected(t, resp.Results[0], 1, "app.too_many_tasks")
-	if rs, _ := e.store.ListReactions(context.Background(), "p1", nil, 10); len(rs) != 1 {
+	roundtest.WantRejected(t, resp.Results[0], 1, "app.too_many_tasks")
+	if rs, _ := e.Store.ListReactions(context.Background(), "p1", nil, 10); len(rs) != 1 {
 		t.Fatalf("reactions after rejection: %d", len(rs))
 	}
 }
 
 func TestConstraintViolation(t *testing.T) {
-	e := newEnv(t, nil)
-	resp, first := e.must(e.req(ssptest.Commit("k1",
-		ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1),
-		ssptest.Upsert("tasks", "t-1", e.task("t-1", "p-1", "same"), -1),
-		ssptest.Upsert("tasks", "t-2", e.task("t-2", "p-1", "same"), -1))))
-	wantRejected(t, resp.Results[0], 2, "sync.constraint_violation")
+	e := roundtest.New(t, nil)
+	resp, first := e.Must(e.Req(ssptest.Commit("k1",
+		ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1),
+		ssptest.Upsert("tasks", "t-1", e.Task("t-1", "p-1", "same"), -1),
+		ssptest.Upsert("tasks", "t-2", e.Task("t-2", "p-1", "same"), -1))))
+	roundtest.WantRejected(t, resp.Results[0], 2, "sync.constraint_violation")
 	if msg := resp.Results[0].Results[0].Message; msg != syncerr.Lookup(syncerr.ConstraintViolation).Message {
 		t.Fatalf("message %q", msg)
 	}
-	_, second := e.must(e.req(ssptest.Commit("k1", ssptest.Delete("tasks", "zz"))))
+	_, second := e.Must(e.Req(ssptest.Commit("k1", ssptest.Delete("tasks", "zz"))))
 	if !bytes.Equal(first, second) {
 		t.Fatal("constraint rejection replay differs")
 	}
-	if row, _ := e.store.GetRow(context.Background(), "p1", "tasks", "t-1"); row != nil {
+	if row, _ := e.Store.GetRow(context.Background(), "p1", "tasks", "t-1"); row != nil {
 		t.Fatal("write of a rejected commit landed")
 	}
 }
@@ -525,33 +426,33 @@ func TestConstraintViolation(t *testing.T) {
 func TestBlobReferences(t *testing.T) {
 	claimed := "sha256:" + string(bytes.Repeat([]byte("c"), 64))
 	present := blobSet{"sha256:" + string(bytes.Repeat([]byte("a"), 64)): true, claimed: true}
-	e := newEnv(t, func(o *syncsvc.Options) { o.Blobs = present })
-	e.must(e.req(ssptest.Commit("k0", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))))
+	e := roundtest.New(t, func(o *syncsvc.Options) { o.Blobs = present })
+	e.Must(e.Req(ssptest.Commit("k0", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))))
 	ref := func(id string) []byte {
-		return ssptest.Sparse(t, e.table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"),
+		return ssptest.Sparse(t, e.Table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"),
 			"project_id": rowcodec.String("p-1"), "title": rowcodec.String("x"), "done": rowcodec.Bool(false),
 			"estimate": rowcodec.Null(), "attachment": rowcodec.BlobRef(`{"blobId":"` + id + `","byteLength":3}`)})
 	}
-	resp, _ := e.must(e.req(ssptest.Commit("k1", ssptest.Upsert("tasks", "t-1", ref("sha256:"+string(bytes.Repeat([]byte("b"), 64))), -1))))
-	wantRejected(t, resp.Results[0], 0, "blob.not_found")
+	resp, _ := e.Must(e.Req(ssptest.Commit("k1", ssptest.Upsert("tasks", "t-1", ref("sha256:"+string(bytes.Repeat([]byte("b"), 64))), -1))))
+	roundtest.WantRejected(t, resp.Results[0], 0, "blob.not_found")
 	good := "sha256:" + string(bytes.Repeat([]byte("a"), 64))
-	resp, _ = e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-1", ref(good), -1))))
+	resp, _ = e.Must(e.Req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-1", ref(good), -1))))
 	if resp.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("%+v", resp.Results[0])
 	}
-	refs, err := e.store.ListRowsReferencingBlob(context.Background(), "p1", good)
+	refs, err := e.Store.ListRowsReferencingBlob(context.Background(), "p1", good)
 	if err != nil || len(refs) != 1 || refs[0].RowID != "t-1" {
 		t.Fatalf("refs %+v %v", refs, err)
 	}
 	// A stored blob the orphan sweep claimed is absent to a push.
-	if err := e.store.Push(context.Background(), "p1", ports.PushOptions{}, func(tx ports.PushTx) error {
+	if err := e.Store.Push(context.Background(), "p1", ports.PushOptions{}, func(tx ports.PushTx) error {
 		_, err := tx.ClaimOrphanBlobs(context.Background(), []string{claimed}, 1)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	resp, _ = e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", ref(claimed), -1))))
-	wantRejected(t, resp.Results[0], 0, "blob.not_found")
+	resp, _ = e.Must(e.Req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", ref(claimed), -1))))
+	roundtest.WantRejected(t, resp.Results[0], 0, "blob.not_found")
 }
 
 type blobSet map[string]bool
@@ -559,48 +460,48 @@ type blobSet map[string]bool
 func (b blobSet) BlobExists(_ context.Context, _, id string) (bool, error) { return b[id], nil }
 
 func TestWireTwo(t *testing.T) {
-	refused := newEnv(t, nil)
-	r := refused.req()
+	refused := roundtest.New(t, nil)
+	r := refused.Req()
 	r.Wire, r.Pull = 2, true
-	if _, _, err := refused.do(r); syncerr.CodeOf(err) != syncerr.InvalidRequest {
+	if _, _, err := refused.Do(r); syncerr.CodeOf(err) != syncerr.InvalidRequest {
 		t.Fatalf("wire 2 by default: %v", err)
 	}
-	e := newEnv(t, func(o *syncsvc.Options) { o.MinWireVersion = 2 })
+	e := roundtest.New(t, func(o *syncsvc.Options) { o.MinWireVersion = 2 })
 	full := func(title string) []byte {
-		return ssptest.Full(t, e.table("projects"), ssptest.Cols{"id": rowcodec.String("p-1"),
+		return ssptest.Full(t, e.Table("projects"), ssptest.Cols{"id": rowcodec.String("p-1"),
 			"owner": rowcodec.String("alice"), "name": rowcodec.String(title), "locked": rowcodec.Bool(false)})
 	}
-	r = e.req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", full("One"), -1)))
+	r = e.Req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", full("One"), -1)))
 	r.Wire = 2
-	resp, _ := e.must(r)
+	resp, _ := e.Must(r)
 	if resp.Msg.WireVersion != 2 || resp.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("wire 2 push %+v", resp.Results[0])
 	}
 	// Another v3 writer moves the row to version 2; a wire-2 write at base 1 conflicts without conflictColumns.
-	e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "Two"), 1))))
-	r = e.req(ssptest.Commit("k3", ssptest.Upsert("projects", "p-1", full("Three"), 1)))
+	e.Must(e.Req(ssptest.Commit("k2", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "Two"), 1))))
+	r = e.Req(ssptest.Commit("k3", ssptest.Upsert("projects", "p-1", full("Three"), 1)))
 	r.Wire = 2
-	resp, _ = e.must(r)
+	resp, _ = e.Must(r)
 	c := resp.Results[0]
 	if c.Status != ssp2.PushRejected || c.Results[0].Status != ssp2.OpConflict || c.Results[0].ConflictColumns != nil {
 		t.Fatalf("wire 2 conflict %+v", c)
 	}
 	// The same stored conflict replays to a wire-3 client with its columns.
-	resp, _ = e.must(e.req(ssptest.Commit("k3", ssptest.Delete("projects", "zz"))))
+	resp, _ = e.Must(e.Req(ssptest.Commit("k3", ssptest.Delete("projects", "zz"))))
 	if len(resp.Results[0].Results[0].ConflictColumns) != 1 {
 		t.Fatalf("wire 3 replay %+v", resp.Results[0])
 	}
 }
 
 func TestConcurrentDeliveries(t *testing.T) {
-	e := newEnv(t, nil)
-	body := e.req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))).Encode(t)
+	e := roundtest.New(t, nil)
+	body := e.Req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))).Encode(t)
 	const n = 100
 	out := make([]*ssp2.PushResult, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			resp, err := e.svc.Handle(context.Background(), e.id, body)
+			resp, err := e.Round.Handle(context.Background(), e.ID, body)
 			if err != nil {
 				t.Error(err)
 				return
@@ -624,7 +525,7 @@ func TestConcurrentDeliveries(t *testing.T) {
 	if applied != 1 {
 		t.Fatalf("%d applied deliveries, want 1", applied)
 	}
-	if b, _ := e.store.LogBounds(context.Background(), "p1"); b.MaxSeq != 1 {
+	if b, _ := e.Store.LogBounds(context.Background(), "p1"); b.MaxSeq != 1 {
 		t.Fatalf("max seq %d", b.MaxSeq)
 	}
 }
@@ -644,11 +545,11 @@ func (r *recorder) CommitApplied(_ context.Context, partition string, c commit.C
 
 func TestCommitListeners(t *testing.T) {
 	rec := &recorder{}
-	e := newEnv(t, func(o *syncsvc.Options) { o.Listeners = []ports.CommitListener{rec} })
-	c := ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))
-	e.must(e.req(c, c))
-	e.must(e.req(ssptest.Commit("k2", ssptest.Delete("projects", "absent"))))
-	e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "Two"), 0))))
+	e := roundtest.New(t, func(o *syncsvc.Options) { o.Listeners = []ports.CommitListener{rec} })
+	c := ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))
+	e.Must(e.Req(c, c))
+	e.Must(e.Req(ssptest.Commit("k2", ssptest.Delete("projects", "absent"))))
+	e.Must(e.Req(ssptest.Commit("k3", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "Two"), 0))))
 	if len(rec.commits) != 1 || rec.commits[0].Seq != 1 || rec.commits[0].ActorID != "alice" ||
 		len(rec.commits[0].Changes) != 1 || rec.commits[0].Changes[0].RowVersion != 1 {
 		t.Fatalf("announced %+v", rec.commits)
@@ -656,25 +557,25 @@ func TestCommitListeners(t *testing.T) {
 }
 
 func TestWireTwoRejectionDetailsAndCacheMiss(t *testing.T) {
-	e := newEnv(t, func(o *syncsvc.Options) {
+	e := roundtest.New(t, func(o *syncsvc.Options) {
 		o.MinWireVersion = 2
 		o.RowValidators = []ports.RowValidator{titleValidator{}}
 	})
-	full := ssptest.Full(t, e.table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"), "project_id": rowcodec.String("nope"),
+	full := ssptest.Full(t, e.Table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"), "project_id": rowcodec.String("nope"),
 		"title": rowcodec.String("x"), "done": rowcodec.Bool(false), "estimate": rowcodec.Null(), "attachment": rowcodec.Null()})
-	r := e.req(ssptest.Commit("k1", ssptest.Upsert("tasks", "t-1", full, -1)))
+	r := e.Req(ssptest.Commit("k1", ssptest.Upsert("tasks", "t-1", full, -1)))
 	r.Wire = 2
-	resp, _ := e.must(r)
-	wantRejected(t, resp.Results[0], 0, "app.project_locked")
+	resp, _ := e.Must(r)
+	roundtest.WantRejected(t, resp.Results[0], 0, "app.project_locked")
 	// An unreadable stored result answers the retryable cache miss, unpersisted.
-	err := e.store.Push(context.Background(), "p1", ports.PushOptions{WriterVersion: 2}, func(tx ports.PushTx) error {
+	err := e.Store.Push(context.Background(), "p1", ports.PushOptions{WriterVersion: 2}, func(tx ports.PushTx) error {
 		_, err := tx.PutPushResult(context.Background(), "c1", "k9", []byte(`"garbage"`))
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, _ = e.must(e.req(ssptest.Commit("k9", ssptest.Delete("tasks", "x"))))
+	resp, _ = e.Must(e.Req(ssptest.Commit("k9", ssptest.Delete("tasks", "x"))))
 	m := resp.Results[0]
 	if m.Status != ssp2.PushRejected || m.Results[0].Code != "sync.idempotency_cache_miss" || !m.Results[0].Retryable {
 		t.Fatalf("cache miss %+v", m)
@@ -682,48 +583,48 @@ func TestWireTwoRejectionDetailsAndCacheMiss(t *testing.T) {
 }
 
 func TestWriterFenceIsNotReady(t *testing.T) {
-	e := newEnv(t, nil)
-	if _, err := e.store.DeclareCheckpoint(context.Background(),
-		checkpoint.Declaration{Partition: "p1", Name: "next", SchemaVersion: e.sch.Version + 1}, 1); err != nil {
+	e := roundtest.New(t, nil)
+	if _, err := e.Store.DeclareCheckpoint(context.Background(),
+		checkpoint.Declaration{Partition: "p1", Name: "next", SchemaVersion: e.Schema.Version + 1}, 1); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := e.do(e.req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))))
-	wantCode(t, err, syncerr.SchemaNotReady)
-	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
+	_, _, err := e.Do(e.Req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))))
+	roundtest.WantCode(t, err, syncerr.SchemaNotReady)
+	if row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
 		t.Fatal("write landed past the writer fence")
 	}
 }
 
 func TestCRDTMerge(t *testing.T) {
-	note := func(e *env, doc []byte, all bool) []byte {
+	note := func(e *roundtest.Env, doc []byte, all bool) []byte {
 		c := ssptest.Cols{"id": rowcodec.String("n-1"), "doc": rowcodec.CRDT(doc)}
 		if all {
 			c["title"], c["body"], c["count"], c["score"] = rowcodec.Null(), rowcodec.String("b"), rowcodec.Null(), rowcodec.Float(1)
 			c["done"], c["meta"], c["blob"] = rowcodec.Bool(false), rowcodec.Null(), rowcodec.Null()
 		}
-		return ssptest.Sparse(t, e.table("notes"), c)
+		return ssptest.Sparse(t, e.Table("notes"), c)
 	}
 	grant := func(o *syncsvc.Options) {
-		o.Resolver = resolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
+		o.Resolver = roundtest.ResolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
 			return scopes.Allowed{"id": {"*"}}, nil
 		})
 	}
-	missing := newEnv(t, grant)
-	resp, _ := missing.must(missing.req(ssptest.Commit("k1", ssptest.Upsert("notes", "n-1", note(missing, []byte{5}, true), -1))))
-	wantRejected(t, resp.Results[0], 0, "sync.crdt_merge_failed")
+	missing := roundtest.New(t, grant)
+	resp, _ := missing.Must(missing.Req(ssptest.Commit("k1", ssptest.Upsert("notes", "n-1", note(missing, []byte{5}, true), -1))))
+	roundtest.WantRejected(t, resp.Results[0], 0, "sync.crdt_merge_failed")
 	if resp.Results[0].Results[0].Message != "CRDT merger failed" {
 		t.Fatalf("message %q", resp.Results[0].Results[0].Message)
 	}
-	e := newEnv(t, func(o *syncsvc.Options) { grant(o); o.Mergers = []ports.CRDTMerger{ssptest.MaxMerger{}} })
-	e.must(e.req(ssptest.Commit("k1", ssptest.Upsert("notes", "n-1", note(e, []byte{5}, true), -1))))
+	e := roundtest.New(t, func(o *syncsvc.Options) { grant(o); o.Mergers = []ports.CRDTMerger{ssptest.MaxMerger{}} })
+	e.Must(e.Req(ssptest.Commit("k1", ssptest.Upsert("notes", "n-1", note(e, []byte{5}, true), -1))))
 	// A crdt-only write at a stale base never conflicts and merges.
-	e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("notes", "n-1", note(e, []byte{3}, false), -1))))
-	resp, _ = e.must(e.req(ssptest.Commit("k3", ssptest.Upsert("notes", "n-1", note(e, []byte{9}, false), 1))))
+	e.Must(e.Req(ssptest.Commit("k2", ssptest.Upsert("notes", "n-1", note(e, []byte{3}, false), -1))))
+	resp, _ = e.Must(e.Req(ssptest.Commit("k3", ssptest.Upsert("notes", "n-1", note(e, []byte{9}, false), 1))))
 	if resp.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("crdt-only write at a stale base: %+v", resp.Results[0])
 	}
-	row, _ := e.store.GetRow(context.Background(), "p1", "notes", "n-1")
-	if got := ssptest.DecodeRow(t, e.table("notes"), row.Payload)["doc"].Raw(); !bytes.Equal(got, []byte{9}) || row.Version != 3 {
+	row, _ := e.Store.GetRow(context.Background(), "p1", "notes", "n-1")
+	if got := ssptest.DecodeRow(t, e.Table("notes"), row.Payload)["doc"].Raw(); !bytes.Equal(got, []byte{9}) || row.Version != 3 {
 		t.Fatalf("merged %x at version %d", got, row.Version)
 	}
 }
@@ -745,26 +646,26 @@ func (h *hintStore) Push(ctx context.Context, partition string, o ports.PushOpti
 func TestPushNamesItsFirstRow(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		commit func(e *env) *ssp2.PushCommit
+		commit func(e *roundtest.Env) *ssp2.PushCommit
 		want   ports.RowKey
 	}{
-		{"upsert", func(e *env) *ssp2.PushCommit {
-			return ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))
+		{"upsert", func(e *roundtest.Env) *ssp2.PushCommit {
+			return ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))
 		}, ports.RowKey{Table: "projects", RowID: "p-1"}},
-		{"delete", func(*env) *ssp2.PushCommit {
+		{"delete", func(*roundtest.Env) *ssp2.PushCommit {
 			return ssptest.Commit("k1", ssptest.Delete("projects", "p-2"))
 		}, ports.RowKey{Table: "projects", RowID: "p-2"}},
-		{"unknown table", func(*env) *ssp2.PushCommit {
+		{"unknown table", func(*roundtest.Env) *ssp2.PushCommit {
 			return ssptest.Commit("k1", ssptest.Upsert("nope", "p-1", []byte{0}, -1))
 		}, ports.RowKey{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var hs *hintStore
-			e := newEnv(t, func(o *syncsvc.Options) {
+			e := roundtest.New(t, func(o *syncsvc.Options) {
 				hs = &hintStore{Store: o.Store.(*memory.Store)}
 				o.Store = hs
 			})
-			_, _, _ = e.do(e.req(tc.commit(e)))
+			_, _, _ = e.Do(e.Req(tc.commit(e)))
 			if len(hs.hints) != 1 || hs.hints[0] != tc.want {
 				t.Fatalf("hints %+v, want [%+v]", hs.hints, tc.want)
 			}
