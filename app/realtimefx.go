@@ -12,8 +12,8 @@ import (
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/app/realtime"
+	"github.com/syncd-dev/syncd/app/round"
 	"github.com/syncd-dev/syncd/app/sockets"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	domrt "github.com/syncd-dev/syncd/domain/realtime"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -63,9 +63,9 @@ type RealtimeHubParams struct {
 	Clock     Clock
 	Readiness *Readiness
 	Resolver  ports.ScopeResolver
-	Store     ports.Storage    `optional:"true"`
-	Service   *syncsvc.Service `optional:"true"`
-	Leases    *leases.Service  `optional:"true"`
+	Store     ports.Storage   `optional:"true"`
+	Service   *round.Service  `optional:"true"`
+	Leases    *leases.Service `optional:"true"`
 	Metrics   *realtimeMetrics
 	Fanout    ports.Fanout         `optional:"true"`
 	Tracer    trace.TracerProvider `optional:"true"`

@@ -1,6 +1,7 @@
-// Package roundtest runs SSP2 sync rounds for the tests of the sync use
-// case (app/syncsvc): a round over an in-memory store with the ssptest
-// schema, partition p1 touched and alice the actor.
+// Package roundtest runs SSP2 sync rounds for the tests of app/round and
+// app/push: a round (app/round) over the push pipeline (app/push) over an
+// in-memory store with the ssptest schema, partition p1 touched and alice
+// the actor, as the server assembles them.
 package roundtest
 
 import (
@@ -8,9 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
 	pullsvc "github.com/syncd-dev/syncd/app/pull"
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/push"
+	"github.com/syncd-dev/syncd/app/round"
+	"github.com/syncd-dev/syncd/domain/limits"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -33,18 +38,37 @@ var AllowAll = ResolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Al
 	return scopes.Allowed{"owner": {"*"}, "project_id": {"*"}}, nil
 })
 
-// Env is a round over a memory store, serving actor alice in partition p1.
+// Options configure a round and its pipeline: what the server gives both
+// halves alike (set on both, over their own), and each half's own options
+// (Assemble sets their Schema, Store and Push).
+type Options struct {
+	// Store is the storage of both (Build's default: the Env's memory
+	// store).
+	Store         ports.Storage
+	Now           func() time.Time
+	Events        ports.EventSink
+	Limits        limits.Limits
+	MaxOperations int
+	Log           *zap.Logger
+
+	// Round's Resolver is AllowAll unless a Build's mut sets another.
+	Round round.Options
+	Push  push.Options
+}
+
+// Env is a round over its pipeline, serving actor alice in partition p1.
 type Env struct {
 	T      testing.TB
 	Schema *schema.Schema
 	Store  *memory.Store
-	Round  *syncsvc.Service
+	Round  *round.Service
+	Push   *push.Pipeline
 	ID     ports.Identity
 	Epoch  string
 }
 
 // New builds an Env; mut, when set, adjusts its options.
-func New(t testing.TB, mut func(*syncsvc.Options)) *Env {
+func New(t testing.TB, mut func(*Options)) *Env {
 	t.Helper()
 	sch := ssptest.Schema(t)
 	st := memory.New()
@@ -53,7 +77,7 @@ func New(t testing.TB, mut func(*syncsvc.Options)) *Env {
 		t.Fatal(err)
 	}
 	e := &Env{T: t, Schema: sch, Store: st, ID: ports.Identity{ActorID: "alice", Partition: "p1"}}
-	e.Round = e.Build(mut)
+	e.Round, e.Push = e.Build(mut)
 	var err error
 	if e.Epoch, err = st.TouchPartition(context.Background(), "p1", 1); err != nil {
 		t.Fatal(err)
@@ -61,20 +85,35 @@ func New(t testing.TB, mut func(*syncsvc.Options)) *Env {
 	return e
 }
 
-// Build builds another round over e's schema and store, from the
-// defaults and mut (nil: the defaults).
-func (e *Env) Build(mut func(*syncsvc.Options)) *syncsvc.Service {
+// Build builds another round and pipeline over e's schema and store,
+// from the defaults and mut (nil: the defaults).
+func (e *Env) Build(mut func(*Options)) (*round.Service, *push.Pipeline) {
 	e.T.Helper()
-	o := syncsvc.Options{Schema: func() *schema.Schema { return e.Schema }, Store: e.Store, Resolver: AllowAll,
-		Now: func() time.Time { return time.UnixMilli(1_700_000_000_000) }}
+	o := Options{Store: e.Store, Now: func() time.Time { return time.UnixMilli(1_700_000_000_000) },
+		Round: round.Options{Resolver: AllowAll}}
 	if mut != nil {
 		mut(&o)
 	}
-	svc, err := syncsvc.New(o)
+	return Assemble(e.T, e.Schema, o)
+}
+
+// Assemble builds a round over its pipeline for sch from o.
+func Assemble(tb testing.TB, sch *schema.Schema, o Options) (*round.Service, *push.Pipeline) {
+	tb.Helper()
+	schemaFn := func() *schema.Schema { return sch }
+	p, r := o.Push, o.Round
+	p.Schema, p.Store, p.Now, p.Events, p.Limits, p.MaxOperations, p.Log = schemaFn, o.Store, o.Now, o.Events, o.Limits, o.MaxOperations, o.Log
+	pipeline, err := push.New(p)
 	if err != nil {
-		e.T.Fatal(err)
+		tb.Fatal(err)
 	}
-	return svc
+	r.Schema, r.Store, r.Now, r.Events, r.Limits, r.MaxOperations, r.Log = schemaFn, o.Store, o.Now, o.Events, o.Limits, o.MaxOperations, o.Log
+	r.Push = pipeline
+	svc, err := round.New(r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return svc, pipeline
 }
 
 // Req is a request of client c1 at the schema's version and the
@@ -149,12 +188,12 @@ func (e *Env) NoRow(t *testing.T, id string) {
 }
 
 // WithPull gives the round a pull service over the memory store.
-func WithPull(o *syncsvc.Options) {
+func WithPull(o *Options) {
 	p, err := pullsvc.New(pullsvc.Options{Store: o.Store.(*memory.Store), Now: o.Now})
 	if err != nil {
 		panic(err)
 	}
-	o.Pull = p
+	o.Round.Pull = p
 }
 
 // WantCode fails t unless err has code.

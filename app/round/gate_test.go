@@ -1,11 +1,10 @@
-package syncsvc_test
+package round_test
 
 import (
 	"context"
 	"testing"
 
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -38,7 +37,7 @@ func (c *countingStore) ReadServeGate(ctx context.Context, partition string, run
 // precedence over every answer given before the pushes.
 func TestServeGatePushOnly(t *testing.T) {
 	var cs *countingStore
-	e := roundtest.New(t, func(o *syncsvc.Options) {
+	e := roundtest.New(t, func(o *roundtest.Options) {
 		cs = &countingStore{Store: o.Store.(*memory.Store)}
 		o.Store = cs
 		o.MaxOperations = 2

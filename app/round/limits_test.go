@@ -1,11 +1,10 @@
-package syncsvc_test
+package round_test
 
 import (
 	"context"
 	"strings"
 	"testing"
 
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/limits"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -17,7 +16,7 @@ import (
 // refused as a whole with a catalog code, before anything is stored.
 func TestRequestLimits(t *testing.T) {
 	lim := limits.Limits{MaxIDBytes: 16, MaxScopeValueBytes: 8, MaxScopeValues: 3, MaxSubscriptions: 2}
-	e := roundtest.New(t, func(o *syncsvc.Options) { o.Limits = lim })
+	e := roundtest.New(t, func(o *roundtest.Options) { o.Limits = lim })
 	long := strings.Repeat("x", 17)
 	sub := func(id string, sc map[string][]string) *ssp2.Subscription {
 		return &ssp2.Subscription{ID: id, Table: "projects", Scopes: ssp2.ScopeListsFromMap(sc), Cursor: -1}
@@ -65,21 +64,5 @@ func TestRequestLimits(t *testing.T) {
 	r.ClientID = strings.Repeat("c", 16)
 	if resp, _ := e.Must(r); resp.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("push at the limits: %+v", resp.Results[0])
-	}
-}
-
-// TestStoredScopeLimit: a write whose row would store a scope value past
-// the limit is rejected (that operation's sync.invalid_request), so no
-// stored value is one no subscription could ask for.
-func TestStoredScopeLimit(t *testing.T) {
-	e := roundtest.New(t, func(o *syncsvc.Options) { o.Limits = limits.Limits{MaxScopeValueBytes: 8} })
-	resp, _ := e.Must(e.Req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "123456789", "One"), -1))))
-	roundtest.WantRejected(t, resp.Results[0], 0, string(syncerr.InvalidRequest))
-	if row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
-		t.Fatal("row with an overlong scope value was stored")
-	}
-	resp, _ = e.Must(e.Req(ssptest.Commit("k2", ssptest.Upsert("projects", "p-1", e.Project("p-1", "12345678", "One"), -1))))
-	if resp.Results[0].Status != ssp2.PushApplied {
-		t.Fatalf("scope value at the limit: %+v", resp.Results[0])
 	}
 }

@@ -1,4 +1,4 @@
-package syncsvc_test
+package round_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package syncsvc_test
+package round_test
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/leases/memlease"
 	"github.com/syncd-dev/syncd/app/leases"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/domain/lease"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -57,7 +56,7 @@ func TestLeasedRoundReportsTheResolverOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := roundtest.New(t, func(o *syncsvc.Options) { o.Resolver, o.Leases, o.Now, o.Events = res, svc, clock, sink })
+	e := roundtest.New(t, func(o *roundtest.Options) { o.Round.Resolver, o.Round.Leases, o.Now, o.Events = res, svc, clock, sink })
 	if r, _ := e.Must(e.Req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1)))); r.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("live round %+v", r.Results[0])
 	}

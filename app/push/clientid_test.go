@@ -1,4 +1,4 @@
-package syncsvc_test
+package push_test
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -53,30 +52,6 @@ func TestClientIDBoundByFirstPush(t *testing.T) {
 	}
 }
 
-func TestClientIDBoundByFirstPull(t *testing.T) {
-	e := roundtest.New(t, nil)
-	pull := ssptest.Req{SchemaVersion: e.Schema.Version, Epoch: e.Epoch, Pull: true, SubTable: "projects"}
-	// Without a pull service, a pull is refused before it binds.
-	_, err := e.As("carol", "k", pull)
-	roundtest.WantCode(t, err, syncerr.InternalError)
-	if a, ok, _ := e.Store.ClientBinding(context.Background(), "p1", "k"); ok {
-		t.Fatalf("a refused request bound the client to %s", a)
-	}
-	e.Round = e.Build(roundtest.WithPull)
-	if _, err := e.As("carol", "k", pull); err != nil {
-		t.Fatal(err)
-	}
-	if a, ok, _ := e.Store.ClientBinding(context.Background(), "p1", "k"); !ok || a != "carol" {
-		t.Fatalf("binding after carol's pull: %q, %v", a, ok)
-	}
-	_, err = e.As("alice", "k", e.Req(e.Own("k1", "p-alice", "alice")))
-	roundtest.WantCode(t, err, syncerr.InvalidClientID)
-	e.NoRow(t, "p-alice")
-	if _, err := e.As("carol", "k", pull); err != nil {
-		t.Fatalf("carol's next pull: %v", err)
-	}
-}
-
 // unboundStore stores results owned by their actor but never binds: the
 // shape of a record whose client id is not bound.
 type unboundStore struct{ *memory.Store }
@@ -106,7 +81,7 @@ func TestIdempotencyRecordReplayedOnlyToItsActor(t *testing.T) {
 			e := roundtest.New(t, nil)
 			// Bob's record exists, but his client id is not bound.
 			bob := *e
-			bob.Round = e.Build(func(o *syncsvc.Options) { o.Store = unboundStore{e.Store} })
+			bob.Round, _ = e.Build(func(o *roundtest.Options) { o.Store = unboundStore{e.Store} })
 			if resp, err := bob.As("bob", "k", e.Req(e.Own("k1", "p-bob", "bob"))); err != nil || resp.Results[0].Status != ssp2.PushApplied {
 				t.Fatalf("bob's push %+v, %v", resp.Results, err)
 			}
@@ -114,7 +89,7 @@ func TestIdempotencyRecordReplayedOnlyToItsActor(t *testing.T) {
 				t.Fatal("the unbound store bound")
 			}
 			if lookup == "locked" {
-				e.Round = e.Build(func(o *syncsvc.Options) { o.Store = lockedOnly{e.Store} })
+				e.Round, _ = e.Build(func(o *roundtest.Options) { o.Store = lockedOnly{e.Store} })
 			}
 			_, err := e.As("alice", "k", e.Req(e.Own("k1", "p-alice", "alice")))
 			roundtest.WantCode(t, err, syncerr.InvalidClientID)
@@ -176,7 +151,7 @@ func TestClientIDRaceExactlyOneActorWins(t *testing.T) {
 		var wg sync.WaitGroup
 		wg.Add(len(actors))
 		e := roundtest.New(t, nil)
-		e.Round = e.Build(func(o *syncsvc.Options) { o.Store = barrierStore{e.Store, &wg} })
+		e.Round, _ = e.Build(func(o *roundtest.Options) { o.Store = barrierStore{e.Store, &wg} })
 		client := fmt.Sprint("fresh-", round)
 		errs := make([]error, len(actors))
 		var done sync.WaitGroup

@@ -1,4 +1,4 @@
-package syncsvc_test
+package push_test
 
 import (
 	"bytes"
@@ -7,8 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/syncd-dev/syncd/app/syncsvc"
-	"github.com/syncd-dev/syncd/domain/push"
+	dompush "github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -57,11 +56,11 @@ func (m *recordingMerger) last() [2][]byte {
 // without merging again.
 func TestCRDTColumnSemantics(t *testing.T) {
 	m := &recordingMerger{}
-	e := roundtest.New(t, func(o *syncsvc.Options) {
-		o.Resolver = roundtest.ResolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
+	e := roundtest.New(t, func(o *roundtest.Options) {
+		o.Round.Resolver = roundtest.ResolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
 			return scopes.Allowed{"id": {"*"}}, nil
 		})
-		o.Mergers = []ports.CRDTMerger{m}
+		o.Push.Mergers = []ports.CRDTMerger{m}
 	})
 	cols := func(extra ssptest.Cols) []byte {
 		c := ssptest.Cols{"id": rowcodec.String("n-1")}
@@ -140,7 +139,7 @@ func TestCRDTColumnSemantics(t *testing.T) {
 		t.Fatalf("stale write: %+v", r)
 	}
 	tbl := e.Table("notes")
-	if cc, want := r.Results[0].ConflictColumns, push.ColumnBitmap(len(tbl.Columns), []int{tbl.ColumnIndex("body")}); !bytes.Equal(cc, want) {
+	if cc, want := r.Results[0].ConflictColumns, dompush.ColumnBitmap(len(tbl.Columns), []int{tbl.ColumnIndex("body")}); !bytes.Equal(cc, want) {
 		t.Fatalf("conflict columns %x, want %x (body alone)", cc, want)
 	}
 	if doc := ssptest.DecodeRow(t, e.Table("notes"), r.Results[0].ServerRow)["doc"]; !bytes.Equal(doc.Raw(), []byte{7}) {

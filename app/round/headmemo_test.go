@@ -1,4 +1,4 @@
-package syncsvc_test
+package round_test
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/ports"
@@ -43,11 +42,11 @@ func TestPushOnlyReusesARecentHead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var hc *headCounter
 			resolutions := 0
-			e := roundtest.New(t, func(o *syncsvc.Options) {
+			e := roundtest.New(t, func(o *roundtest.Options) {
 				hc = &headCounter{Store: o.Store.(*memory.Store)}
 				o.Store = hc
-				o.HeadReuse = tc.reuse
-				o.Resolver = roundtest.ResolverFunc(func(ctx context.Context, r ports.ScopeRequest) (scopes.Allowed, error) {
+				o.Round.HeadReuse = tc.reuse
+				o.Round.Resolver = roundtest.ResolverFunc(func(ctx context.Context, r ports.ScopeRequest) (scopes.Allowed, error) {
 					resolutions++
 					return roundtest.AllowAll(ctx, r)
 				})

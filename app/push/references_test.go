@@ -1,4 +1,4 @@
-package syncsvc_test
+package push_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/round"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -55,13 +55,10 @@ func TestDeclaredReferences(t *testing.T) {
 	if err := st.EnsureSchema(ctx, sch, nil); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := syncsvc.New(syncsvc.Options{Schema: func() *schema.Schema { return sch }, Store: st,
+	svc, _ := roundtest.Assemble(t, sch, roundtest.Options{Store: st, Now: time.Now, Round: round.Options{
 		Resolver: roundtest.ResolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
 			return scopes.Allowed{"ws": {"*"}}, nil
-		}), Now: time.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+		})}})
 	epoch, _ := st.TouchPartition(ctx, "p", 1)
 	id := ports.Identity{ActorID: "a", Partition: "p"}
 	do := func(commits ...*ssp2.PushCommit) *ssp2.PushResult {

@@ -1,19 +1,17 @@
-package syncsvc_test
+package push_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
-	"github.com/syncd-dev/syncd/domain/push"
+	dompush "github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -52,7 +50,7 @@ func TestApplyUpdateConflictAndReplay(t *testing.T) {
 	resp, _ = e.Must(e.Req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-1", upd2, 1))))
 	c := resp.Results[0]
 	if c.Status != ssp2.PushRejected || len(c.Results) != 1 || c.Results[0].Status != ssp2.OpConflict ||
-		c.Results[0].ServerVersion != 2 || !bytes.Equal(c.Results[0].ConflictColumns, push.ColumnBitmap(6, []int{2})) ||
+		c.Results[0].ServerVersion != 2 || !bytes.Equal(c.Results[0].ConflictColumns, dompush.ColumnBitmap(6, []int{2})) ||
 		!bytes.Equal(c.Results[0].ServerRow, row.Payload) || c.Results[0].Code != "sync.version_conflict" {
 		t.Fatalf("conflict %+v", c)
 	}
@@ -105,8 +103,8 @@ func TestDeletePrecedenceAndRecreate(t *testing.T) {
 }
 
 func TestAuthorization(t *testing.T) {
-	e := roundtest.New(t, func(o *syncsvc.Options) {
-		o.Resolver = roundtest.ResolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
+	e := roundtest.New(t, func(o *roundtest.Options) {
+		o.Round.Resolver = roundtest.ResolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
 			return scopes.Allowed{"owner": {"alice"}, "project_id": {"p-1"}}, nil
 		})
 	})
@@ -133,139 +131,6 @@ func TestAuthorization(t *testing.T) {
 	roundtest.WantRejected(t, resp.Results[1], 0, "sync.invalid_request")
 }
 
-func TestResolverFailureForbidsWrites(t *testing.T) {
-	e := roundtest.New(t, func(o *syncsvc.Options) {
-		o.Resolver = roundtest.ResolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
-			return nil, errors.New("down")
-		})
-	})
-	resp, _ := e.Must(e.Req(ssptest.Commit("k1", ssptest.Delete("projects", "p-1"))))
-	roundtest.WantRejected(t, resp.Results[0], 0, "sync.forbidden")
-}
-
-func TestRequestLevelRefusals(t *testing.T) {
-	e := roundtest.New(t, func(o *syncsvc.Options) { o.MaxOperations = 2 })
-	ops := []ssp2.PushOperation{ssptest.Delete("projects", "a"), ssptest.Delete("projects", "b")}
-	_, _, err := e.Do(e.Req(ssptest.Commit("k1", ops...), ssptest.Commit("k2", ops[0])))
-	roundtest.WantCode(t, err, syncerr.TooManyOperations)
-	r := e.Req(ssptest.Commit("k1", ops[0]))
-	r.ClientID = `["remote-command","a","b"]`
-	_, _, err = e.Do(r)
-	roundtest.WantCode(t, err, syncerr.InvalidClientID)
-	if _, err := e.Store.BindClient(context.Background(), "p1", "c1", "bob"); err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = e.Do(e.Req(ssptest.Commit("k1", ops[0])))
-	roundtest.WantCode(t, err, syncerr.InvalidClientID)
-	// Pull is refused honestly, before any push applies.
-	r = e.Req(ssptest.Commit("k9", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1)))
-	r.ClientID, r.Pull, r.SubTable = "c2", true, "projects"
-	_, _, err = e.Do(r)
-	roundtest.WantCode(t, err, syncerr.InternalError)
-	if row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
-		t.Fatal("push applied in a refused request")
-	}
-	// Malformed bodies are invalid_request.
-	for _, b := range [][]byte{nil, []byte("SSP2"), []byte("garbage garbage")} {
-		if _, err := e.Round.Handle(context.Background(), e.ID, b); syncerr.CodeOf(err) != syncerr.InvalidRequest {
-			t.Fatalf("body %q: %v", b, err)
-		}
-	}
-}
-
-func TestSchemaFloorAndEpoch(t *testing.T) {
-	e := roundtest.New(t, nil)
-	r := e.Req(ssptest.Commit("k1", ssptest.Delete("projects", "a")))
-	r.SchemaVersion = 1
-	resp, _ := e.Must(r)
-	h := resp.Header
-	if len(resp.Msg.Frames) != 1 || !h.RequiredSchemaVersion.Present || h.RequiredSchemaVersion.Value != 2 ||
-		h.LatestSchemaVersion.Value != 2 || h.LogEpoch != e.Epoch || h.ResetRequired {
-		t.Fatalf("floor %+v", resp.Msg.Frames)
-	}
-	for _, r := range []ssptest.Req{
-		{ClientID: "c1", SchemaVersion: 2, NoEpoch: true},
-		{ClientID: "c1", SchemaVersion: 2, Epoch: "other", Commits: []*ssp2.PushCommit{ssptest.Commit("k1",
-			ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))}},
-	} {
-		if r.NoEpoch {
-			r.Pull = true
-		}
-		resp, _ := e.Must(r)
-		if len(resp.Msg.Frames) != 1 || !resp.Header.ResetRequired || resp.Header.LogEpoch != e.Epoch {
-			t.Fatalf("reset %+v", resp.Msg.Frames)
-		}
-	}
-	if row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
-		t.Fatal("push applied under a foreign epoch")
-	}
-}
-
-// TestLatestSchemaVersionInEveryHeader: every RESP_HEADER names the
-// newest schema version the server knows (§1.6, informational), on every
-// admitted wire version: a served request, both epoch resets, a cached
-// replay and the schema floor; only the floor names a required version.
-func TestLatestSchemaVersionInEveryHeader(t *testing.T) {
-	e := roundtest.New(t, func(o *syncsvc.Options) { o.MinWireVersion = 2 })
-	for _, wire := range []uint16{2, 3} {
-		payload := e.Project(fmt.Sprintf("p-%d", wire), "alice", "One")
-		if wire == 2 {
-			payload = ssptest.Full(t, e.Table("projects"), ssptest.Cols{"id": rowcodec.String(fmt.Sprintf("p-%d", wire)),
-				"owner": rowcodec.String("alice"), "name": rowcodec.String("One"), "locked": rowcodec.Bool(false)})
-		}
-		commit := ssptest.Commit(fmt.Sprintf("k-%d", wire), ssptest.Upsert("projects", fmt.Sprintf("p-%d", wire), payload, -1))
-		served := ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 2, Epoch: e.Epoch, Commits: []*ssp2.PushCommit{commit}}
-		tests := []struct {
-			name     string
-			req      ssptest.Req
-			required bool
-		}{
-			{"served", served, false},
-			{"cached replay", served, false},
-			{"epoch acquisition", ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 2, NoEpoch: true, Pull: true}, false},
-			{"epoch mismatch", ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 2, Epoch: "other", Commits: []*ssp2.PushCommit{commit}}, false},
-			{"schema floor", ssptest.Req{Wire: wire, ClientID: "c1", SchemaVersion: 1, Epoch: e.Epoch, Commits: []*ssp2.PushCommit{commit}}, true},
-		}
-		for _, tc := range tests {
-			t.Run(fmt.Sprintf("wire %d/%s", wire, tc.name), func(t *testing.T) {
-				resp, _ := e.Must(tc.req)
-				h := resp.Header
-				if h == nil || !h.LatestSchemaVersion.Present || h.LatestSchemaVersion.Value != 2 {
-					t.Fatalf("header %+v: want latestSchemaVersion 2", h)
-				}
-				if h.RequiredSchemaVersion.Present != tc.required {
-					t.Fatalf("header %+v: requiredSchemaVersion present = %v, want %v", h, h.RequiredSchemaVersion.Present, tc.required)
-				}
-			})
-		}
-	}
-}
-
-// TestSchemaFloorNamesTheEpochState: a schema-floor header still carries
-// resetRequired with its §1.6 meaning (the request omitted its logEpoch
-// or sent another one), so a client learns both at once; schema upgrade
-// takes precedence in its surface.
-func TestSchemaFloorNamesTheEpochState(t *testing.T) {
-	e := roundtest.New(t, nil)
-	for _, tc := range []struct {
-		name  string
-		req   ssptest.Req
-		reset bool
-	}{
-		{"the partition's epoch", ssptest.Req{ClientID: "c1", SchemaVersion: 1, Epoch: e.Epoch, Pull: true}, false},
-		{"another epoch", ssptest.Req{ClientID: "c1", SchemaVersion: 1, Epoch: "other", Pull: true}, true},
-		{"no epoch", ssptest.Req{ClientID: "c1", SchemaVersion: 1, NoEpoch: true, Pull: true}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			resp, _ := e.Must(tc.req)
-			h := resp.Header
-			if len(resp.Msg.Frames) != 1 || !h.RequiredSchemaVersion.Present || h.LogEpoch != e.Epoch || h.ResetRequired != tc.reset {
-				t.Fatalf("floor %+v: want resetRequired %v", h, tc.reset)
-			}
-		})
-	}
-}
-
 // gateStore declares an undeclared checkpoint the moment a push begins:
 // a migration landing between request entry and the push lock.
 type gateStore struct {
@@ -282,7 +147,7 @@ func (g *gateStore) Push(ctx context.Context, partition string, o ports.PushOpti
 
 func TestServeGateInsidePush(t *testing.T) {
 	var gs *gateStore
-	e := roundtest.New(t, func(o *syncsvc.Options) {
+	e := roundtest.New(t, func(o *roundtest.Options) {
 		gs = &gateStore{Store: o.Store.(*memory.Store), version: 2}
 		o.Store = gs
 	})
@@ -327,7 +192,7 @@ func (titleValidator) ValidateRow(ctx context.Context, v ports.RowValidation) er
 }
 
 func TestRowValidatorSeesStagedWrites(t *testing.T) {
-	e := roundtest.New(t, func(o *syncsvc.Options) { o.RowValidators = []ports.RowValidator{titleValidator{}} })
+	e := roundtest.New(t, func(o *roundtest.Options) { o.Push.RowValidators = []ports.RowValidator{titleValidator{}} })
 	// The project is staged by op 0 and visible to the validator of op 1.
 	resp, _ := e.Must(e.Req(ssptest.Commit("k1",
 		ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1),
@@ -383,7 +248,7 @@ func (planner) PlanReactions(_ context.Context, c ports.CommitValidation) ([]por
 }
 
 func TestCommitValidatorAndReactions(t *testing.T) {
-	e := roundtest.New(t, func(o *syncsvc.Options) { o.CommitValidator, o.ReactionPlanner = commitRule{}, planner{} })
+	e := roundtest.New(t, func(o *roundtest.Options) { o.Push.CommitValidator, o.Push.ReactionPlanner = commitRule{}, planner{} })
 	resp, _ := e.Must(e.Req(ssptest.Commit("k1",
 		ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1),
 		ssptest.Upsert("tasks", "t-1", e.Task("t-1", "p-1", "a"), -1),
@@ -426,7 +291,7 @@ func TestConstraintViolation(t *testing.T) {
 func TestBlobReferences(t *testing.T) {
 	claimed := "sha256:" + string(bytes.Repeat([]byte("c"), 64))
 	present := blobSet{"sha256:" + string(bytes.Repeat([]byte("a"), 64)): true, claimed: true}
-	e := roundtest.New(t, func(o *syncsvc.Options) { o.Blobs = present })
+	e := roundtest.New(t, func(o *roundtest.Options) { o.Push.Blobs = present })
 	e.Must(e.Req(ssptest.Commit("k0", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))))
 	ref := func(id string) []byte {
 		return ssptest.Sparse(t, e.Table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"),
@@ -466,7 +331,7 @@ func TestWireTwo(t *testing.T) {
 	if _, _, err := refused.Do(r); syncerr.CodeOf(err) != syncerr.InvalidRequest {
 		t.Fatalf("wire 2 by default: %v", err)
 	}
-	e := roundtest.New(t, func(o *syncsvc.Options) { o.MinWireVersion = 2 })
+	e := roundtest.New(t, func(o *roundtest.Options) { o.Round.MinWireVersion = 2 })
 	full := func(title string) []byte {
 		return ssptest.Full(t, e.Table("projects"), ssptest.Cols{"id": rowcodec.String("p-1"),
 			"owner": rowcodec.String("alice"), "name": rowcodec.String(title), "locked": rowcodec.Bool(false)})
@@ -545,7 +410,7 @@ func (r *recorder) CommitApplied(_ context.Context, partition string, c commit.C
 
 func TestCommitListeners(t *testing.T) {
 	rec := &recorder{}
-	e := roundtest.New(t, func(o *syncsvc.Options) { o.Listeners = []ports.CommitListener{rec} })
+	e := roundtest.New(t, func(o *roundtest.Options) { o.Push.Listeners = []ports.CommitListener{rec} })
 	c := ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))
 	e.Must(e.Req(c, c))
 	e.Must(e.Req(ssptest.Commit("k2", ssptest.Delete("projects", "absent"))))
@@ -557,9 +422,9 @@ func TestCommitListeners(t *testing.T) {
 }
 
 func TestWireTwoRejectionDetailsAndCacheMiss(t *testing.T) {
-	e := roundtest.New(t, func(o *syncsvc.Options) {
-		o.MinWireVersion = 2
-		o.RowValidators = []ports.RowValidator{titleValidator{}}
+	e := roundtest.New(t, func(o *roundtest.Options) {
+		o.Round.MinWireVersion = 2
+		o.Push.RowValidators = []ports.RowValidator{titleValidator{}}
 	})
 	full := ssptest.Full(t, e.Table("tasks"), ssptest.Cols{"id": rowcodec.String("t-1"), "project_id": rowcodec.String("nope"),
 		"title": rowcodec.String("x"), "done": rowcodec.Bool(false), "estimate": rowcodec.Null(), "attachment": rowcodec.Null()})
@@ -604,8 +469,8 @@ func TestCRDTMerge(t *testing.T) {
 		}
 		return ssptest.Sparse(t, e.Table("notes"), c)
 	}
-	grant := func(o *syncsvc.Options) {
-		o.Resolver = roundtest.ResolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
+	grant := func(o *roundtest.Options) {
+		o.Round.Resolver = roundtest.ResolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
 			return scopes.Allowed{"id": {"*"}}, nil
 		})
 	}
@@ -615,7 +480,7 @@ func TestCRDTMerge(t *testing.T) {
 	if resp.Results[0].Results[0].Message != "CRDT merger failed" {
 		t.Fatalf("message %q", resp.Results[0].Results[0].Message)
 	}
-	e := roundtest.New(t, func(o *syncsvc.Options) { grant(o); o.Mergers = []ports.CRDTMerger{ssptest.MaxMerger{}} })
+	e := roundtest.New(t, func(o *roundtest.Options) { grant(o); o.Push.Mergers = []ports.CRDTMerger{ssptest.MaxMerger{}} })
 	e.Must(e.Req(ssptest.Commit("k1", ssptest.Upsert("notes", "n-1", note(e, []byte{5}, true), -1))))
 	// A crdt-only write at a stale base never conflicts and merges.
 	e.Must(e.Req(ssptest.Commit("k2", ssptest.Upsert("notes", "n-1", note(e, []byte{3}, false), -1))))
@@ -661,7 +526,7 @@ func TestPushNamesItsFirstRow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var hs *hintStore
-			e := roundtest.New(t, func(o *syncsvc.Options) {
+			e := roundtest.New(t, func(o *roundtest.Options) {
 				hs = &hintStore{Store: o.Store.(*memory.Store)}
 				o.Store = hs
 			})

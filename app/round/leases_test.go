@@ -1,4 +1,4 @@
-package syncsvc_test
+package round_test
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/leases/memlease"
 	"github.com/syncd-dev/syncd/app/leases"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/lease"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -61,8 +60,8 @@ func newLeaseEnv(t *testing.T, on bool) *leaseEnv {
 			t.Fatal(err)
 		}
 	}
-	e := roundtest.New(t, func(o *syncsvc.Options) {
-		o.Resolver, o.Leases, o.Now = res, svc, clock
+	e := roundtest.New(t, func(o *roundtest.Options) {
+		o.Round.Resolver, o.Round.Leases, o.Now = res, svc, clock
 	})
 	// The project every task below belongs to.
 	seed, _ := e.Must(e.Req(ssptest.Commit("seed", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))))
