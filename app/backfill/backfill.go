@@ -34,7 +34,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -51,9 +51,9 @@ type Store interface {
 	GetRow(ctx context.Context, partition, table, rowID string) (*commit.Row, error)
 }
 
-// Committer writes server commits; *syncsvc.Service is one.
+// Committer writes server commits; *push.Pipeline is one.
 type Committer interface {
-	ApplyServerCommit(ctx context.Context, c syncsvc.ServerCommit) (syncsvc.ServerCommitResult, error)
+	ApplyServerCommit(ctx context.Context, c push.ServerCommit) (push.ServerCommitResult, error)
 }
 
 // Options configure a Runner.
@@ -446,7 +446,7 @@ func (rn *run) write(ctx context.Context, b ports.BackfillBatch, watermark, obse
 		}
 		rn.batch++
 		ccid := fmt.Sprintf("%d.%d", rn.cp.OwnerEpoch, rn.batch)
-		res, err := rn.r.o.Commits.ApplyServerCommit(ctx, syncsvc.ServerCommit{
+		res, err := rn.r.o.Commits.ApplyServerCommit(ctx, push.ServerCommit{
 			Partition: rn.cp.Partition, ActorID: rn.r.o.ActorID, ClientID: rn.own, ClientCommitID: ccid,
 			Operations: b.Operations,
 			AfterAppend: func(ctx context.Context, tx ports.PushTx, _ int64) error {
@@ -461,7 +461,7 @@ func (rn *run) write(ctx context.Context, b ports.BackfillBatch, watermark, obse
 				zap.String("checkpoint", rn.cp.Name), zap.Int64("commit_seq", res.CommitSeq), zap.Int("rows", len(b.Operations)))
 			return nil
 		}
-		var rej *syncsvc.RejectedError
+		var rej *push.RejectedError
 		if !errors.As(err, &rej) || rej.Code != string(syncerr.VersionConflict) || try >= conflictRetries {
 			if errors.Is(err, errSuperseded) {
 				return err

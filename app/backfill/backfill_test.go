@@ -14,11 +14,10 @@ import (
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/app/backfill"
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
-	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -55,15 +54,9 @@ type fixture struct {
 	ctx   context.Context
 	st    ports.Storage
 	sch   *schema.Schema
-	svc   *syncsvc.Service
+	svc   *push.Pipeline
 	clk   ports.Clock
 	tasks *schema.Table
-}
-
-type allowAll struct{}
-
-func (allowAll) ResolveScopes(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
-	return scopes.Allowed{"project_id": {scopes.Wildcard}, "owner": {scopes.Wildcard}, "id": {scopes.Wildcard}}, nil
 }
 
 func newFixture(t *testing.T, open func(t *testing.T) ports.Storage) *fixture {
@@ -76,7 +69,7 @@ func newFixture(t *testing.T, open func(t *testing.T) ports.Storage) *fixture {
 		t.Fatal(err)
 	}
 	clk := clock.Wall{}
-	svc, err := syncsvc.New(syncsvc.Options{Schema: func() *schema.Schema { return sch }, Store: st, Resolver: allowAll{}, Now: clk.Now})
+	svc, err := push.New(push.Options{Schema: func() *schema.Schema { return sch }, Store: st, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +99,7 @@ func (f *fixture) seedTask(id string, estimate *int64) {
 	} else {
 		c["estimate"] = rowcodec.Null()
 	}
-	if _, err := f.svc.ApplyServerCommit(f.ctx, syncsvc.ServerCommit{Partition: part, ActorID: "writer", ClientID: "writer-client",
+	if _, err := f.svc.ApplyServerCommit(f.ctx, push.ServerCommit{Partition: part, ActorID: "writer", ClientID: "writer-client",
 		ClientCommitID: "seed-" + id + fmt.Sprint(time.Now().UnixNano()),
 		Operations:     []ssp2.PushOperation{ssptest.Upsert("tasks", id, ssptest.Sparse(f.t, f.tasks, c), 0)}}); err != nil {
 		f.t.Fatalf("seed %s: %v", id, err)
@@ -510,7 +503,7 @@ func (c *conflicting) Scan(ctx context.Context, in ports.BackfillScan) (ports.Ba
 	b, err := c.Fill.Scan(ctx, in)
 	if c.calls++; c.calls == 1 && err == nil {
 		op := ssptest.Upsert("tasks", "t1", ssptest.Sparse(c.f.t, c.f.tasks, ssptest.Cols{"id": rowcodec.String("t1"), "estimate": rowcodec.Int(7)}), -1)
-		if _, err := c.f.svc.ApplyServerCommit(ctx, syncsvc.ServerCommit{Partition: part, ActorID: "writer", ClientID: "writer-client",
+		if _, err := c.f.svc.ApplyServerCommit(ctx, push.ServerCommit{Partition: part, ActorID: "writer", ClientID: "writer-client",
 			ClientCommitID: "meanwhile", Operations: []ssp2.PushOperation{op}}); err != nil {
 			return b, err
 		}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/domain/canonjson"
 	"github.com/syncd-dev/syncd/domain/remoteop"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
@@ -59,9 +59,9 @@ type Mutation struct {
 }
 
 // CommandPusher runs a command's commit through the push pipeline
-// (*syncsvc.Service).
+// (*push.Pipeline).
 type CommandPusher interface {
-	PushCommand(ctx context.Context, c syncsvc.Command) (*ssp2.PushResult, error)
+	PushCommand(ctx context.Context, c push.Command) (*ssp2.PushResult, error)
 }
 
 type registeredCommand struct{ c Command }
@@ -86,7 +86,7 @@ func (s *Service) runCommand(ctx context.Context, id ports.Identity, req remoteo
 	res := scopes.Granted(grant)
 	// 6. The ordinary push under the command's idempotency identity.
 	clientID, commitID := remoteop.CommandIdentity(id.ActorID, req.ClientID, reg.c.ID, req.RequestID)
-	result, err := s.o.Pusher.PushCommand(ctx, syncsvc.Command{
+	result, err := s.o.Pusher.PushCommand(ctx, push.Command{
 		Identity: id, ClientID: clientID, ClientCommitID: commitID, Scopes: res,
 		Plan: func(ctx context.Context, r ports.TxReader) ([]ssp2.PushOperation, error) {
 			cc := CommandContext{AuthContext: who, OperationID: reg.c.ID, RequestID: req.RequestID,

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/syncd-dev/syncd/app/operations"
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/domain/remoteop"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -16,7 +16,7 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// commandFixture is a memory store with the sync use case behind the
+// commandFixture is a memory store with the push pipeline behind the
 // operations service, and a command whose Run the test scripts.
 type commandFixture struct {
 	*fixture
@@ -30,7 +30,7 @@ func newCommandFixture(t *testing.T) *commandFixture {
 	f := &commandFixture{fixture: newFixture(t)}
 	f.task("t1", "p1", "b", false, int64(3))
 	f.task("t3", "p3", "c", false, nil)
-	sync, err := syncsvc.New(syncsvc.Options{Schema: func() *schema.Schema { return f.sc }, Store: f.store, Resolver: grants{},
+	sync, err := push.New(push.Options{Schema: func() *schema.Schema { return f.sc }, Store: f.store,
 		Now: func() time.Time { return time.UnixMilli(2000) }})
 	if err != nil {
 		t.Fatal(err)

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/app/leases"
+	"github.com/syncd-dev/syncd/app/round"
 	"github.com/syncd-dev/syncd/app/sockets"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/realtime"
@@ -40,10 +40,10 @@ type Store interface {
 	ReadCommitRange(ctx context.Context, partition string, r ports.CommitRange) (ports.CommitSpan, error)
 }
 
-// Rounds serves the sync rounds of the sockets: *syncsvc.Service, the
+// Rounds serves the sync rounds of the sockets: *round.Service, the
 // handler of POST /sync.
 type Rounds interface {
-	Handle(ctx context.Context, id ports.Identity, body []byte) (*syncsvc.Response, error)
+	Handle(ctx context.Context, id ports.Identity, body []byte) (*round.Response, error)
 }
 
 // Metrics hears what the channel does; nil fields are not called.
@@ -385,7 +385,7 @@ func (h *Hub) admit(ctx context.Context, id ports.Identity, clientID string) (*S
 		return nil, fmt.Errorf("read log bounds: %w", err)
 	}
 	s.mu.Lock()
-	s.cursor, s.wire = -1, syncsvc.MaxWireVersion
+	s.cursor, s.wire = -1, round.MaxWireVersion
 	if rec != nil {
 		s.cursor = rec.Cursor
 		if rec.WireVersion > 0 {

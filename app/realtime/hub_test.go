@@ -10,7 +10,7 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/clock"
 	"github.com/syncd-dev/syncd/app/realtime"
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/round"
 	"github.com/syncd-dev/syncd/domain/commit"
 	domrt "github.com/syncd-dev/syncd/domain/realtime"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -167,7 +167,7 @@ func (grants) ResolveScopes(context.Context, ports.ScopeRequest) (scopes.Allowed
 
 type noRounds struct{}
 
-func (noRounds) Handle(context.Context, ports.Identity, []byte) (*syncsvc.Response, error) {
+func (noRounds) Handle(context.Context, ports.Identity, []byte) (*round.Response, error) {
 	return nil, syncerr.New(syncerr.InvalidRequest)
 }
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/syncd-dev/syncd/app/realtime"
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/round"
 	domrt "github.com/syncd-dev/syncd/domain/realtime"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/ports"
@@ -28,7 +28,7 @@ func newGatedRounds() *gatedRounds {
 	return &gatedRounds{gate: make(chan struct{}), entered: make(chan struct{}, 8)}
 }
 
-func (g *gatedRounds) Handle(ctx context.Context, _ ports.Identity, _ []byte) (*syncsvc.Response, error) {
+func (g *gatedRounds) Handle(ctx context.Context, _ ports.Identity, _ []byte) (*round.Response, error) {
 	g.mu.Lock()
 	g.calls++
 	g.mu.Unlock()
@@ -38,7 +38,7 @@ func (g *gatedRounds) Handle(ctx context.Context, _ ports.Identity, _ []byte) (*
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return &syncsvc.Response{WireVersion: 3, Frames: []ssp2.Frame{&ssp2.RespHeader{LogEpoch: "e1"}}}, nil
+	return &round.Response{WireVersion: 3, Frames: []ssp2.Frame{&ssp2.RespHeader{LogEpoch: "e1"}}}, nil
 }
 
 func (g *gatedRounds) open() { close(g.gate) }

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/round"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/domain/realtime"
@@ -435,7 +435,7 @@ func (s *Session) round(ctx context.Context, msg []byte) {
 	// A refusal is written in the request's own generation whenever the
 	// codec can write it, admitted or not: a wire-2 client refused for its
 	// version must be able to read why.
-	if v := binary.LittleEndian.Uint16(msg[4:]); v >= syncsvc.LowestMinWireVersion && v <= syncsvc.MaxWireVersion {
+	if v := binary.LittleEndian.Uint16(msg[4:]); v >= round.LowestMinWireVersion && v <= round.MaxWireVersion {
 		errWire = v
 	}
 	var err error
@@ -460,14 +460,14 @@ func (s *Session) round(ctx context.Context, msg []byte) {
 			}
 		}
 	}
-	var resp *syncsvc.Response
+	var resp *round.Response
 	if err == nil {
 		// A socket round is a request like POST /sync: it takes one of
 		// the node's processing slots, or is refused as busy.
 		err = s.share.Acquire()
 	}
 	if err == nil {
-		resp, err = s.hub.o.Rounds.Handle(syncsvc.WithTransport(ctx, event.TransportRealtime), s.id, msg)
+		resp, err = s.hub.o.Rounds.Handle(round.WithTransport(ctx, event.TransportRealtime), s.id, msg)
 	}
 	// The request is done with: its buffer and slot go back to the node.
 	s.share.Release()
@@ -480,7 +480,7 @@ func (s *Session) round(ctx context.Context, msg []byte) {
 		}
 		s.hub.log.Debug("socket round refused", zap.String("partition", s.id.Partition), zap.String("client_id", s.clientID),
 			zap.String("code", string(syncerr.CodeOf(err))), zap.Error(err))
-		resp = syncsvc.ErrorResponse(err, errWire, epoch)
+		resp = round.ErrorResponse(err, errWire, epoch)
 	}
 	defer resp.Release()
 	var own int64 = -1

@@ -29,9 +29,10 @@ import (
 	"github.com/syncd-dev/syncd/app/blobs"
 	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/app/pull"
+	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/app/realtime"
+	"github.com/syncd-dev/syncd/app/round"
 	"github.com/syncd-dev/syncd/app/segments"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/lease"
@@ -90,7 +91,7 @@ type instance struct {
 // services are what one open database serves with.
 type services struct {
 	store *sqlite.Store
-	sync  *syncsvc.Service
+	sync  *round.Service
 	seg   *segments.Service
 	blob  *blobs.Service
 	// leases is the lease store in this database (nil without leases).
@@ -227,13 +228,23 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 		_ = st.Close()
 		return nil, err
 	}
-	sv, err := syncsvc.New(syncsvc.Options{
-		Schema: schemaFn, Store: faultStore{Store: st, in: in}, Resolver: in.grants,
+	fs := faultStore{Store: st, in: in}
+	pp, err := push.New(push.Options{
+		Schema: schemaFn, Store: fs,
 		Blobs:         bl,
 		RowValidators: validators, CommitValidator: commitValidator{rules: &in.rules},
-		Mergers:   []ports.CRDTMerger{yjsdoc.New(yjsdoc.Options{})}, // the crdt capability
-		Listeners: []ports.CommitListener{in.relay}, Leases: in.leases,
-		Pull: pl, MinWireVersion: syncsvc.LowestMinWireVersion, MaxOperations: in.spec.maxOperations,
+		Mergers:       []ports.CRDTMerger{yjsdoc.New(yjsdoc.Options{})}, // the crdt capability
+		Listeners:     []ports.CommitListener{in.relay},
+		MaxOperations: in.spec.maxOperations,
+		Now:           in.clock.Now, Log: in.log.Named("sync"),
+	})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	sv, err := round.New(round.Options{
+		Schema: schemaFn, Store: fs, Resolver: in.grants, Push: pp, Leases: in.leases,
+		Pull: pl, MinWireVersion: round.LowestMinWireVersion, MaxOperations: in.spec.maxOperations,
 		HeadReuse: sqlstore.DefaultTouchInterval,
 		Now:       in.clock.Now, Log: in.log.Named("sync"),
 	})
@@ -466,7 +477,7 @@ func (l liveLeases) PruneLeases(ctx context.Context, q ports.LeasePrune) (ports.
 // liveRounds runs socket rounds through the live sync use case.
 type liveRounds struct{ in *instance }
 
-func (l liveRounds) Handle(ctx context.Context, id ports.Identity, body []byte) (*syncsvc.Response, error) {
+func (l liveRounds) Handle(ctx context.Context, id ports.Identity, body []byte) (*round.Response, error) {
 	sv := l.in.current()
 	if sv == nil {
 		return nil, errInstanceClosed

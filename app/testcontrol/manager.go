@@ -6,10 +6,11 @@
 // and presigned blob URLs).
 //
 // An instance is assembled from the use cases the real server runs
-// (app/syncsvc, app/pull, app/segments, app/blobs, app/retention) behind the public
-// routes of adapters/httpapi, so its answers are the server's answers. It
-// never touches the server's own database, and nothing in it runs on a
-// timer: expiry is judged on the virtual clock when something is used.
+// (app/round, app/push, app/pull, app/segments, app/blobs, app/retention)
+// behind the public routes of adapters/httpapi, so its answers are the
+// server's answers. It never touches the server's own database, and
+// nothing in it runs on a timer: expiry is judged on the virtual clock
+// when something is used.
 //
 // It exists only with syncd serve --test-control-listen, on a loopback
 // listener without authentication (see ../testcontrolfx.go).

@@ -11,7 +11,7 @@ import (
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/events"
 	"github.com/syncd-dev/syncd/app/platform"
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/ports"
@@ -34,8 +34,8 @@ type BackfillProgress func(backfill.Progress)
 type BackfillParams struct {
 	fx.In
 	Schema   *schema.Schema
-	Storage  ports.Storage    `optional:"true"`
-	Sync     *syncsvc.Service `optional:"true"`
+	Storage  ports.Storage  `optional:"true"`
+	Sync     *push.Pipeline `optional:"true"`
 	Clock    ports.Clock
 	Log      *zap.Logger
 	Metrics  *platform.Metrics `optional:"true"`

@@ -10,8 +10,8 @@ import (
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/operations"
 	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/app/sockets"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/ports"
@@ -74,7 +74,7 @@ type OperationsServiceParams struct {
 	Registry     *operations.Registry
 	Store        ports.Storage            `optional:"true"`
 	Declarations []checkpoint.Declaration `optional:"true"`
-	Sync         *syncsvc.Service         `optional:"true"`
+	Sync         *push.Pipeline           `optional:"true"`
 }
 
 // NewOperationsService builds the use case; nil without storage. A store

@@ -12,8 +12,8 @@ import (
 	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/realtime"
+	"github.com/syncd-dev/syncd/app/round"
 	"github.com/syncd-dev/syncd/app/sockets"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -65,9 +65,9 @@ type RealtimeHubParams struct {
 	Clock     platform.Clock
 	Readiness *platform.Readiness
 	Resolver  ports.ScopeResolver
-	Store     ports.Storage    `optional:"true"`
-	Service   *syncsvc.Service `optional:"true"`
-	Leases    *leases.Service  `optional:"true"`
+	Store     ports.Storage   `optional:"true"`
+	Service   *round.Service  `optional:"true"`
+	Leases    *leases.Service `optional:"true"`
 	Metrics   *realtime.Counters
 	Fanout    ports.Fanout         `optional:"true"`
 	Tracer    trace.TracerProvider `optional:"true"`

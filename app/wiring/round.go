@@ -12,7 +12,8 @@ import (
 	"github.com/syncd-dev/syncd/app/leases"
 	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/pull"
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/push"
+	"github.com/syncd-dev/syncd/app/round"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -114,27 +115,30 @@ type SyncServiceParams struct {
 	Events          ports.EventSink          `optional:"true"`
 }
 
-// NewSyncService builds the sync use case; nil without storage.
-func NewSyncService(p SyncServiceParams) (*syncsvc.Service, error) {
+// NewSyncService builds the sync use case, a round over its push
+// pipeline; nil without storage.
+func NewSyncService(p SyncServiceParams) (*round.Service, *push.Pipeline, error) {
 	if p.Store == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	if p.Config.Sync.MinWireVersion < int(syncsvc.LowestMinWireVersion) && p.Config.Sync.MinWireVersion != 0 {
-		return nil, fmt.Errorf("--min-wire-version %d: want 2 or 3", p.Config.Sync.MinWireVersion)
+	if p.Config.Sync.MinWireVersion < int(round.LowestMinWireVersion) && p.Config.Sync.MinWireVersion != 0 {
+		return nil, nil, fmt.Errorf("--min-wire-version %d: want 2 or 3", p.Config.Sync.MinWireVersion)
 	}
-	if p.Config.Sync.MinWireVersion < int(syncsvc.MaxWireVersion) && p.Config.Sync.MinWireVersion != 0 {
+	if p.Config.Sync.MinWireVersion < int(round.MaxWireVersion) && p.Config.Sync.MinWireVersion != 0 {
 		p.Log.Warn("admitting wire-2 clients: their pushes get the wire-2 rules where wire 2 and wire 3 differ (scope columns, baseVersion ahead, upsert over a tombstone), the wire-3 column rules elsewhere",
 			zap.Int("min_wire_version", p.Config.Sync.MinWireVersion))
 	}
-	pm, err := newPushMetrics(p.Metrics)
-	if err != nil {
-		return nil, err
+	var pm *push.Metrics
+	if p.Metrics != nil && p.Metrics.Registry != nil {
+		var err error
+		if pm, err = push.NewMetrics(p.Metrics.Registry); err != nil {
+			return nil, nil, err
+		}
 	}
-	return syncsvc.New(syncsvc.Options{
-		Observe:         pm.observe,
+	pipeline, err := push.New(push.Options{
+		Metrics:         pm,
 		Schema:          p.Readiness.Schema,
 		Store:           p.Store,
-		Resolver:        p.Resolver,
 		Declarations:    p.Declarations,
 		RowValidators:   p.RowValidators,
 		CommitValidator: p.CommitValidator,
@@ -142,23 +146,42 @@ func NewSyncService(p SyncServiceParams) (*syncsvc.Service, error) {
 		Mergers:         withBuiltinMergers(p.Mergers),
 		Blobs:           p.Blobs,
 		Listeners:       p.Listeners,
-		Pull:            p.Pull,
-		Leases:          p.Leases,
 		Events:          p.Events,
-		MinWireVersion:  uint16(p.Config.Sync.MinWireVersion),
 		MaxOperations:   p.Config.Sync.MaxOperations,
 		Limits:          p.Config.Limits.Domain(),
-		HeadReuse:       touchInterval,
 		Log:             p.Log.Named("sync"),
 		Now:             p.Clock.Now,
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := round.New(round.Options{
+		Schema:         p.Readiness.Schema,
+		Store:          p.Store,
+		Resolver:       p.Resolver,
+		Push:           pipeline,
+		Declarations:   p.Declarations,
+		Pull:           p.Pull,
+		Leases:         p.Leases,
+		Events:         p.Events,
+		MinWireVersion: uint16(p.Config.Sync.MinWireVersion),
+		MaxOperations:  p.Config.Sync.MaxOperations,
+		Limits:         p.Config.Limits.Domain(),
+		HeadReuse:      touchInterval,
+		Log:            p.Log.Named("sync"),
+		Now:            p.Clock.Now,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return svc, pipeline, nil
 }
 
 type syncRouteParams struct {
 	fx.In
 	Transport *httpapi.Transport
 	Auth      ports.Authenticator
-	Service   *syncsvc.Service `optional:"true"`
+	Service   *round.Service `optional:"true"`
 	Log       *zap.Logger
 }
 

@@ -18,11 +18,10 @@ import (
 	"github.com/syncd-dev/syncd/app/backfill"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/platform"
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
-	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -199,8 +198,8 @@ func runCheckpoint(args, environ []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return fail(errors.New("the storage engine has no table scanner"))
 	}
-	svc, err := syncsvc.New(syncsvc.Options{Schema: func() *schema.Schema { return sch }, Store: st,
-		Resolver: noResolver{}, Mergers: wiring.BuiltinMergers(), Limits: cfg.Limits.Domain(), Now: clk.Now})
+	svc, err := push.New(push.Options{Schema: func() *schema.Schema { return sch }, Store: st,
+		Mergers: wiring.BuiltinMergers(), Limits: cfg.Limits.Domain(), Now: clk.Now})
 	if err != nil {
 		return fail(err)
 	}
@@ -332,14 +331,6 @@ func listCheckpoints(ctx context.Context, st ports.Storage, r *backfill.Runner, 
 	}
 	_ = tw.Flush()
 	return 0
-}
-
-// noResolver refuses every scope resolution: server commits resolve
-// nothing, and this process serves no client.
-type noResolver struct{}
-
-func (noResolver) ResolveScopes(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
-	return nil, errors.New("the checkpoint command serves no client")
 }
 
 // progressPrinter shows a run's progress: one redrawn line with a bar

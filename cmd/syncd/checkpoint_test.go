@@ -12,7 +12,7 @@ import (
 	"github.com/syncd-dev/syncd/app/backfill"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/platform"
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
@@ -48,7 +48,7 @@ func seedNullEstimates(t *testing.T, database string, n int) {
 	if err := st.EnsureSchema(ctx, sch, nil); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := syncsvc.New(syncsvc.Options{Schema: func() *schema.Schema { return sch }, Store: st, Resolver: noResolver{}})
+	svc, err := push.New(push.Options{Schema: func() *schema.Schema { return sch }, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func seedNullEstimates(t *testing.T, database string, n int) {
 			"project_id": rowcodec.String("alpha"), "title": rowcodec.String(id), "done": rowcodec.Bool(false),
 			"estimate": rowcodec.Null(), "attachment": rowcodec.Null()}), -1))
 	}
-	if _, err := svc.ApplyServerCommit(ctx, syncsvc.ServerCommit{Partition: "p", ActorID: "alice", ClientID: "c1", ClientCommitID: "seed", Operations: ops}); err != nil {
+	if _, err := svc.ApplyServerCommit(ctx, push.ServerCommit{Partition: "p", ActorID: "alice", ClientID: "c1", ClientCommitID: "seed", Operations: ops}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -347,7 +347,7 @@ func (s *Store) gateAfter(group []*pushReq) *gateRead {
 
 // gateRead is a member's serve gate read ahead, with its savepoint
 // (pushTx.ReadServeGate uses it when it is the member's first statement,
-// as it is in syncsvc's pipeline: the read then ran exactly where the
+// as it is in app/push's pipeline: the read then ran exactly where the
 // member's own would have).
 type gateRead struct {
 	q       ReadAhead

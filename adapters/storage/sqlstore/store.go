@@ -21,7 +21,7 @@ import (
 // DefaultTouchInterval is the TouchInterval the server runs with: how
 // stale a partition's last-seen time may be (refreshing it on every
 // request would cost a write each); request heads are reused for at most
-// this long (app/syncsvc).
+// this long (app/round).
 const DefaultTouchInterval = time.Second
 
 // Config builds a Store.

@@ -1,4 +1,4 @@
-package syncsvc_test
+package push_test
 
 import (
 	"context"
@@ -10,12 +10,13 @@ import (
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/round"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/pgtest"
+	"github.com/syncd-dev/syncd/test/roundtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -56,19 +57,17 @@ func BenchmarkPushApply(b *testing.B) {
 }
 
 // benchPushSetup readies st (closed when b ends) with the ssptest schema,
-// a service over it that allows every scope, and partition p1 for alice.
-func benchPushSetup(b *testing.B, st ports.Storage) (*schema.Schema, *syncsvc.Service, ports.Identity, string) {
+// a round over a pipeline over it that allows every scope, and partition
+// p1 for alice.
+func benchPushSetup(b *testing.B, st ports.Storage) (*schema.Schema, *round.Service, ports.Identity, string) {
 	ctx := context.Background()
 	b.Cleanup(func() { _ = st.Close() })
 	sch := ssptest.Schema(b)
 	if err := st.EnsureSchema(ctx, sch, nil); err != nil {
 		b.Fatal(err)
 	}
-	svc, err := syncsvc.New(syncsvc.Options{Schema: func() *schema.Schema { return sch }, Store: st, Resolver: allowAll,
-		Now: time.Now})
-	if err != nil {
-		b.Fatal(err)
-	}
+	svc, _ := roundtest.Assemble(b, sch, roundtest.Options{Store: st, Now: time.Now,
+		Round: round.Options{Resolver: roundtest.AllowAll}})
 	id := ports.Identity{ActorID: "alice", Partition: "p1"}
 	epoch, err := st.TouchPartition(ctx, "p1", time.Now().UnixMilli())
 	if err != nil {

@@ -1,14 +1,15 @@
-// Package syncsvc is the POST /sync use case: it decodes an SSP2 request,
-// plans it (wire version admission, schema floor, log epoch, client id
-// binding, operation cap, one scope resolution per request) and runs the
-// push pipeline of SPEC §6 against ports.PushStore, answering the response
-// frames the transport encodes.
+// Package round is one SSP2 sync round, over POST /sync or a socket: it
+// decodes an SSP2 request, plans it (wire version admission, schema
+// floor, log epoch, client id binding, operation cap, one scope
+// resolution per request, the auth lease) and runs its commits through
+// the push pipeline of SPEC §6 (app/push), answering the response frames
+// the transport encodes.
 //
 // Pull (PULL_HEADER and subscriptions) runs after the pushes, in the same
 // response, through app/pull; without a pull service a request that carries
 // one is refused as a whole with sync.internal_error before any push is
 // applied, so a client never mistakes it for a caught-up pull.
-package syncsvc
+package round
 
 import (
 	"context"
@@ -21,11 +22,11 @@ import (
 
 	"github.com/syncd-dev/syncd/app/leases"
 	pullsvc "github.com/syncd-dev/syncd/app/pull"
+	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/domain/limits"
-	"github.com/syncd-dev/syncd/domain/push"
-	"github.com/syncd-dev/syncd/domain/rowcodec"
+	dompush "github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -33,14 +34,20 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// Store is the storage the use case needs.
+// Store is the storage a round reads and binds with (its commits write
+// through the Pusher).
 type Store interface {
-	ports.PushStore
 	TouchPartition(ctx context.Context, partition string, nowMs int64) (string, error)
 	GetClient(ctx context.Context, partition, clientID string) (*ports.ClientRecord, error)
 	BindClient(ctx context.Context, partition, clientID, actorID string) (string, error)
 	ClientBinding(ctx context.Context, partition, clientID string) (string, bool, error)
 	ReadServeGate(ctx context.Context, partition string, running int32) (checkpoint.ServeGate, error)
+}
+
+// Pusher runs a request's commits through the push pipeline, one at a
+// time and in order; *push.Pipeline is one.
+type Pusher interface {
+	Commit(ctx context.Context, b *push.Batch, pc *ssp2.PushCommit) (*ssp2.PushResult, *ssp2.PushResultDetails, error)
 }
 
 // Wire versions this server can serve.
@@ -61,19 +68,10 @@ type Options struct {
 	Store  Store
 	// Resolver returns the actor's allowed scopes, once per request.
 	Resolver ports.ScopeResolver
+	// Push runs the commits (SPEC §A.2).
+	Push Pusher
 	// Declarations are the checkpoints this process declared (serve gate).
 	Declarations []checkpoint.Declaration
-
-	RowValidators   []ports.RowValidator
-	CommitValidator ports.CommitValidator
-	ReactionPlanner ports.ReactionPlanner
-	Mergers         []ports.CRDTMerger
-	// Blobs answers the blob existence check; nil refuses every blob_ref.
-	Blobs ports.BlobChecker
-	// Listeners hear of applied commits once they are durable.
-	Listeners []ports.CommitListener
-	// Observe, when set, is called with every commit's answer (metrics).
-	Observe func(CommitObservation)
 	// Leases issues auth leases on live-resolved rounds and serves
 	// resolver outages from them (SPEC §7.3); nil: leases off, and an
 	// outage fails the request with sync.auth_lease_required.
@@ -81,17 +79,17 @@ type Options struct {
 	// Pull serves PULL_HEADER and its subscriptions; nil refuses pulls
 	// with sync.internal_error (a server assembled without it is broken).
 	Pull *pullsvc.Service
-	// Events hears every request handled, commit answered, pull served
-	// and scope resolution failed (domain/event); nil: nothing listens,
-	// and no event is built.
+	// Events hears every request handled, pull served and scope
+	// resolution failed (domain/event; the pipeline's own sink hears the
+	// commits answered); nil: nothing listens, and no event is built.
 	Events ports.EventSink
 
 	// MinWireVersion is the oldest admitted wire version (2 or 3; 0 → 3).
 	MinWireVersion uint16
 	// MaxOperations caps the operations of one request (0 → 500).
 	MaxOperations int
-	// Limits bound the ids and shape of a request and the scope values a
-	// write stores (zero fields: the defaults of domain/limits).
+	// Limits bound the ids and shape of a request (zero fields: the
+	// defaults of domain/limits).
 	Limits limits.Limits
 	// MaxFrameBytes and MaxMessageBytes bound decoding (0 → codec defaults).
 	MaxFrameBytes   int
@@ -108,33 +106,31 @@ type Options struct {
 	Log *zap.Logger
 }
 
-// Service serves POST /sync requests.
+// Service serves sync rounds: POST /sync requests and socket rounds.
 type Service struct {
-	o          Options
-	versions   []uint16
-	validators map[string][]ports.RowValidator
-	mergers    map[string]ports.CRDTMerger
-	log        *zap.Logger
-	vlog       versionLog
-	heads      headMemo
+	o        Options
+	versions []uint16
+	log      *zap.Logger
+	vlog     versionLog
+	heads    headMemo
 }
 
 // New validates opts and builds the Service.
 func New(o Options) (*Service, error) {
-	if o.Schema == nil || o.Store == nil || o.Resolver == nil {
-		return nil, errors.New("syncsvc: Schema, Store and Resolver are required")
+	if o.Schema == nil || o.Store == nil || o.Resolver == nil || o.Push == nil {
+		return nil, errors.New("round: Schema, Store, Resolver and Push are required")
 	}
 	if o.MinWireVersion == 0 {
 		o.MinWireVersion = DefaultMinWireVersion
 	}
 	if o.MinWireVersion < LowestMinWireVersion || o.MinWireVersion > MaxWireVersion {
-		return nil, fmt.Errorf("syncsvc: minimum wire version %d: want %d or %d", o.MinWireVersion, LowestMinWireVersion, MaxWireVersion)
+		return nil, fmt.Errorf("round: minimum wire version %d: want %d or %d", o.MinWireVersion, LowestMinWireVersion, MaxWireVersion)
 	}
 	if o.MaxOperations < 0 {
-		return nil, errors.New("syncsvc: negative operation cap")
+		return nil, errors.New("round: negative operation cap")
 	}
 	if o.MaxOperations == 0 {
-		o.MaxOperations = push.DefaultMaxOperationsPerRequest
+		o.MaxOperations = dompush.DefaultMaxOperationsPerRequest
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -143,24 +139,9 @@ func New(o Options) (*Service, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	s := &Service{o: o, log: o.Log, validators: map[string][]ports.RowValidator{}, mergers: map[string]ports.CRDTMerger{}}
+	s := &Service{o: o, log: o.Log}
 	for v := o.MinWireVersion; v <= MaxWireVersion; v++ {
 		s.versions = append(s.versions, v)
-	}
-	for _, v := range o.RowValidators {
-		if v == nil {
-			continue
-		}
-		s.validators[v.Table()] = append(s.validators[v.Table()], v)
-	}
-	for _, m := range o.Mergers {
-		if m == nil {
-			continue
-		}
-		if _, dup := s.mergers[m.Type()]; dup {
-			return nil, fmt.Errorf("syncsvc: two CRDT mergers for type %q", m.Type())
-		}
-		s.mergers[m.Type()] = m
 	}
 	return s, nil
 }
@@ -307,7 +288,7 @@ func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) (*
 		return nil, rq, err
 	}
 	resp, err := s.serve(ctx, rq, pull)
-	if errors.Is(err, errHeadStale) {
+	if errors.Is(err, push.ErrStaleEpoch) {
 		// Its head then remembers the current epoch.
 		rq.restart()
 		resp, err = s.serve(ctx, rq, pull)
@@ -329,69 +310,37 @@ type request struct {
 	res     scopes.Resolution
 	// live: res came from the resolver itself (the round issues a lease).
 	live bool
-	// gate is the request's first serve-gate read (gateRead set): the
-	// entry read, or for a push-only request the first push transaction's
-	// read; the read-verify compares its token with the last read.
-	gate     checkpoint.ServeGate
-	gateRead bool
 	// bound: the client id was bound to this actor when the request began.
 	bound bool
-	// firstPush holds the idempotency record of the first commit, read
-	// with the request head (nil: not read).
-	firstPush *ports.RequestHead
-	// pushOnly: the request pushes and pulls nothing; afterGate is then
-	// the serve gate read right after its last commit (nil: not read).
-	pushOnly  bool
-	afterGate *checkpoint.ServeGate
-	codecs    map[string]*rowcodec.Codec
-	// plan, for a server-authoritative command, returns the commit's
-	// operations inside its push transaction (PushCommand); its client id
-	// is the reserved command identity.
-	plan func(ctx context.Context, r ports.TxReader) ([]ssp2.PushOperation, error)
+	// push is the request's commits as the pipeline sees them, built
+	// anew each time the request is served. It also keeps the request's
+	// first serve-gate read (the entry read, or for a push-only request
+	// the first push transaction's): the read-verify compares its token
+	// with the last read.
+	push *push.Batch
 	// headless: admitted at a remembered epoch without a request head
-	// (headmemo.go); epochChecked once a push transaction that committed
-	// saw that epoch under the lock. mustHead: served again after a stale
-	// epoch, the request reads its head whatever is remembered by then
-	// (and is answered with the reset before its scopes are resolved
-	// again).
-	headless, epochChecked, mustHead bool
+	// (headmemo.go). mustHead: served again after a stale epoch, the
+	// request reads its head whatever is remembered by then (and is
+	// answered with the reset before its scopes are resolved again).
+	headless, mustHead bool
 }
 
-// restart readies a request stopped by errHeadStale (before anything of
-// it committed) to be served again from its head.
+// restart readies a request stopped by push.ErrStaleEpoch (before
+// anything of it committed) to be served again from its head.
 func (rq *request) restart() {
-	rq.headless, rq.epochChecked, rq.mustHead, rq.live = false, false, true, false
-	rq.epoch, rq.gate, rq.gateRead = "", checkpoint.ServeGate{}, false
-	rq.firstPush, rq.pushOnly, rq.afterGate = nil, false, nil
-}
-
-// checkClientID refuses a client id bound to another actor, and an
-// ordinary request's id in the reserved command namespace (§1.5).
-func (rq *request) checkClientID(boundActor string) error {
-	if rq.plan != nil {
-		return push.CheckClientID("", rq.id.ActorID, boundActor, true)
-	}
-	return push.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, boundActor, true)
-}
-
-func (rq *request) codec(t *schema.Table) *rowcodec.Codec {
-	if rq.codecs == nil {
-		rq.codecs = map[string]*rowcodec.Codec{}
-	}
-	c := rq.codecs[t.Name]
-	if c == nil {
-		c = rowcodec.New(t)
-		rq.codecs[t.Name] = c
-	}
-	return c
+	rq.headless, rq.mustHead, rq.live = false, true, false
+	rq.epoch = ""
 }
 
 func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response, error) {
 	part := rq.id.Partition
 	running := rq.sch.Version
+	rq.push = &push.Batch{Identity: rq.id, ClientID: rq.hdr.ClientID, WireVersion: rq.wire, Schema: rq.sch,
+		Now: rq.now, Commits: rq.commits}
 	var head ports.RequestHead
 	if epoch, ok := s.headless(rq, pull); ok && !rq.mustHead {
 		head.LogEpoch, rq.headless = epoch, true
+		rq.push.RememberedEpoch = epoch
 	} else {
 		var err error
 		if head, err = s.touch(ctx, rq); err != nil {
@@ -418,20 +367,20 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	// A request with a pull reads it here: the pull's reads need a base
 	// taken before them.
 	deferGate := !pull && rq.pullHdr == nil && len(rq.commits) > 0
-	rq.pushOnly = deferGate
+	rq.push.PushOnly = deferGate
 	if !deferGate {
 		if err := s.entryGateFrom(ctx, rq, head); err != nil {
 			return nil, err
 		}
 	}
 	early := func(resp *Response, err error) (*Response, error) {
-		if errors.Is(err, errHeadStale) {
+		if errors.Is(err, push.ErrStaleEpoch) {
 			return nil, err // served again, from its head
 		}
-		if !rq.gateRead {
+		if !rq.gateRead() {
 			// A refusal wins over err; a failed gate read fails an answer
 			// but does not replace an error already at hand.
-			if gerr := s.entryGate(ctx, rq); gerr != nil && (err == nil || rq.gateRead) {
+			if gerr := s.entryGate(ctx, rq); gerr != nil && (err == nil || rq.gateRead()) {
 				return nil, gerr
 			}
 		}
@@ -439,7 +388,7 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	}
 	resp := &Response{WireVersion: rq.wire}
 
-	reset := push.AdmitEpoch(rq.hdr.LogEpoch.Value, rq.hdr.LogEpoch.Present, epoch).ResetRequired()
+	reset := dompush.AdmitEpoch(rq.hdr.LogEpoch.Value, rq.hdr.LogEpoch.Present, epoch).ResetRequired()
 	// §1.6 schema floor: this server codes rows for its running version
 	// only. The header still says whether the epoch needs a reset.
 	if rq.hdr.SchemaVersion != running {
@@ -471,7 +420,7 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	if err != nil {
 		return early(nil, fmt.Errorf("read client binding: %w", err))
 	}
-	if err := push.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, boundTo, bound); err != nil {
+	if err := dompush.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, boundTo, bound); err != nil {
 		return early(nil, err)
 	}
 	rq.bound = bound
@@ -483,14 +432,14 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 			return early(nil, fmt.Errorf("read client record: %w", err))
 		}
 		if rec != nil && rec.ActorID != rq.id.ActorID {
-			return early(nil, push.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, rec.ActorID, true))
+			return early(nil, dompush.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, rec.ActorID, true))
 		}
 	}
 	perCommit := make([]int, len(rq.commits))
 	for i, c := range rq.commits {
 		perCommit[i] = len(c.Operations)
 	}
-	if err := push.CheckOperationCap(perCommit, s.o.MaxOperations); err != nil {
+	if err := dompush.CheckOperationCap(perCommit, s.o.MaxOperations); err != nil {
 		return early(nil, err)
 	}
 	if len(rq.commits) > 0 || rq.pullHdr != nil {
@@ -501,14 +450,15 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	// Every header names the newest schema version this server knows
 	// (§1.6, informational), as the reference does, not only the floor.
 	resp.Frames = append(resp.Frames, &ssp2.RespHeader{LatestSchemaVersion: ssp2.Some(running), LogEpoch: epoch})
+	rq.push.Scopes = rq.res
 	for _, c := range rq.commits {
-		out, err := s.pushCommit(ctx, rq, c)
+		result, details, err := s.o.Push.Commit(ctx, rq.push, c)
 		if err != nil {
 			return early(nil, err)
 		}
-		resp.Frames = append(resp.Frames, out.result)
-		if out.details != nil {
-			resp.Frames = append(resp.Frames, out.details)
+		resp.Frames = append(resp.Frames, result)
+		if details != nil {
+			resp.Frames = append(resp.Frames, details)
 		}
 	}
 	// Pull sections after the pushes, built completely into a bounded
@@ -545,8 +495,8 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	// Buffered read-verify (0.24): re-read the gate before the first byte
 	// (the pull may have read it with its last read).
 	after, verified := resp.Sections.VerifiedGate()
-	if !verified && rq.afterGate != nil {
-		after, verified = *rq.afterGate, true
+	if !verified {
+		after, verified = rq.push.GateAfter()
 	}
 	if !verified {
 		if after, err = s.o.Store.ReadServeGate(ctx, part, running); err != nil {
@@ -558,8 +508,8 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		resp.Release()
 		return nil, r.Err()
 	}
-	before := rq.gate
-	if !rq.gateRead {
+	before, read := rq.push.Gate()
+	if !read {
 		// Every commit was a replay answered before its transaction: the
 		// epoch in the response header is the base.
 		before = checkpoint.ServeGate{StoredSchemaVersion: after.StoredSchemaVersion, LogEpoch: epoch}
@@ -610,7 +560,7 @@ func (s *Service) bindForPull(ctx context.Context, rq *request) error {
 	if err != nil {
 		return fmt.Errorf("bind client id: %w", err)
 	}
-	return push.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, boundTo, true)
+	return dompush.CheckClientID(rq.hdr.ClientID, rq.id.ActorID, boundTo, true)
 }
 
 // resolve makes the request's one resolveScopes call (SPEC §3.2 rule 3):
@@ -717,7 +667,7 @@ func (s *Service) touch(ctx context.Context, rq *request) (ports.RequestHead, er
 	}
 	h, err := hs.TouchPartitionHead(ctx, q)
 	if err == nil && h.PushRead {
-		rq.firstPush = &h
+		rq.push.Head = &h
 	}
 	return h, err
 }
@@ -744,16 +694,15 @@ func (s *Service) entryGate(ctx context.Context, rq *request) error {
 // admitGate records g as the request's first gate read if none was taken
 // yet and returns its refusal.
 func (s *Service) admitGate(rq *request, g checkpoint.ServeGate) error {
-	rq.noteGate(g)
+	rq.push.NoteGate(g)
 	if r := checkpoint.GateRefusal(g, rq.sch.Version, s.o.Declarations); r != nil {
 		return r.Err()
 	}
 	return nil
 }
 
-// noteGate keeps the request's first gate read as the token base.
-func (rq *request) noteGate(g checkpoint.ServeGate) {
-	if !rq.gateRead {
-		rq.gate, rq.gateRead = g, true
-	}
+// gateRead reports whether the request read the serve gate yet.
+func (rq *request) gateRead() bool {
+	_, read := rq.push.Gate()
+	return read
 }

@@ -1,14 +1,14 @@
-package syncsvc_test
+package round_test
 
 import (
 	"context"
 	"testing"
 
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/roundtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -37,21 +37,21 @@ func (c *countingStore) ReadServeGate(ctx context.Context, partition string, run
 // precedence over every answer given before the pushes.
 func TestServeGatePushOnly(t *testing.T) {
 	var cs *countingStore
-	e := newEnv(t, func(o *syncsvc.Options) {
+	e := roundtest.New(t, func(o *roundtest.Options) {
 		cs = &countingStore{Store: o.Store.(*memory.Store)}
 		o.Store = cs
 		o.MaxOperations = 2
 	})
-	if _, _, err := e.do(e.req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1)))); err != nil {
+	if _, _, err := e.Do(e.Req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1)))); err != nil {
 		t.Fatal(err)
 	}
 	if cs.reads != 1 {
 		t.Fatalf("a push-only request read the gate %d times on the read pool, want 1 (the read-verify)", cs.reads)
 	}
 	cs.reads, cs.headGates = 0, 0
-	r := e.req(ssptest.Commit("k2", ssptest.Upsert("projects", "p-2", e.project("p-2", "alice", "Two"), -1)))
+	r := e.Req(ssptest.Commit("k2", ssptest.Upsert("projects", "p-2", e.Project("p-2", "alice", "Two"), -1)))
 	r.Pull, r.SubTable = true, "projects"
-	_, _, err := e.do(r) // this service has no pull: refused after the entry read
+	_, _, err := e.Do(r) // this service has no pull: refused after the entry read
 	if cs.reads+cs.headGates != 1 || syncerr.CodeOf(err) != syncerr.InternalError {
 		t.Fatalf("a request with a pull read the gate %d times on the read pool (%d in its head) before its refusal (%v), want 1 (entry)",
 			cs.reads+cs.headGates, cs.headGates, err)
@@ -60,19 +60,19 @@ func TestServeGatePushOnly(t *testing.T) {
 	if _, err := cs.DeclareCheckpoint(context.Background(), checkpoint.Declaration{Partition: "p1", Name: "proj", SchemaVersion: 2}, 1); err != nil {
 		t.Fatal(err)
 	}
-	floor := e.req(ssptest.Commit("k3", ssptest.Delete("projects", "a")))
+	floor := e.Req(ssptest.Commit("k3", ssptest.Delete("projects", "a")))
 	floor.SchemaVersion = 1
-	badClient := e.req(ssptest.Commit("k3", ssptest.Delete("projects", "a")))
+	badClient := e.Req(ssptest.Commit("k3", ssptest.Delete("projects", "a")))
 	badClient.ClientID = `["remote-command","a","b"]`
-	tooMany := e.req(ssptest.Commit("k3", ssptest.Delete("projects", "a"), ssptest.Delete("projects", "b"), ssptest.Delete("projects", "c")))
-	ok := e.req(ssptest.Commit("k3", ssptest.Upsert("projects", "p-3", e.project("p-3", "alice", "Three"), -1)))
+	tooMany := e.Req(ssptest.Commit("k3", ssptest.Delete("projects", "a"), ssptest.Delete("projects", "b"), ssptest.Delete("projects", "c")))
+	ok := e.Req(ssptest.Commit("k3", ssptest.Upsert("projects", "p-3", e.Project("p-3", "alice", "Three"), -1)))
 	for name, r := range map[string]ssptest.Req{"schema floor": floor, "client id": badClient, "operation cap": tooMany, "push": ok} {
-		_, _, err := e.do(r)
+		_, _, err := e.Do(r)
 		if syncerr.CodeOf(err) != syncerr.SchemaNotReady {
 			t.Errorf("%s under an undeclared checkpoint: %v, want %s", name, err, syncerr.SchemaNotReady)
 		}
 	}
-	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-3"); row != nil {
+	if row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-3"); row != nil {
 		t.Fatal("write landed past the gate")
 	}
 }

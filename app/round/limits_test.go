@@ -1,14 +1,14 @@
-package syncsvc_test
+package round_test
 
 import (
 	"context"
 	"strings"
 	"testing"
 
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/limits"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/test/roundtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -16,7 +16,7 @@ import (
 // refused as a whole with a catalog code, before anything is stored.
 func TestRequestLimits(t *testing.T) {
 	lim := limits.Limits{MaxIDBytes: 16, MaxScopeValueBytes: 8, MaxScopeValues: 3, MaxSubscriptions: 2}
-	e := newEnv(t, func(o *syncsvc.Options) { o.Limits = lim })
+	e := roundtest.New(t, func(o *roundtest.Options) { o.Limits = lim })
 	long := strings.Repeat("x", 17)
 	sub := func(id string, sc map[string][]string) *ssp2.Subscription {
 		return &ssp2.Subscription{ID: id, Table: "projects", Scopes: ssp2.ScopeListsFromMap(sc), Cursor: -1}
@@ -38,9 +38,9 @@ func TestRequestLimits(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			frames := []ssp2.Frame{&ssp2.ReqHeader{ClientID: c.clientID, SchemaVersion: e.sch.Version, LogEpoch: ssp2.Some(e.epoch)}}
+			frames := []ssp2.Frame{&ssp2.ReqHeader{ClientID: c.clientID, SchemaVersion: e.Schema.Version, LogEpoch: ssp2.Some(e.Epoch)}}
 			if c.commitID != "" {
-				frames = append(frames, ssptest.Commit(c.commitID, ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1)))
+				frames = append(frames, ssptest.Commit(c.commitID, ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1)))
 			}
 			if c.subs != nil {
 				frames = append(frames, &ssp2.PullHeader{LimitCommits: 100, LimitSnapshotRows: 100, MaxSnapshotPages: 1, Accept: ssp2.AcceptInlineRows})
@@ -52,33 +52,17 @@ func TestRequestLimits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = e.svc.Handle(context.Background(), e.id, body)
-			wantCode(t, err, c.want)
-			if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
+			_, err = e.Round.Handle(context.Background(), e.ID, body)
+			roundtest.WantCode(t, err, c.want)
+			if row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
 				t.Fatal("a refused request applied its push")
 			}
 		})
 	}
 	// At the limits everything is accepted.
-	r := e.req(ssptest.Commit(strings.Repeat("k", 16), ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1)))
+	r := e.Req(ssptest.Commit(strings.Repeat("k", 16), ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1)))
 	r.ClientID = strings.Repeat("c", 16)
-	if resp, _ := e.must(r); resp.Results[0].Status != ssp2.PushApplied {
+	if resp, _ := e.Must(r); resp.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("push at the limits: %+v", resp.Results[0])
-	}
-}
-
-// TestStoredScopeLimit: a write whose row would store a scope value past
-// the limit is rejected (that operation's sync.invalid_request), so no
-// stored value is one no subscription could ask for.
-func TestStoredScopeLimit(t *testing.T) {
-	e := newEnv(t, func(o *syncsvc.Options) { o.Limits = limits.Limits{MaxScopeValueBytes: 8} })
-	resp, _ := e.must(e.req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "123456789", "One"), -1))))
-	wantRejected(t, resp.Results[0], 0, string(syncerr.InvalidRequest))
-	if row, _ := e.store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
-		t.Fatal("row with an overlong scope value was stored")
-	}
-	resp, _ = e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("projects", "p-1", e.project("p-1", "12345678", "One"), -1))))
-	if resp.Results[0].Status != ssp2.PushApplied {
-		t.Fatalf("scope value at the limit: %+v", resp.Results[0])
 	}
 }

@@ -1,4 +1,4 @@
-package syncsvc
+package push
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package syncsvc_test
+package round_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/ssp2/vectortest"
 	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/test/roundtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -14,18 +15,18 @@ import (
 // internal error; malformed input is always a catalog refusal or a
 // commit-level rejection.
 func FuzzHandle(f *testing.F) {
-	e := newEnv(f, nil)
-	tasks := e.table("tasks")
+	e := roundtest.New(f, nil)
+	tasks := e.Table("tasks")
 	for _, b := range vectortest.Files("request", "push") {
 		f.Add(b)
 	}
-	f.Add(e.req(ssptest.Commit("k1",
-		ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1),
-		ssptest.Upsert("tasks", "t-1", e.task("t-1", "p-1", "x"), 0),
+	f.Add(e.Req(ssptest.Commit("k1",
+		ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1),
+		ssptest.Upsert("tasks", "t-1", e.Task("t-1", "p-1", "x"), 0),
 		ssptest.Upsert("tasks", "t-1", ssptest.Sparse(f, tasks, ssptest.Cols{"id": rowcodec.String("t-1"), "done": rowcodec.Bool(true)}), 1),
 		ssptest.Delete("projects", "p-1"))).Encode(f))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		_, err := e.svc.Handle(context.Background(), e.id, body)
+		_, err := e.Round.Handle(context.Background(), e.ID, body)
 		if err != nil && syncerr.Public(err).Code == syncerr.InternalError {
 			t.Fatalf("internal error for %x: %v", body, err)
 		}

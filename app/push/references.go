@@ -1,4 +1,4 @@
-package syncsvc
+package push
 
 import (
 	"context"
@@ -82,7 +82,7 @@ func referenceTerm(opIndex int, reason string, fieldPaths []string, refs ...ssp2
 // cascaded deletes and set-null upserts attributed to the originating
 // client delete.
 func (a *applier) enforceReferences(ctx context.Context) (*termination, error) {
-	sch := a.rq.sch
+	sch := a.b.Schema
 	for _, op := range a.staged {
 		if op.del || len(op.table.References) == 0 {
 			continue
@@ -178,7 +178,7 @@ func (a *applier) synthetic(origin int) int {
 }
 
 func (a *applier) cascadeDelete(ctx context.Context, origin int, t *schema.Table, child commit.Row) (any, *termination, error) {
-	vals, err := a.rq.codec(t).DecodeRow(child.Payload, nil)
+	vals, err := a.b.codec(t).DecodeRow(child.Payload, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("decode row %s/%s: %w", t.Name, child.RowID, err)
 	}
@@ -200,7 +200,7 @@ func (a *applier) cascadeDelete(ctx context.Context, origin int, t *schema.Table
 }
 
 func (a *applier) setNull(ctx context.Context, origin int, t *schema.Table, child commit.Row, column string) (*termination, error) {
-	codec := a.rq.codec(t)
+	codec := a.b.codec(t)
 	storedVals, err := codec.DecodeRow(child.Payload, nil)
 	if err != nil {
 		return nil, fmt.Errorf("decode row %s/%s: %w", t.Name, child.RowID, err)

@@ -1,7 +1,6 @@
-package syncsvc
+package round
 
 import (
-	"errors"
 	"sync"
 	"time"
 )
@@ -16,16 +15,12 @@ import (
 // head: it is admitted at that remembered epoch, the first commit's
 // transaction checks it against the epoch it reads under the lock before
 // anything else, and a request that finds it stale (rotated meanwhile,
-// perhaps by another node) is served again from the start, head
-// included. The read-verify checks the response's epoch once more. A
-// skipped head does not renew what is remembered, so a partition in use
-// reads a head (and its touch) at least once per HeadReuse: last-seen
-// stays within twice the touch interval.
-
-// errHeadStale stops a request admitted at a remembered epoch that its
-// first push transaction found rotated: nothing of it committed, and it
-// is served again with its head.
-var errHeadStale = errors.New("syncsvc: the remembered log epoch is stale")
+// perhaps by another node: the pipeline fails its commit with
+// push.ErrStaleEpoch before anything of it committed) is served again
+// from the start, head included. The read-verify checks the response's
+// epoch once more. A skipped head does not renew what is remembered, so a
+// partition in use reads a head (and its touch) at least once per
+// HeadReuse: last-seen stays within twice the touch interval.
 
 // maxHeadMemo bounds the partitions remembered; past it the memo starts
 // over (partitions in use are remembered again by their next head).
@@ -67,11 +62,11 @@ func (m *headMemo) recent(partition string, now time.Time, window time.Duration)
 }
 
 // headless reports whether rq may skip its request head, and the epoch
-// it is then admitted at: a push-only request (no command) of the running
-// schema version, naming the remembered epoch of a head read within
+// it is then admitted at: a push-only request of the running schema
+// version, naming the remembered epoch of a head read within
 // Options.HeadReuse.
 func (s *Service) headless(rq *request, pull bool) (string, bool) {
-	if s.o.HeadReuse <= 0 || pull || rq.pullHdr != nil || len(rq.commits) == 0 || rq.plan != nil ||
+	if s.o.HeadReuse <= 0 || pull || rq.pullHdr != nil || len(rq.commits) == 0 ||
 		rq.hdr.SchemaVersion != rq.sch.Version || !rq.hdr.LogEpoch.Present {
 		return "", false
 	}

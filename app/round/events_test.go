@@ -1,4 +1,4 @@
-package syncsvc_test
+package round_test
 
 import (
 	"bytes"
@@ -8,12 +8,12 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/leases/memlease"
 	"github.com/syncd-dev/syncd/app/leases"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/domain/lease"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/roundtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -56,15 +56,15 @@ func TestLeasedRoundReportsTheResolverOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, func(o *syncsvc.Options) { o.Resolver, o.Leases, o.Now, o.Events = res, svc, clock, sink })
-	if r, _ := e.must(e.req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1)))); r.Results[0].Status != ssp2.PushApplied {
+	e := roundtest.New(t, func(o *roundtest.Options) { o.Round.Resolver, o.Round.Leases, o.Now, o.Events = res, svc, clock, sink })
+	if r, _ := e.Must(e.Req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1)))); r.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("live round %+v", r.Results[0])
 	}
 	if got := sink.resolutions(); len(got) != 0 {
 		t.Fatalf("a live round reported %+v", got)
 	}
 	res.set(nil, ports.ErrResolverOutage)
-	if r, _ := e.must(e.req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-1", e.task("t-1", "p-1", "x"), -1)))); r.Results[0].Status != ssp2.PushApplied {
+	if r, _ := e.Must(e.Req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-1", e.Task("t-1", "p-1", "x"), -1)))); r.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("leased round %+v", r.Results[0])
 	}
 	got := sink.resolutions()

@@ -1,4 +1,11 @@
-package syncsvc
+// Package push is the commit pipeline of SPEC §A.2: one commit's
+// transaction (serve gate, client id binding, idempotency, scope
+// authorization, row and commit validators, CRDT merges, references, the
+// log append, reactions, the stored result) and the commit listeners
+// after it. It serves the commits of a sync round (app/round, through
+// Pipeline.Commit and a Batch), server commits (ApplyServerCommit: a
+// backfill's batches) and command commits (PushCommand: app/operations).
+package push
 
 import (
 	"bytes"
@@ -6,13 +13,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/event"
-	"github.com/syncd-dev/syncd/domain/push"
+	"github.com/syncd-dev/syncd/domain/limits"
+	dompush "github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -20,6 +29,102 @@ import (
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
+
+// Store is the storage the pipeline needs.
+type Store interface {
+	ports.PushStore
+	// TouchPartition marks a command's partition used, as a request's
+	// head does.
+	TouchPartition(ctx context.Context, partition string, nowMs int64) (string, error)
+}
+
+// Options configure a Pipeline.
+type Options struct {
+	// Schema returns the running compiled schema (nil before it compiled).
+	Schema func() *schema.Schema
+	Store  Store
+	// Declarations are the checkpoints this process declared (serve gate).
+	Declarations []checkpoint.Declaration
+
+	RowValidators   []ports.RowValidator
+	CommitValidator ports.CommitValidator
+	ReactionPlanner ports.ReactionPlanner
+	Mergers         []ports.CRDTMerger
+	// Blobs answers the blob existence check; nil refuses every blob_ref.
+	Blobs ports.BlobChecker
+	// Listeners hear of applied commits once they are durable.
+	Listeners []ports.CommitListener
+	// Metrics count every commit's answer; nil counts nothing.
+	Metrics *Metrics
+	// Events hears every commit answered (domain/event); nil: nothing
+	// listens, and no event is built.
+	Events ports.EventSink
+
+	// MaxOperations caps the operations a command's plan returns (0 →
+	// 500); a round caps its requests' itself.
+	MaxOperations int
+	// Limits bound the scope values a write stores (zero fields: the
+	// defaults of domain/limits).
+	Limits limits.Limits
+
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	Log *zap.Logger
+}
+
+// Pipeline runs commits through SPEC §A.2.
+type Pipeline struct {
+	o          Options
+	validators map[string][]ports.RowValidator
+	mergers    map[string]ports.CRDTMerger
+	log        *zap.Logger
+}
+
+// New validates opts and builds the Pipeline.
+func New(o Options) (*Pipeline, error) {
+	if o.Schema == nil || o.Store == nil {
+		return nil, errors.New("push: Schema and Store are required")
+	}
+	if o.MaxOperations < 0 {
+		return nil, errors.New("push: negative operation cap")
+	}
+	// A zero cap and zero limits stand for the defaults where they are
+	// applied (dompush.CheckOperationCap, limits.Limits.StoredScope).
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	p := &Pipeline{o: o, log: o.Log, validators: map[string][]ports.RowValidator{}, mergers: map[string]ports.CRDTMerger{}}
+	for _, v := range o.RowValidators {
+		if v == nil {
+			continue
+		}
+		p.validators[v.Table()] = append(p.validators[v.Table()], v)
+	}
+	for _, m := range o.Mergers {
+		if m == nil {
+			continue
+		}
+		if _, dup := p.mergers[m.Type()]; dup {
+			return nil, fmt.Errorf("push: two CRDT mergers for type %q", m.Type())
+		}
+		p.mergers[m.Type()] = m
+	}
+	return p, nil
+}
+
+// Commit runs pc, the next of b.Commits, through the pipeline and
+// returns its answer at b's wire version: its PUSH_RESULT and, for a
+// rejection that carries details, its PUSH_RESULT_DETAILS (nil
+// otherwise). An error fails the whole request: ErrStaleEpoch when b was
+// admitted at a remembered epoch that rotated (nothing of the commit was
+// written).
+func (p *Pipeline) Commit(ctx context.Context, b *Batch, pc *ssp2.PushCommit) (*ssp2.PushResult, *ssp2.PushResultDetails, error) {
+	o, err := p.pushCommit(ctx, b, pc)
+	return o.result, o.details, err
+}
 
 // Fixed public messages of unexpected hook failures (SPEC §6.7, §6.8).
 const (
@@ -52,21 +157,21 @@ func codeTerm(opIndex int, code syncerr.Code, message string) *termination {
 
 // pushCommit runs the SPEC §A.2 pipeline for one commit and returns its
 // result as the client sees it. An error fails the whole request.
-func (s *Service) pushCommit(ctx context.Context, rq *request, pc *ssp2.PushCommit) (outcome, error) {
-	o, err := s.pushCommitOnce(ctx, rq, pc)
-	if err == nil && s.o.Observe != nil {
-		s.o.Observe(observation(o, len(pc.Operations)))
+func (p *Pipeline) pushCommit(ctx context.Context, b *Batch, pc *ssp2.PushCommit) (outcome, error) {
+	o, err := p.pushCommitOnce(ctx, b, pc)
+	if err == nil {
+		p.o.Metrics.observe(o, len(pc.Operations))
 	}
-	if err == nil && s.o.Events != nil {
-		s.o.Events.Emit(commitEvent(rq, pc, o))
+	if err == nil && p.o.Events != nil {
+		p.o.Events.Emit(commitEvent(b, pc, o))
 	}
 	return o, err
 }
 
 // commitEvent is the event of one commit's answer: applied (or cached),
 // conflicted, or rejected with its terminating record's code.
-func commitEvent(rq *request, pc *ssp2.PushCommit, o outcome) event.Event {
-	who := event.Who{Partition: rq.id.Partition, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID}
+func commitEvent(b *Batch, pc *ssp2.PushCommit, o outcome) event.Event {
+	who := event.Who{Partition: b.Identity.Partition, ActorID: b.Identity.ActorID, ClientID: b.ClientID}
 	ops := int64(len(pc.Operations))
 	r := o.result
 	switch r.Status {
@@ -86,69 +191,37 @@ func commitEvent(rq *request, pc *ssp2.PushCommit, o outcome) event.Event {
 		OpIndex: int64(term.OpIndex), Code: term.Code, Retryable: term.Retryable, Replay: o.replayed}
 }
 
-// CommitObservation summarizes one commit's answer for metrics.
-type CommitObservation struct {
-	// Outcome is applied, cached, conflict, rejected or cache_miss.
-	Outcome    string
-	Operations int
-	// Code is the terminating record's code of a conflict or rejection.
-	Code string
-}
-
-func observation(o outcome, ops int) CommitObservation {
-	c := CommitObservation{Operations: ops}
-	switch o.result.Status {
-	case ssp2.PushApplied:
-		c.Outcome = "applied"
-	case ssp2.PushCached:
-		c.Outcome = "cached"
-	default:
-		c.Outcome = "rejected"
-		if len(o.result.Results) > 0 {
-			r := o.result.Results[0]
-			c.Code = r.Code
-			switch {
-			case r.Status == ssp2.OpConflict:
-				c.Outcome = "conflict"
-			case r.Code == string(syncerr.IdempotencyCacheMiss):
-				c.Outcome = "cache_miss"
-			}
-		}
-	}
-	return c
-}
-
-func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.PushCommit) (outcome, error) {
-	part, clientID, ccid, actor := rq.id.Partition, rq.hdr.ClientID, pc.ClientCommitID, rq.id.ActorID
+func (p *Pipeline) pushCommitOnce(ctx context.Context, b *Batch, pc *ssp2.PushCommit) (outcome, error) {
+	part, clientID, ccid, actor := b.Identity.Partition, b.ClientID, pc.ClientCommitID, b.Identity.ActorID
 	// 1. Optimistic idempotency lookup outside any transaction. A record is
 	// replayed only to the actor that stored it; one stored before records
 	// carried their actor waits for the locked re-check, after the binding.
-	if r, ok, err := s.optimisticLookup(ctx, rq, pc); err != nil {
+	if r, ok, err := p.optimisticLookup(ctx, b, pc); err != nil {
 		return outcome{}, fmt.Errorf("idempotency lookup: %w", err)
 	} else if ok && r.ActorID == actor {
-		return replay(r.Result, ccid).forWire(rq.wire), nil
+		return replay(r.Result, ccid).forWire(b.WireVersion), nil
 	} else if ok && r.ActorID != "" {
-		return outcome{}, rq.checkClientID(r.ActorID)
+		return outcome{}, b.checkClientID(r.ActorID)
 	}
 	var out outcome
 	var applied *commit.Commit
-	rq.afterGate = nil // only the request's last work may stand for the read-verify
-	err := s.push(ctx, rq, pc, ports.PushOptions{WriterVersion: rq.sch.Version, ActorID: actor,
-		ClientID: clientID, ClientCommitID: ccid, FirstRow: firstRow(rq, pc)}, func(tx ports.PushTx) error {
+	b.afterGate = nil // only the request's last work may stand for the read-verify
+	err := p.push(ctx, b, pc, ports.PushOptions{WriterVersion: b.Schema.Version, ActorID: actor,
+		ClientID: clientID, ClientCommitID: ccid, FirstRow: firstRow(b, pc)}, func(tx ports.PushTx) error {
 		// 2–3. The store took the partition lock. 4. Serve gate on the
 		// transaction's own connection (0.24): a refusal rolls back.
 		gate, err := tx.ReadServeGate(ctx)
 		if err != nil {
 			return fmt.Errorf("read serve gate: %w", err)
 		}
-		if rq.headless && !rq.epochChecked && gate.LogEpoch != rq.epoch {
+		if b.headless() && !b.epochChecked && gate.LogEpoch != b.RememberedEpoch {
 			// Admitted at a remembered epoch: it must be the one under
 			// the lock, in every attempt until one commits, or the
 			// request starts over with its head.
-			return errHeadStale
+			return ErrStaleEpoch
 		}
-		rq.noteGate(gate) // the token base of a push-only request
-		if r := checkpoint.GateRefusal(gate, rq.sch.Version, s.o.Declarations); r != nil {
+		b.NoteGate(gate) // the token base of a push-only request
+		if r := checkpoint.GateRefusal(gate, b.Schema.Version, p.o.Declarations); r != nil {
 			return r.Err()
 		}
 		// §1.5: the first use binds the client id to the actor, under the
@@ -156,7 +229,7 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 		// racing for a fresh id exactly one gets it; the other is refused.
 		if boundTo, err := tx.BindClient(ctx, clientID); err != nil {
 			return fmt.Errorf("bind client id: %w", err)
-		} else if err := rq.checkClientID(boundTo); err != nil {
+		} else if err := b.checkClientID(boundTo); err != nil {
 			return err
 		}
 		// 5. Locked idempotency re-check, replayed only to its owner (a
@@ -165,30 +238,30 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 			return fmt.Errorf("locked idempotency lookup: %w", err)
 		} else if ok {
 			if r.ActorID != "" && r.ActorID != actor {
-				return rq.checkClientID(r.ActorID)
+				return b.checkClientID(r.ActorID)
 			}
 			out = replay(r.Result, ccid)
 			return nil
 		}
-		reader := &txReader{tx: tx, rq: rq}
-		if rq.plan != nil {
+		reader := &txReader{tx: tx, b: b}
+		if b.plan != nil {
 			// A server-authoritative command plans its operations here,
 			// under the lock and after the re-check, so a replay never
 			// runs it again (REMOTE.md §3).
-			ops, err := rq.plan(ctx, reader)
+			ops, err := b.plan(ctx, reader)
 			if err != nil {
 				return err
 			}
 			pc.Operations = ops
 		}
-		a := &applier{s: s, rq: rq, tx: tx, pc: pc}
+		a := &applier{p: p, b: b, tx: tx, pc: pc}
 		a.reader = reader
 		o, err := a.run(ctx)
 		out, applied = o, a.applied
 		return err
 	})
-	if err == nil && rq.headless {
-		rq.epochChecked = true // a transaction that committed saw it
+	if err == nil && b.headless() {
+		b.epochChecked = true // a transaction that committed saw it
 	}
 	if syncerr.CodeOf(err) == syncerr.StorageWriterFenceRejected {
 		// A held-back append's fence refusal, reported by Push (one
@@ -202,23 +275,23 @@ func (s *Service) pushCommitOnce(ctx context.Context, rq *request, pc *ssp2.Push
 		out.changes = len(applied.Changes)
 	}
 	if applied != nil && len(applied.Changes) > 0 {
-		for _, l := range s.o.Listeners {
+		for _, l := range p.o.Listeners {
 			if l != nil {
 				l.CommitApplied(ctx, part, *applied)
 			}
 		}
 	}
-	return out.forWire(rq.wire), nil
+	return out.forWire(b.WireVersion), nil
 }
 
 // firstRow is the row pc's first operation reads, for the store to read
 // ahead; none when that operation will not read one.
-func firstRow(rq *request, pc *ssp2.PushCommit) ports.RowKey {
-	if len(pc.Operations) == 0 || !rq.res.OK() {
+func firstRow(b *Batch, pc *ssp2.PushCommit) ports.RowKey {
+	if len(pc.Operations) == 0 || !b.Scopes.OK() {
 		return ports.RowKey{}
 	}
 	op := &pc.Operations[0]
-	t := rq.sch.Table(op.Table)
+	t := b.Schema.Table(op.Table)
 	if t == nil {
 		return ports.RowKey{}
 	}
@@ -228,36 +301,36 @@ func firstRow(rq *request, pc *ssp2.PushCommit) ports.RowKey {
 // push runs the commit's transaction. When it is the last work of a
 // push-only request and the store can, the serve gate is read right after
 // its commit, in the same round trip: the request's read-verify.
-func (s *Service) push(ctx context.Context, rq *request, pc *ssp2.PushCommit, o ports.PushOptions, fn func(tx ports.PushTx) error) error {
-	gs, ok := s.o.Store.(ports.GatedPushStore)
-	if !ok || !rq.pushOnly || pc != rq.commits[len(rq.commits)-1] {
-		return s.o.Store.Push(ctx, rq.id.Partition, o, fn)
+func (p *Pipeline) push(ctx context.Context, b *Batch, pc *ssp2.PushCommit, o ports.PushOptions, fn func(tx ports.PushTx) error) error {
+	gs, ok := p.o.Store.(ports.GatedPushStore)
+	if !ok || !b.PushOnly || pc != b.Commits[len(b.Commits)-1] {
+		return p.o.Store.Push(ctx, b.Identity.Partition, o, fn)
 	}
-	g, read, err := gs.PushThenReadGate(ctx, rq.id.Partition, o, fn)
+	g, read, err := gs.PushThenReadGate(ctx, b.Identity.Partition, o, fn)
 	if err == nil && read {
-		rq.afterGate = &g
+		b.afterGate = &g
 	}
 	return err
 }
 
 // optimisticLookup reads pc's idempotency record outside any transaction,
 // or takes it from the request head when that read it.
-func (s *Service) optimisticLookup(ctx context.Context, rq *request, pc *ssp2.PushCommit) (ports.PushRecord, bool, error) {
-	if h := rq.firstPush; h != nil && len(rq.commits) > 0 && pc == rq.commits[0] {
-		rq.firstPush = nil
+func (p *Pipeline) optimisticLookup(ctx context.Context, b *Batch, pc *ssp2.PushCommit) (ports.PushRecord, bool, error) {
+	if h := b.Head; h != nil && len(b.Commits) > 0 && pc == b.Commits[0] {
+		b.Head = nil
 		return h.Push, h.PushFound, nil
 	}
-	if rq.headless && !rq.epochChecked {
+	if b.headless() && !b.epochChecked {
 		// The first commit of a request without a head: its transaction
 		// checks the epoch first, and its locked re-check finds a replay.
 		return ports.PushRecord{}, false, nil
 	}
-	return s.o.Store.GetPushResult(ctx, rq.id.Partition, rq.hdr.ClientID, pc.ClientCommitID)
+	return p.o.Store.GetPushResult(ctx, b.Identity.Partition, b.ClientID, pc.ClientCommitID)
 }
 
 type applier struct {
-	s       *Service
-	rq      *request
+	p       *Pipeline
+	b       *Batch
 	tx      ports.PushTx
 	pc      *ssp2.PushCommit
 	reader  *txReader
@@ -281,7 +354,7 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 		return outcome{}, err
 	}
 	var reactions []ports.Reaction
-	if term == nil && hasReferences(a.rq.sch) {
+	if term == nil && hasReferences(a.b.Schema) {
 		if term, err = a.enforceReferences(ctx); err != nil {
 			var ce *ports.ConstraintError
 			if !errors.As(err, &ce) {
@@ -290,14 +363,14 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 			term = constraintTerm(a.origin(ce.OpIndex), len(a.pc.Operations))
 		}
 	}
-	if term == nil && a.s.o.CommitValidator != nil {
+	if term == nil && a.p.o.CommitValidator != nil {
 		if term, err = a.validateCommit(ctx); err != nil {
 			if term = a.constraintFailure(err); term == nil {
 				return outcome{}, err
 			}
 		}
 	}
-	if term == nil && a.s.o.ReactionPlanner != nil {
+	if term == nil && a.p.o.ReactionPlanner != nil {
 		if reactions, err = a.planReactions(ctx); err != nil {
 			if term = a.constraintFailure(err); term == nil {
 				return outcome{}, err
@@ -307,10 +380,10 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 	if term != nil {
 		return a.reject(ctx, term)
 	}
-	createdAt := a.s.o.Now().UnixMilli()
+	createdAt := a.p.o.Now().UnixMilli()
 	seq, err := a.tx.AppendCommit(ctx, ports.NewCommit{
-		CreatedAtMs: createdAt, ActorID: a.rq.id.ActorID,
-		ClientID: a.rq.hdr.ClientID, ClientCommitID: a.pc.ClientCommitID,
+		CreatedAtMs: createdAt, ActorID: a.b.Identity.ActorID,
+		ClientID: a.b.ClientID, ClientCommitID: a.pc.ClientCommitID,
 		Changes: a.changes,
 	})
 	if err != nil {
@@ -332,7 +405,7 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 		}
 	}
 	if len(reactions) > 0 {
-		src := ports.ReactionSource{ClientID: a.rq.hdr.ClientID, ClientCommitID: a.pc.ClientCommitID,
+		src := ports.ReactionSource{ClientID: a.b.ClientID, ClientCommitID: a.pc.ClientCommitID,
 			CommitSeq: seq, CreatedAtMs: createdAt}
 		if err := a.tx.EnqueueReactions(ctx, src, reactions); err != nil {
 			return outcome{}, fmt.Errorf("enqueue reactions: %w", err)
@@ -345,8 +418,8 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 	}
 	o, err := a.finish(ctx, outcome{result: res})
 	if err == nil && o.result.Status == ssp2.PushApplied {
-		a.applied = &commit.Commit{Seq: seq, CreatedAtMs: createdAt, ActorID: a.rq.id.ActorID,
-			ClientID: a.rq.hdr.ClientID, ClientCommitID: a.pc.ClientCommitID, Changes: a.changes}
+		a.applied = &commit.Commit{Seq: seq, CreatedAtMs: createdAt, ActorID: a.b.Identity.ActorID,
+			ClientID: a.b.ClientID, ClientCommitID: a.pc.ClientCommitID, Changes: a.changes}
 	}
 	return o, err
 }
@@ -383,7 +456,7 @@ func (a *applier) finish(ctx context.Context, o outcome) (outcome, error) {
 	if err != nil {
 		return outcome{}, fmt.Errorf("encode push result: %w", err)
 	}
-	stored, err := a.tx.PutPushResult(ctx, a.rq.hdr.ClientID, a.pc.ClientCommitID, b)
+	stored, err := a.tx.PutPushResult(ctx, a.b.ClientID, a.pc.ClientCommitID, b)
 	if err != nil {
 		return outcome{}, fmt.Errorf("store push result: %w", err)
 	}
@@ -441,11 +514,11 @@ func (a *applier) apply(ctx context.Context) (*termination, error) {
 }
 
 func (a *applier) applyOp(ctx context.Context, i int, op *ssp2.PushOperation) (*termination, error) {
-	t := a.rq.sch.Table(op.Table)
+	t := a.b.Schema.Table(op.Table)
 	if t == nil {
 		return codeTerm(i, syncerr.UnknownTable, ""), nil
 	}
-	if !a.rq.res.OK() {
+	if !a.b.Scopes.OK() {
 		return codeTerm(i, syncerr.Forbidden, ""), nil
 	}
 	if op.Op == ssp2.OpDelete {
@@ -455,23 +528,23 @@ func (a *applier) applyOp(ctx context.Context, i int, op *ssp2.PushOperation) (*
 }
 
 func (a *applier) applyDelete(ctx context.Context, i int, t *schema.Table, op *ssp2.PushOperation) (*termination, error) {
-	codec := a.rq.codec(t)
+	codec := a.b.codec(t)
 	stored, err := a.tx.GetRow(ctx, t.Name, op.RowID)
 	if err != nil {
 		return nil, fmt.Errorf("read row: %w", err)
 	}
-	target := push.Target{}
+	target := dompush.Target{}
 	if stored != nil {
-		target.Stored = &push.Stored{Version: stored.Version}
+		target.Stored = &dompush.Stored{Version: stored.Version}
 	}
-	d, err := push.DecideDelete(target, func() error {
-		return scopes.AuthorizeWrite(t, scopes.Stored(stored.Scopes), a.rq.res)
+	d, err := dompush.DecideDelete(target, func() error {
+		return scopes.AuthorizeWrite(t, scopes.Stored(stored.Scopes), a.b.Scopes)
 	})
 	if err != nil {
 		return errTerm(i, err), nil
 	}
 	ev := ports.OperationEvidence{OpIndex: i, Op: commit.OpDelete, Table: t.Name, RowID: op.RowID}
-	if d.Action == push.ActionDeleteAbsent {
+	if d.Action == dompush.ActionDeleteAbsent {
 		a.ops = append(a.ops, ev)
 		return nil, nil
 	}
@@ -504,11 +577,11 @@ func (a *applier) applyDelete(ctx context.Context, i int, t *schema.Table, op *s
 }
 
 func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *ssp2.PushOperation) (*termination, error) {
-	codec := a.rq.codec(t)
+	codec := a.b.codec(t)
 	n := len(t.Columns)
 	var vals []rowcodec.Value
 	var err error
-	if a.rq.wire >= 3 {
+	if a.b.WireVersion >= 3 {
 		vals, err = codec.DecodeSparse(op.Payload, nil)
 	} else {
 		// Wire 2 pushes full rows: a write naming every column.
@@ -528,7 +601,7 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 	if err != nil {
 		return nil, fmt.Errorf("read row: %w", err)
 	}
-	var target push.Target
+	var target dompush.Target
 	var storedVals []rowcodec.Value
 	if stored != nil {
 		if storedVals, err = codec.DecodeRow(stored.Payload, nil); err != nil {
@@ -538,7 +611,7 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 		if err != nil {
 			return nil, fmt.Errorf("row %s/%s: %w", t.Name, op.RowID, err)
 		}
-		target.Stored = &push.Stored{Version: stored.Version, ColumnVersions: cv}
+		target.Stored = &dompush.Stored{Version: stored.Version, ColumnVersions: cv}
 	} else {
 		_, tomb, err := a.tx.TombstoneSeq(ctx, t.Name, op.RowID)
 		if err != nil {
@@ -546,13 +619,13 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 		}
 		target.Tombstoned = tomb
 	}
-	d, err := push.DecideUpsert(push.Upsert{Table: t, Present: present,
-		BaseVersion: op.BaseVersion.Value, HasBaseVersion: op.BaseVersion.Present, WireVersion: a.rq.wire}, target, push.Checks{
+	d, err := dompush.DecideUpsert(dompush.Upsert{Table: t, Present: present,
+		BaseVersion: op.BaseVersion.Value, HasBaseVersion: op.BaseVersion.Present, WireVersion: a.b.WireVersion}, target, dompush.Checks{
 		AuthorizeStored: func() error {
-			return scopes.AuthorizeWrite(t, scopes.Stored(stored.Scopes), a.rq.res)
+			return scopes.AuthorizeWrite(t, scopes.Stored(stored.Scopes), a.b.Scopes)
 		},
 		AuthorizePayload: func() error {
-			return scopes.AuthorizeWrite(t, scopes.Collect(t, valueFunc(t, vals)), a.rq.res)
+			return scopes.AuthorizeWrite(t, scopes.Collect(t, valueFunc(t, vals)), a.b.Scopes)
 		},
 		ScopeColumnChanged: func(c int) bool { return !vals[c].Equal(storedVals[c]) },
 	})
@@ -560,14 +633,14 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 		return errTerm(i, err), nil
 	}
 	switch d.Action {
-	case push.ActionConflict:
+	case dompush.ActionConflict:
 		e := syncerr.Lookup(syncerr.VersionConflict)
 		return &termination{record: ssp2.OpResult{
 			OpIndex: int32(i), Status: ssp2.OpConflict, Code: string(e.Code), Message: e.Message,
 			ServerVersion: stored.Version, ServerRow: append([]byte(nil), stored.Payload...),
 			ConflictColumns: d.ConflictColumns,
 		}}, nil
-	case push.ActionUpdate, push.ActionInsert:
+	case dompush.ActionUpdate, dompush.ActionInsert:
 	default:
 		return nil, fmt.Errorf("push: unexpected upsert action %s", d.Action)
 	}
@@ -589,7 +662,7 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 			if storedVals != nil && !storedVals[c].IsNull() {
 				prev = storedVals[c].Raw()
 			}
-			m := a.s.mergers[col.CRDTType]
+			m := a.p.mergers[col.CRDTType]
 			if m == nil {
 				return codeTerm(i, syncerr.CRDTMergeFailed, msgCRDTMergerFailed), nil
 			}
@@ -611,7 +684,7 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 	// A stored scope value is echoed in every COMMIT frame of the row and
 	// keys the scope indexes: one no subscription could request is refused.
 	for v, val := range storedScopes {
-		if err := a.s.o.Limits.StoredScope(v, val); err != nil {
+		if err := a.p.o.Limits.StoredScope(v, val); err != nil {
 			return errTerm(i, err), nil
 		}
 	}
@@ -664,10 +737,10 @@ func (a *applier) checkBlobs(ctx context.Context, i int, t *schema.Table, vals [
 		if err != nil {
 			return nil, errTerm(i, syncerr.Wrap(syncerr.InvalidRequest, err)), nil
 		}
-		if a.s.o.Blobs == nil {
+		if a.p.o.Blobs == nil {
 			return nil, codeTerm(i, syncerr.BlobNotFound, ""), nil
 		}
-		ok, err := a.s.o.Blobs.BlobExists(ctx, a.rq.id.Partition, doc.BlobID)
+		ok, err := a.p.o.Blobs.BlobExists(ctx, a.b.Identity.Partition, doc.BlobID)
 		if err != nil {
 			return nil, nil, fmt.Errorf("blob existence check: %w", err)
 		}
@@ -691,11 +764,11 @@ func (a *applier) checkBlobs(ctx context.Context, i int, t *schema.Table, vals [
 
 // validateRow runs the table's validators (SPEC §6.7).
 func (a *applier) validateRow(ctx context.Context, v ports.RowValidation) *termination {
-	vs := a.s.validators[v.Table]
+	vs := a.p.validators[v.Table]
 	if len(vs) == 0 {
 		return nil
 	}
-	v.ActorID, v.Partition, v.Tx = a.rq.id.ActorID, a.rq.id.Partition, a.reader
+	v.ActorID, v.Partition, v.Tx = a.b.Identity.ActorID, a.b.Identity.Partition, a.reader
 	for _, val := range vs {
 		if err := val.ValidateRow(ctx, v); err != nil {
 			if ctx.Err() != nil {
@@ -734,19 +807,19 @@ func (a *applier) hookTerm(opIndex int, err error, fixed string, attributed bool
 		}
 		return t
 	}
-	a.s.log.Info("push hook failed unexpectedly; rejected as sync.constraint_violation",
-		zap.String("partition", a.rq.id.Partition), zap.String("hook", fixed), zap.Int("op_index", opIndex))
+	a.p.log.Info("push hook failed unexpectedly; rejected as sync.constraint_violation",
+		zap.String("partition", a.b.Identity.Partition), zap.String("hook", fixed), zap.Int("op_index", opIndex))
 	return codeTerm(opIndex, syncerr.ConstraintViolation, fixed)
 }
 
 func (a *applier) evidence() ports.CommitValidation {
-	return ports.CommitValidation{ClientID: a.rq.hdr.ClientID, ClientCommitID: a.pc.ClientCommitID,
-		ActorID: a.rq.id.ActorID, Partition: a.rq.id.Partition, Operations: a.ops, Tx: a.reader}
+	return ports.CommitValidation{ClientID: a.b.ClientID, ClientCommitID: a.pc.ClientCommitID,
+		ActorID: a.b.Identity.ActorID, Partition: a.b.Identity.Partition, Operations: a.ops, Tx: a.reader}
 }
 
 // validateCommit runs the whole-commit validator (SPEC §6.8).
 func (a *applier) validateCommit(ctx context.Context) (*termination, error) {
-	err := a.s.o.CommitValidator.ValidateCommit(ctx, a.evidence())
+	err := a.p.o.CommitValidator.ValidateCommit(ctx, a.evidence())
 	if err == nil {
 		return nil, nil
 	}
@@ -769,7 +842,7 @@ const (
 // planReactions runs the planner and validates its records; any failure
 // aborts the push as a server failure (nothing is persisted).
 func (a *applier) planReactions(ctx context.Context) ([]ports.Reaction, error) {
-	planned, err := a.s.o.ReactionPlanner.PlanReactions(ctx, a.evidence())
+	planned, err := a.p.o.ReactionPlanner.PlanReactions(ctx, a.evidence())
 	if err != nil {
 		return nil, fmt.Errorf("reaction planner: %w", err)
 	}
@@ -786,7 +859,7 @@ func (a *applier) planReactions(ctx context.Context) ([]ports.Reaction, error) {
 			return nil, fmt.Errorf("reaction planner: duplicate key %q", p.Key)
 		}
 		seen[p.Key] = true
-		key, err := stableJSON([]string{a.rq.id.Partition, a.rq.hdr.ClientID, a.pc.ClientCommitID, p.Key})
+		key, err := stableJSON([]string{a.b.Identity.Partition, a.b.ClientID, a.pc.ClientCommitID, p.Key})
 		if err != nil {
 			return nil, err
 		}
@@ -799,7 +872,7 @@ func (a *applier) planReactions(ctx context.Context) ([]ports.Reaction, error) {
 			attempts = defaultMaxAttempts
 		}
 		out = append(out, ports.Reaction{IdempotencyKey: string(key), Type: p.Type, Version: p.Version,
-			Payload: payload.Bytes(), MaxAttempts: attempts, AvailableAtMs: a.rq.now.UnixMilli()})
+			Payload: payload.Bytes(), MaxAttempts: attempts, AvailableAtMs: a.b.Now.UnixMilli()})
 	}
 	return out, nil
 }

@@ -1,10 +1,10 @@
-package syncsvc
+package push
 
 import (
 	"context"
 	"errors"
 
-	"github.com/syncd-dev/syncd/domain/push"
+	dompush "github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -33,32 +33,31 @@ type Command struct {
 // and commit validators, relational constraints, the log, the stored
 // result and the commit listeners. An applied retry is answered cached
 // without planning again; a rejection is stored and replays as rejected.
-func (s *Service) PushCommand(ctx context.Context, c Command) (*ssp2.PushResult, error) {
-	sch := s.o.Schema()
+func (p *Pipeline) PushCommand(ctx context.Context, c Command) (*ssp2.PushResult, error) {
+	sch := p.o.Schema()
 	if sch == nil {
 		return nil, syncerr.Newf(syncerr.SchemaNotReady, "schema not compiled yet")
 	}
 	if c.Plan == nil || c.ClientID == "" || c.ClientCommitID == "" {
-		return nil, errors.New("syncsvc: Command.Plan, ClientID and ClientCommitID are required")
+		return nil, errors.New("push: Command.Plan, ClientID and ClientCommitID are required")
 	}
 	pc := &ssp2.PushCommit{ClientCommitID: c.ClientCommitID}
-	rq := &request{s: s, sch: sch, id: c.Identity, wire: MaxWireVersion, now: s.o.Now(),
-		hdr: &ssp2.ReqHeader{ClientID: c.ClientID, SchemaVersion: sch.Version}, res: c.Scopes,
-		commits: []*ssp2.PushCommit{pc}}
-	rq.plan = func(ctx context.Context, r ports.TxReader) ([]ssp2.PushOperation, error) {
+	b := &Batch{Identity: c.Identity, ClientID: c.ClientID, WireVersion: ssp2.WireVersion, Schema: sch,
+		Now: p.o.Now(), Scopes: c.Scopes, Commits: []*ssp2.PushCommit{pc}}
+	b.plan = func(ctx context.Context, r ports.TxReader) ([]ssp2.PushOperation, error) {
 		ops, err := c.Plan(ctx, r)
 		if err != nil {
 			return nil, err
 		}
-		if err := push.CheckOperationCap([]int{len(ops)}, s.o.MaxOperations); err != nil {
+		if err := dompush.CheckOperationCap([]int{len(ops)}, p.o.MaxOperations); err != nil {
 			return nil, err
 		}
 		return ops, nil
 	}
-	if _, err := s.o.Store.TouchPartition(ctx, c.Identity.Partition, rq.now.UnixMilli()); err != nil {
+	if _, err := p.o.Store.TouchPartition(ctx, c.Identity.Partition, b.Now.UnixMilli()); err != nil {
 		return nil, err
 	}
-	o, err := s.pushCommit(ctx, rq, pc)
+	o, err := p.pushCommit(ctx, b, pc)
 	if err != nil {
 		return nil, err
 	}

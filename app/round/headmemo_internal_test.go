@@ -1,4 +1,4 @@
-package syncsvc
+package round
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
+	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -27,7 +28,7 @@ type lateNote struct {
 
 func (l *lateNote) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {
 	err := l.Store.Push(ctx, partition, o, fn)
-	if errors.Is(err, errHeadStale) {
+	if errors.Is(err, push.ErrStaleEpoch) {
 		l.svc.heads.note(partition, l.stale, l.at)
 	}
 	return err
@@ -44,7 +45,7 @@ func (allowEverything) ResolveScopes(context.Context, ports.ScopeRequest) (scope
 // answered, with the reset, not failed.
 func TestServedAgainReadsItsHead(t *testing.T) {
 	ln := &lateNote{}
-	e := newHeadless(t, func(st *memory.Store) Store { ln.Store = st; return ln })
+	e := newHeadless(t, func(st *memory.Store) ports.Storage { ln.Store = st; return ln })
 	ln.svc, ln.stale, ln.at = e.svc, e.epoch, e.now
 	if _, err := e.st.RotateLogEpoch(context.Background(), "p1"); err != nil {
 		t.Fatal(err)
@@ -52,8 +53,9 @@ func TestServedAgainReadsItsHead(t *testing.T) {
 	e.pushWantsReset(t)
 }
 
-// headless is a Service reusing heads over a memory store (wrapped by
-// wrap), with partition p1 touched and its head remembered.
+// headless is a Service reusing heads, over a pipeline, over a memory
+// store (wrapped by wrap), with partition p1 touched and its head
+// remembered.
 type headless struct {
 	svc   *Service
 	st    *memory.Store
@@ -62,7 +64,7 @@ type headless struct {
 	now   time.Time
 }
 
-func newHeadless(t *testing.T, wrap func(*memory.Store) Store) *headless {
+func newHeadless(t *testing.T, wrap func(*memory.Store) ports.Storage) *headless {
 	t.Helper()
 	e := &headless{st: memory.New(), sch: ssptest.Schema(t), now: time.UnixMilli(1_700_000_000_000)}
 	t.Cleanup(func() { _ = e.st.Close() })
@@ -71,8 +73,14 @@ func newHeadless(t *testing.T, wrap func(*memory.Store) Store) *headless {
 		t.Fatal(err)
 	}
 	var err error
-	e.svc, err = New(Options{Schema: func() *schema.Schema { return e.sch }, Store: wrap(e.st), Resolver: allowEverything{},
-		HeadReuse: time.Second, Now: func() time.Time { return e.now }})
+	schemaFn, now := func() *schema.Schema { return e.sch }, func() time.Time { return e.now }
+	st := wrap(e.st)
+	pipeline, err := push.New(push.Options{Schema: schemaFn, Store: st, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc, err = New(Options{Schema: schemaFn, Store: st, Resolver: allowEverything{}, Push: pipeline,
+		HeadReuse: time.Second, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +144,6 @@ func (r *retryAfterRotation) Push(ctx context.Context, partition string, o ports
 // The remembered epoch is checked in every attempt until one commits: an
 // attempt rolled back after its check does not vouch for the next.
 func TestEveryAttemptChecksTheEpoch(t *testing.T) {
-	e := newHeadless(t, func(st *memory.Store) Store { return &retryAfterRotation{Store: st} })
+	e := newHeadless(t, func(st *memory.Store) ports.Storage { return &retryAfterRotation{Store: st} })
 	e.pushWantsReset(t)
 }

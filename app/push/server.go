@@ -1,4 +1,4 @@
-package syncsvc
+package push
 
 import (
 	"context"
@@ -62,8 +62,8 @@ func (e *RejectedError) Unwrap() error { return syncerr.New(syncerr.Code(e.Code)
 // ApplyServerCommit applies c. A stored schema newer than the running
 // one refuses with sync.schema_not_ready; pending checkpoints do not (a
 // server write serves no client, and the writer fence guards the log).
-func (s *Service) ApplyServerCommit(ctx context.Context, c ServerCommit) (ServerCommitResult, error) {
-	sch := s.o.Schema()
+func (p *Pipeline) ApplyServerCommit(ctx context.Context, c ServerCommit) (ServerCommitResult, error) {
+	sch := p.o.Schema()
 	if sch == nil {
 		return ServerCommitResult{}, syncerr.Newf(syncerr.SchemaNotReady, "schema not compiled yet")
 	}
@@ -77,12 +77,12 @@ func (s *Service) ApplyServerCommit(ctx context.Context, c ServerCommit) (Server
 		}
 	}
 	pc := &ssp2.PushCommit{ClientCommitID: c.ClientCommitID, Operations: c.Operations}
-	rq := &request{s: s, sch: sch, id: ports.Identity{ActorID: c.ActorID, Partition: c.Partition},
-		wire: MaxWireVersion, now: s.o.Now(), hdr: &ssp2.ReqHeader{ClientID: c.ClientID},
-		commits: []*ssp2.PushCommit{pc}, res: scopes.Granted(grant)}
+	b := &Batch{Identity: ports.Identity{ActorID: c.ActorID, Partition: c.Partition}, ClientID: c.ClientID,
+		WireVersion: ssp2.WireVersion, Schema: sch, Now: p.o.Now(), Commits: []*ssp2.PushCommit{pc},
+		Scopes: scopes.Granted(grant)}
 	var out outcome
 	var applied *commit.Commit
-	err := s.o.Store.Push(ctx, c.Partition, ports.PushOptions{WriterVersion: sch.Version, ActorID: c.ActorID,
+	err := p.o.Store.Push(ctx, c.Partition, ports.PushOptions{WriterVersion: sch.Version, ActorID: c.ActorID,
 		ClientID: c.ClientID, ClientCommitID: c.ClientCommitID}, func(tx ports.PushTx) error {
 		gate, err := tx.ReadServeGate(ctx)
 		if err != nil {
@@ -102,8 +102,8 @@ func (s *Service) ApplyServerCommit(ctx context.Context, c ServerCommit) (Server
 			out = replay(r.Result, c.ClientCommitID)
 			return nil
 		}
-		a := &applier{s: s, rq: rq, tx: tx, pc: pc, afterAppend: c.AfterAppend}
-		a.reader = &txReader{tx: tx, rq: rq}
+		a := &applier{p: p, b: b, tx: tx, pc: pc, afterAppend: c.AfterAppend}
+		a.reader = &txReader{tx: tx, b: b}
 		o, err := a.run(ctx)
 		out, applied = o, a.applied
 		return err
@@ -114,14 +114,12 @@ func (s *Service) ApplyServerCommit(ctx context.Context, c ServerCommit) (Server
 	if applied != nil {
 		out.changes = len(applied.Changes)
 	}
-	if s.o.Observe != nil {
-		s.o.Observe(observation(out, len(pc.Operations)))
-	}
-	if s.o.Events != nil {
-		s.o.Events.Emit(commitEvent(rq, pc, out))
+	p.o.Metrics.observe(out, len(pc.Operations))
+	if p.o.Events != nil {
+		p.o.Events.Emit(commitEvent(b, pc, out))
 	}
 	if applied != nil && len(applied.Changes) > 0 {
-		for _, l := range s.o.Listeners {
+		for _, l := range p.o.Listeners {
 			if l != nil {
 				l.CommitApplied(ctx, c.Partition, *applied)
 			}

@@ -1,4 +1,4 @@
-package syncsvc_test
+package push_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package syncsvc_test
+package round_test
 
 import (
 	"context"
@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/roundtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -42,21 +42,21 @@ func TestPushOnlyReusesARecentHead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var hc *headCounter
 			resolutions := 0
-			e := newEnv(t, func(o *syncsvc.Options) {
+			e := roundtest.New(t, func(o *roundtest.Options) {
 				hc = &headCounter{Store: o.Store.(*memory.Store)}
 				o.Store = hc
-				o.HeadReuse = tc.reuse
-				o.Resolver = resolverFunc(func(ctx context.Context, r ports.ScopeRequest) (scopes.Allowed, error) {
+				o.Round.HeadReuse = tc.reuse
+				o.Round.Resolver = roundtest.ResolverFunc(func(ctx context.Context, r ports.ScopeRequest) (scopes.Allowed, error) {
 					resolutions++
-					return allowAll(ctx, r)
+					return roundtest.AllowAll(ctx, r)
 				})
 			})
 			ctx := context.Background()
 			up := func(id string) *ssp2.PushCommit {
-				return ssptest.Commit("k-"+id, ssptest.Upsert("projects", id, e.project(id, "alice", id), -1))
+				return ssptest.Commit("k-"+id, ssptest.Upsert("projects", id, e.Project(id, "alice", id), -1))
 			}
 			applied := func(id string) bool {
-				row, err := e.store.GetRow(ctx, "p1", "projects", id)
+				row, err := e.Store.GetRow(ctx, "p1", "projects", id)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -65,25 +65,25 @@ func TestPushOnlyReusesARecentHead(t *testing.T) {
 			step := func(i int, r ssptest.Req) ssptest.Resp {
 				t.Helper()
 				resolutions = 0
-				resp, _ := e.must(r)
+				resp, _ := e.Must(r)
 				if hc.heads != tc.heads[i] || resolutions > 1 {
 					t.Fatalf("step %d: %d heads, %d resolutions; want %d, at most 1", i, hc.heads, resolutions, tc.heads[i])
 				}
 				return resp
 			}
-			step(0, e.req(up("a")))
-			if resp := step(1, e.req(up("b"))); resp.Results[0].Status != ssp2.PushApplied || resp.Header.LogEpoch != e.epoch || !applied("b") {
+			step(0, e.Req(up("a")))
+			if resp := step(1, e.Req(up("b"))); resp.Results[0].Status != ssp2.PushApplied || resp.Header.LogEpoch != e.Epoch || !applied("b") {
 				t.Fatalf("second push %+v %+v", resp.Header, resp.Results)
 			}
-			rotated, err := e.store.RotateLogEpoch(ctx, "p1")
+			rotated, err := e.Store.RotateLogEpoch(ctx, "p1")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if resp := step(2, e.req(up("c"))); !resp.Header.ResetRequired || resp.Header.LogEpoch != rotated || len(resp.Results) != 0 || applied("c") {
+			if resp := step(2, e.Req(up("c"))); !resp.Header.ResetRequired || resp.Header.LogEpoch != rotated || len(resp.Results) != 0 || applied("c") {
 				t.Fatalf("push at the rotated epoch %+v %+v", resp.Header, resp.Results)
 			}
-			e.epoch = rotated
-			if resp := step(3, e.req(up("d"))); resp.Results[0].Status != ssp2.PushApplied || resp.Header.LogEpoch != rotated || !applied("d") {
+			e.Epoch = rotated
+			if resp := step(3, e.Req(up("d"))); resp.Results[0].Status != ssp2.PushApplied || resp.Header.LogEpoch != rotated || !applied("d") {
 				t.Fatalf("push at the new epoch %+v %+v", resp.Header, resp.Results)
 			}
 		})

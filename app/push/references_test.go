@@ -1,4 +1,4 @@
-package syncsvc_test
+package push_test
 
 import (
 	"context"
@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/round"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/roundtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -54,13 +55,10 @@ func TestDeclaredReferences(t *testing.T) {
 	if err := st.EnsureSchema(ctx, sch, nil); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := syncsvc.New(syncsvc.Options{Schema: func() *schema.Schema { return sch }, Store: st,
-		Resolver: resolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
+	svc, _ := roundtest.Assemble(t, sch, roundtest.Options{Store: st, Now: time.Now, Round: round.Options{
+		Resolver: roundtest.ResolverFunc(func(context.Context, ports.ScopeRequest) (scopes.Allowed, error) {
 			return scopes.Allowed{"ws": {"*"}}, nil
-		}), Now: time.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+		})}})
 	epoch, _ := st.TouchPartition(ctx, "p", 1)
 	id := ports.Identity{ActorID: "a", Partition: "p"}
 	do := func(commits ...*ssp2.PushCommit) *ssp2.PushResult {
@@ -80,7 +78,7 @@ func TestDeclaredReferences(t *testing.T) {
 	}
 	// Missing parent, then the same commit with the parent staged first.
 	r := do(ssptest.Commit("k1", row("docs", "d1", "f1", "folder_id")))
-	wantRejected(t, r, 0, "sync.reference_violation")
+	roundtest.WantRejected(t, r, 0, "sync.reference_violation")
 	r = do(ssptest.Commit("k2", row("docs", "d1", "f1", "folder_id"), row("folders", "f1", "", "")))
 	if r.Status != ssp2.PushApplied {
 		t.Fatalf("parent staged later in the commit: %+v", r)
@@ -91,7 +89,7 @@ func TestDeclaredReferences(t *testing.T) {
 	}
 	// RESTRICT: pins hold the folder.
 	r = do(ssptest.Commit("k4", row("folders", "f2", "", ""), ssptest.Delete("folders", "f1")))
-	wantRejected(t, r, 1, "sync.reference_violation")
+	roundtest.WantRejected(t, r, 1, "sync.reference_violation")
 	// Deleting the pin in the same commit lets the cascade run: docs go,
 	// notes lose their doc.
 	r = do(ssptest.Commit("k5", ssptest.Delete("pins", "x1"), ssptest.Delete("folders", "f1")))

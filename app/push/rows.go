@@ -1,4 +1,4 @@
-package syncsvc
+package push
 
 import (
 	"context"
@@ -74,7 +74,7 @@ func hasBlobColumn(t *schema.Table) bool {
 // transaction's own reads, decoded.
 type txReader struct {
 	tx ports.PushTx
-	rq *request
+	b  *Batch
 }
 
 const (
@@ -83,7 +83,7 @@ const (
 )
 
 func (r *txReader) table(name string) (*schema.Table, error) {
-	t := r.rq.sch.Table(name)
+	t := r.b.Schema.Table(name)
 	if t == nil {
 		return nil, syncerr.Newf(syncerr.UnknownTable, "hook read of unknown table %q", name)
 	}
@@ -91,7 +91,7 @@ func (r *txReader) table(name string) (*schema.Table, error) {
 }
 
 func (r *txReader) decode(t *schema.Table, row commit.Row) (ports.CandidateRow, error) {
-	vals, err := r.rq.codec(t).DecodeRow(row.Payload, nil)
+	vals, err := r.b.codec(t).DecodeRow(row.Payload, nil)
 	if err != nil {
 		return ports.CandidateRow{}, fmt.Errorf("decode row %s/%s: %w", t.Name, row.RowID, err)
 	}

@@ -1,16 +1,17 @@
-package syncsvc_test
+package push_test
 
 import (
 	"context"
 	"errors"
 	"testing"
 
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/roundtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -32,16 +33,16 @@ func (h *heard) CommitApplied(_ context.Context, _ string, c commit.Commit) {
 // error rolls the commit back.
 func TestServerCommit(t *testing.T) {
 	h := &heard{}
-	e := newEnv(t, func(o *syncsvc.Options) { o.Listeners, o.Events = []ports.CommitListener{h}, h })
+	e := roundtest.New(t, func(o *roundtest.Options) { o.Push.Listeners, o.Events = []ports.CommitListener{h}, h })
 	ctx := context.Background()
 	var seenSeq int64
-	c := syncsvc.ServerCommit{Partition: "p1", ActorID: "server", ClientID: "job", ClientCommitID: "b1",
+	c := push.ServerCommit{Partition: "p1", ActorID: "server", ClientID: "job", ClientCommitID: "b1",
 		Operations: []ssp2.PushOperation{
-			ssptest.Upsert("projects", "pa", e.project("pa", "alice", "A"), -1),
-			ssptest.Upsert("projects", "pb", e.project("pb", "bob", "B"), -1),
+			ssptest.Upsert("projects", "pa", e.Project("pa", "alice", "A"), -1),
+			ssptest.Upsert("projects", "pb", e.Project("pb", "bob", "B"), -1),
 		},
 		AfterAppend: func(_ context.Context, _ ports.PushTx, seq int64) error { seenSeq = seq; return nil }}
-	res, err := e.svc.ApplyServerCommit(ctx, c)
+	res, err := e.Push.ApplyServerCommit(ctx, c)
 	if err != nil || res.Status != ssp2.PushApplied || res.CommitSeq != 1 || seenSeq != 1 {
 		t.Fatalf("apply = %+v, %v (after append saw %d)", res, err, seenSeq)
 	}
@@ -54,38 +55,38 @@ func TestServerCommit(t *testing.T) {
 	if ev, ok := h.events[0].(event.PushApplied); !ok || ev.CommitSeq != 1 || ev.Changes != 2 || ev.ActorID != "server" {
 		t.Fatalf("event %+v", h.events[0])
 	}
-	if res, err := e.svc.ApplyServerCommit(ctx, c); err != nil || res.Status != ssp2.PushCached || len(h.commits) != 1 {
+	if res, err := e.Push.ApplyServerCommit(ctx, c); err != nil || res.Status != ssp2.PushCached || len(h.commits) != 1 {
 		t.Fatalf("replay = %+v, %v", res, err)
 	}
 	// A write the pipeline refuses (a baseVersion above the row's) rejects the whole commit.
-	stale := syncsvc.ServerCommit{Partition: "p1", ActorID: "server", ClientID: "job", ClientCommitID: "b2",
-		Operations: []ssp2.PushOperation{ssptest.Upsert("projects", "pa", e.project("pa", "alice", "A2"), 9)}}
-	_, err = e.svc.ApplyServerCommit(ctx, stale)
-	var rej *syncsvc.RejectedError
+	stale := push.ServerCommit{Partition: "p1", ActorID: "server", ClientID: "job", ClientCommitID: "b2",
+		Operations: []ssp2.PushOperation{ssptest.Upsert("projects", "pa", e.Project("pa", "alice", "A2"), 9)}}
+	_, err = e.Push.ApplyServerCommit(ctx, stale)
+	var rej *push.RejectedError
 	if !errors.As(err, &rej) || rej.OpIndex != 0 || syncerr.CodeOf(err) == "" {
 		t.Fatalf("stale write = %v", err)
 	}
 	// An AfterAppend failure rolls everything back.
 	boom := errors.New("advance refused")
-	failing := syncsvc.ServerCommit{Partition: "p1", ActorID: "server", ClientID: "job", ClientCommitID: "b3",
-		Operations:  []ssp2.PushOperation{ssptest.Upsert("projects", "pc", e.project("pc", "carol", "C"), -1)},
+	failing := push.ServerCommit{Partition: "p1", ActorID: "server", ClientID: "job", ClientCommitID: "b3",
+		Operations:  []ssp2.PushOperation{ssptest.Upsert("projects", "pc", e.Project("pc", "carol", "C"), -1)},
 		AfterAppend: func(context.Context, ports.PushTx, int64) error { return boom }}
-	if _, err := e.svc.ApplyServerCommit(ctx, failing); !errors.Is(err, boom) {
+	if _, err := e.Push.ApplyServerCommit(ctx, failing); !errors.Is(err, boom) {
 		t.Fatalf("failing after append = %v", err)
 	}
-	if row, _ := e.store.GetRow(ctx, "p1", "projects", "pc"); row != nil {
+	if row, _ := e.Store.GetRow(ctx, "p1", "projects", "pc"); row != nil {
 		t.Fatal("rolled-back commit left its row")
 	}
-	if b, _ := e.store.LogBounds(ctx, "p1"); b.MaxSeq != 1 {
+	if b, _ := e.Store.LogBounds(ctx, "p1"); b.MaxSeq != 1 {
 		t.Fatalf("log after a rollback: %+v", b)
 	}
 	// The client id belongs to the server actor now.
-	other := syncsvc.ServerCommit{Partition: "p1", ActorID: "someone", ClientID: "job", ClientCommitID: "b4",
-		Operations: []ssp2.PushOperation{ssptest.Upsert("projects", "pd", e.project("pd", "dave", "D"), -1)}}
-	if _, err := e.svc.ApplyServerCommit(ctx, other); syncerr.CodeOf(err) != syncerr.InvalidClientID {
+	other := push.ServerCommit{Partition: "p1", ActorID: "someone", ClientID: "job", ClientCommitID: "b4",
+		Operations: []ssp2.PushOperation{ssptest.Upsert("projects", "pd", e.Project("pd", "dave", "D"), -1)}}
+	if _, err := e.Push.ApplyServerCommit(ctx, other); syncerr.CodeOf(err) != syncerr.InvalidClientID {
 		t.Fatalf("another actor's client id = %v", err)
 	}
-	if _, err := e.svc.ApplyServerCommit(ctx, syncsvc.ServerCommit{Partition: "p1"}); syncerr.CodeOf(err) != syncerr.InvalidRequest {
+	if _, err := e.Push.ApplyServerCommit(ctx, push.ServerCommit{Partition: "p1"}); syncerr.CodeOf(err) != syncerr.InvalidRequest {
 		t.Fatalf("incomplete commit = %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package syncsvc_test
+package round_test
 
 import (
 	"context"
@@ -14,8 +14,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/syncd-dev/syncd/app/syncsvc"
+	"github.com/syncd-dev/syncd/app/round"
 	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/test/roundtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -26,13 +27,13 @@ import (
 func TestRefusedWireVersionSaysWhy(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
 	core, logs := observer.New(zapcore.WarnLevel)
-	e := newEnv(t, func(o *syncsvc.Options) {
+	e := roundtest.New(t, func(o *roundtest.Options) {
 		o.Now = func() time.Time { return now }
 		o.Log = zap.New(core)
 	})
 	send := func(wire uint16) *syncerr.Error {
 		t.Helper()
-		_, err := e.svc.Handle(context.Background(), e.id, body(t, e.req(), wire))
+		_, err := e.Round.Handle(context.Background(), e.ID, body(t, e.Req(), wire))
 		var se *syncerr.Error
 		if !errors.As(err, &se) || se.Code != syncerr.InvalidRequest {
 			t.Fatalf("wire %d: %v", wire, err)
@@ -73,7 +74,7 @@ func TestRefusedWireVersionSaysWhy(t *testing.T) {
 	if got := warnings(); got != 2 {
 		t.Fatalf("repeats within the interval logged: %d warnings", got)
 	}
-	now = now.Add(syncsvc.VersionLogInterval)
+	now = now.Add(round.VersionLogInterval)
 	send(2)
 	last := logs.All()[logs.Len()-1]
 	if got := warnings(); got != 3 || fmt.Sprint(last.ContextMap()["wire_version"]) != "2" || fmt.Sprint(last.ContextMap()["refusals_not_logged"]) != "2" {
@@ -84,13 +85,13 @@ func TestRefusedWireVersionSaysWhy(t *testing.T) {
 	}
 
 	// A server admitting wire 2 serves it and names both versions to others.
-	e2 := newEnv(t, func(o *syncsvc.Options) { o.MinWireVersion = 2 })
-	_, err := e2.svc.Handle(context.Background(), e2.id, body(t, e2.req(), 4))
+	e2 := roundtest.New(t, func(o *roundtest.Options) { o.Round.MinWireVersion = 2 })
+	_, err := e2.Round.Handle(context.Background(), e2.ID, body(t, e2.Req(), 4))
 	if pub := syncerr.Public(err); pub == nil || !strings.Contains(pub.Message, "admits wire 2 and 3") {
 		t.Fatalf("wire 4 to a wire-2 server: %v", err)
 	}
 	// (This service has no pull: getting that far means wire 2 decoded.)
-	if _, err := e2.svc.Handle(context.Background(), e2.id, body(t, e2.req(), 2)); syncerr.CodeOf(err) != syncerr.InternalError {
+	if _, err := e2.Round.Handle(context.Background(), e2.ID, body(t, e2.Req(), 2)); syncerr.CodeOf(err) != syncerr.InternalError {
 		t.Fatalf("wire 2 to a wire-2 server: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package syncsvc_test
+package round_test
 
 import (
 	"bytes"
@@ -10,12 +10,12 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/leases/memlease"
 	"github.com/syncd-dev/syncd/app/leases"
-	"github.com/syncd-dev/syncd/app/syncsvc"
 	"github.com/syncd-dev/syncd/domain/lease"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/roundtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -39,7 +39,7 @@ func (s *switchable) ResolveScopes(context.Context, ports.ScopeRequest) (scopes.
 }
 
 type leaseEnv struct {
-	*env
+	*roundtest.Env
 	res   *switchable
 	svc   *leases.Service
 	nowMs *int64
@@ -60,20 +60,20 @@ func newLeaseEnv(t *testing.T, on bool) *leaseEnv {
 			t.Fatal(err)
 		}
 	}
-	e := newEnv(t, func(o *syncsvc.Options) {
-		o.Resolver, o.Leases, o.Now = res, svc, clock
+	e := roundtest.New(t, func(o *roundtest.Options) {
+		o.Round.Resolver, o.Round.Leases, o.Now = res, svc, clock
 	})
 	// The project every task below belongs to.
-	seed, _ := e.must(e.req(ssptest.Commit("seed", ssptest.Upsert("projects", "p-1", e.project("p-1", "alice", "One"), -1))))
+	seed, _ := e.Must(e.Req(ssptest.Commit("seed", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))))
 	if seed.Results[0].Status != ssp2.PushApplied {
 		t.Fatalf("seed: %+v", seed.Results[0])
 	}
-	return &leaseEnv{env: e, res: res, svc: svc, nowMs: &now}
+	return &leaseEnv{Env: e, res: res, svc: svc, nowMs: &now}
 }
 
 func (e *leaseEnv) push(id, task string) (ssptest.Resp, error) {
-	e.t.Helper()
-	resp, _, err := e.do(e.req(ssptest.Commit(id, ssptest.Upsert("tasks", task, e.task(task, "p-1", "title "+task), -1))))
+	e.T.Helper()
+	resp, _, err := e.Do(e.Req(ssptest.Commit(id, ssptest.Upsert("tasks", task, e.Task(task, "p-1", "title "+task), -1))))
 	return resp, err
 }
 
@@ -108,21 +108,21 @@ func TestRoundsThatDoNotResolveLiveIssueNoLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRejected(t, resp.Results[0], 0, string(syncerr.Forbidden))
+	roundtest.WantRejected(t, resp.Results[0], 0, string(syncerr.Forbidden))
 	if resp.Lease != nil {
 		t.Fatal("a failed resolver issued a lease")
 	}
 	// §1.6: a schema-floor round issues nothing.
 	e.res.set(scopes.Allowed{"project_id": {"p-1"}}, nil)
-	r := e.req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-1", e.task("t-1", "p-1", "x"), -1)))
+	r := e.Req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-1", e.Task("t-1", "p-1", "x"), -1)))
 	r.SchemaVersion++
-	floor, _ := e.must(r)
-	if floor.Lease != nil || floor.Header.RequiredSchemaVersion.Value != e.sch.Version {
+	floor, _ := e.Must(r)
+	if floor.Lease != nil || floor.Header.RequiredSchemaVersion.Value != e.Schema.Version {
 		t.Fatalf("floor round: %+v", floor)
 	}
 	// An epoch-acquisition round resolves nothing and issues nothing.
-	acq := ssptest.Req{ClientID: "c1", SchemaVersion: e.sch.Version, NoEpoch: true, Pull: true}
-	if resp, _ := e.must(acq); resp.Lease != nil {
+	acq := ssptest.Req{ClientID: "c1", SchemaVersion: e.Schema.Version, NoEpoch: true, Pull: true}
+	if resp, _ := e.Must(acq); resp.Lease != nil {
 		t.Fatal("an epoch acquisition issued a lease")
 	}
 }
@@ -143,16 +143,16 @@ func TestOutageRoundsAreAuthorizedByTheLease(t *testing.T) {
 		t.Fatalf("outage round: %+v lease %+v", served.Results[0], served.Lease)
 	}
 	// §3.4 still applies against the leased map: another project is forbidden.
-	other, _, err := e.do(e.req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-3", e.task("t-3", "p-2", "x"), -1))))
+	other, _, err := e.Do(e.Req(ssptest.Commit("k3", ssptest.Upsert("tasks", "t-3", e.Task("t-3", "p-2", "x"), -1))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRejected(t, other.Results[0], 0, string(syncerr.Forbidden))
+	roundtest.WantRejected(t, other.Results[0], 0, string(syncerr.Forbidden))
 	// Past the window the round fails request-level: nothing applied.
 	*e.nowMs = held.Lease.ExpiresAtMs
 	_, err = e.push("k4", "t-4")
-	wantCode(t, err, syncerr.AuthLeaseRequired)
-	if _, ok, _ := e.store.GetPushResult(context.Background(), "p1", "c1", "k4"); ok {
+	roundtest.WantCode(t, err, syncerr.AuthLeaseRequired)
+	if _, ok, _ := e.Store.GetPushResult(context.Background(), "p1", "c1", "k4"); ok {
 		t.Fatal("a refused outage round stored a push")
 	}
 	// The resolver is back: a live round slides the same lease again.
@@ -174,7 +174,7 @@ func TestARevokedLeaseStopsOutageRounds(t *testing.T) {
 	}
 	e.res.set(nil, ports.ErrResolverOutage)
 	_, err = e.push("k2", "t-2")
-	wantCode(t, err, syncerr.AuthLeaseRevoked)
+	roundtest.WantCode(t, err, syncerr.AuthLeaseRevoked)
 	e.res.set(scopes.Allowed{"owner": {"alice"}, "project_id": {"p-1"}}, nil)
 	fresh, err := e.push("k2", "t-2")
 	if err != nil || fresh.Lease == nil || fresh.Lease.LeaseID == held.Lease.LeaseID {
@@ -195,7 +195,7 @@ func TestLeasesOff(t *testing.T) {
 	// round (which would revoke subscriptions and make clients purge).
 	e.res.set(nil, &ports.OutageError{Cause: errors.New("identity provider answered 503")})
 	_, err = e.push("k2", "t-2")
-	wantCode(t, err, syncerr.AuthLeaseRequired)
+	roundtest.WantCode(t, err, syncerr.AuthLeaseRequired)
 	if !syncerr.Lookup(syncerr.CodeOf(err)).Retryable {
 		t.Fatal("auth_lease_required is not retryable")
 	}
