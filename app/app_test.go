@@ -20,9 +20,11 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/app/checkpoint"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/platform"
-	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/app/wiring"
+	cpdomain "github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -46,10 +48,10 @@ type fakeStore struct {
 	mu    sync.Mutex
 	err   error
 	calls int
-	decls []checkpoint.Declaration
+	decls []cpdomain.Declaration
 }
 
-func (f *fakeStore) EnsureSchema(_ context.Context, _ *schema.Schema, decls []checkpoint.Declaration) error {
+func (f *fakeStore) EnsureSchema(_ context.Context, _ *schema.Schema, decls []cpdomain.Declaration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -193,7 +195,7 @@ func TestStorageNotReady(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := &fakeStore{err: tt.err}
-			decls := []checkpoint.Declaration{{Partition: "p1", Name: "todo_counts", SchemaVersion: 1}}
+			decls := []cpdomain.Declaration{{Partition: "p1", Name: "todo_counts", SchemaVersion: 1}}
 			h := start(t, testConfig(t),
 				fx.Supply(fx.Annotate(store, fx.As(new(ports.SchemaStore)))),
 				fx.Supply(decls))
@@ -254,4 +256,17 @@ func TestBusyPortFailsStart(t *testing.T) {
 		t.Fatal("started on a busy port")
 	}
 	h.app.RequireStop()
+}
+
+// TestCheckpointProgressHook: the hook a host registers is the one the
+// graph's checkpoint runner is given.
+func TestCheckpointProgressHook(t *testing.T) {
+	var heard []checkpoint.Phase
+	var got wiring.CheckpointProgress
+	fxtest.New(t, app.WithCheckpointProgress(func(p checkpoint.Progress) { heard = append(heard, p.Phase) }),
+		fx.Populate(&got)).RequireStart().RequireStop()
+	got(checkpoint.Progress{Phase: checkpoint.PhaseScan})
+	if len(heard) != 1 || heard[0] != checkpoint.PhaseScan {
+		t.Fatalf("host hook heard %v", heard)
+	}
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"io"
 
+	"github.com/syncd-dev/syncd/app/checkpoint"
 	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/ports"
@@ -75,3 +76,9 @@ func ProvideReactionHandler(ctor any) fx.Option {
 // WithBanner prints client instructions to w at start when the server runs
 // the demo schema or --dev.
 func WithBanner(w io.Writer) fx.Option { return fx.Supply(&platform.Banner{Out: w}) }
+
+// WithCheckpointProgress registers a hook that hears every step of the
+// backfills the graph's checkpoint runner (wiring.CheckpointModule) runs.
+func WithCheckpointProgress(f func(checkpoint.Progress)) fx.Option {
+	return fx.Supply(wiring.CheckpointProgress(f))
+}

@@ -15,7 +15,7 @@
 // It is a regular package rather than a test helper so the load tool
 // (cmd/syncload) and other programs can drive a server with it; it is
 // built only on the domain codec (domain/ssp2, domain/rowcodec,
-// domain/sqliteimage, domain/realtime, domain/remoteop), the standard HTTP client, a
+// domain/sqliteimage, domain/realtime, domain/operations), the standard HTTP client, a
 // WebSocket library and the pure-Go SQLite driver, never on the server's
 // own packages.
 //

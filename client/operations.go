@@ -7,12 +7,12 @@ import (
 	"math"
 	"net/http"
 
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 )
 
 // OperationsContentType is the content type of remote operation request
 // and response bodies (REMOTE.md §5).
-const OperationsContentType = remoteop.ContentType
+const OperationsContentType = operations.ContentType
 
 // OperationError is an operation-level failure: the encoded kind "error"
 // answer of POST <mount>/operations, carrying its catalog code
@@ -31,7 +31,7 @@ func (e *OperationError) Error() string { return "operation error " + e.Code + "
 type QueryResult struct {
 	OperationID string
 	// Rows are the result rows, each its columns in the registered order.
-	Rows []remoteop.Row
+	Rows []operations.Row
 	// MaxCommitSeq is the partition's highest commit seq in the snapshot
 	// the rows were read from.
 	MaxCommitSeq int64
@@ -43,18 +43,18 @@ type CommandResult struct {
 	RequestID   string
 	// Status is applied, cached (a retry of an applied request id) or
 	// rejected.
-	Status remoteop.CommandStatus
+	Status operations.CommandStatus
 	// CommitSeq is the commit's seq (0 when the answer carries none).
 	CommitSeq int64
 	// Results are the commit's per-operation results.
-	Results []remoteop.Value
+	Results []operations.Value
 }
 
 // Query runs the registered query operationID with params (an object of
-// the query's parameters, or remoteop.Null() when it takes none) and
+// the query's parameters, or operations.Null() when it takes none) and
 // returns its rows. An operation failure is an *OperationError.
-func (c *Client) Query(ctx context.Context, operationID string, params remoteop.Value) (*QueryResult, error) {
-	v, err := c.operation(ctx, remoteop.KindQuery, operationID, "", params)
+func (c *Client) Query(ctx context.Context, operationID string, params operations.Value) (*QueryResult, error) {
+	v, err := c.operation(ctx, operations.KindQuery, operationID, "", params)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (c *Client) Query(ctx context.Context, operationID string, params remoteop.
 
 // decodeQueryResult reads a query answer or a watch snapshot: its
 // operationId, rows and maxCommitSeq.
-func decodeQueryResult(v remoteop.Value) (*QueryResult, error) {
+func decodeQueryResult(v operations.Value) (*QueryResult, error) {
 	r := &QueryResult{}
 	var err error
 	if r.OperationID, err = wantString(v, "operationId"); err != nil {
@@ -76,13 +76,13 @@ func decodeQueryResult(v remoteop.Value) (*QueryResult, error) {
 	if !ok {
 		return nil, answerErr("rows is not an array")
 	}
-	r.Rows = make([]remoteop.Row, len(rows))
+	r.Rows = make([]operations.Row, len(rows))
 	for i, row := range rows {
 		fields, ok := row.Fields()
 		if !ok {
 			return nil, answerErr("row %d is not an object", i)
 		}
-		r.Rows[i] = remoteop.Row(fields)
+		r.Rows[i] = operations.Row(fields)
 	}
 	return r, nil
 }
@@ -91,11 +91,11 @@ func decodeQueryResult(v remoteop.Value) (*QueryResult, error) {
 // idempotency key requestID: a retry with the same key answers "cached"
 // without running the command again. An operation failure is an
 // *OperationError.
-func (c *Client) Command(ctx context.Context, operationID, requestID string, params remoteop.Value) (*CommandResult, error) {
+func (c *Client) Command(ctx context.Context, operationID, requestID string, params operations.Value) (*CommandResult, error) {
 	if requestID == "" {
 		return nil, fmt.Errorf("client: command %q needs a request id", operationID)
 	}
-	v, err := c.operation(ctx, remoteop.KindCommand, operationID, requestID, params)
+	v, err := c.operation(ctx, operations.KindCommand, operationID, requestID, params)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (c *Client) Command(ctx context.Context, operationID, requestID string, par
 	if err != nil {
 		return nil, err
 	}
-	r.Status = remoteop.CommandStatus(status)
+	r.Status = operations.CommandStatus(status)
 	if _, ok := v.Get("commitSeq"); ok {
 		if r.CommitSeq, err = wantSafeInt(v, "commitSeq"); err != nil {
 			return nil, err
@@ -125,17 +125,17 @@ func (c *Client) Command(ctx context.Context, operationID, requestID string, par
 
 // operation posts one request and returns the decoded success envelope
 // of the asked kind.
-func (c *Client) operation(ctx context.Context, kind remoteop.RequestKind, operationID, requestID string, params remoteop.Value) (remoteop.Value, error) {
+func (c *Client) operation(ctx context.Context, kind operations.RequestKind, operationID, requestID string, params operations.Value) (operations.Value, error) {
 	if !params.Valid() {
-		params = remoteop.Null()
+		params = operations.Null()
 	}
 	body, err := encodeOperationRequest(kind, c.o.ClientID, operationID, requestID, params)
 	if err != nil {
-		return remoteop.Value{}, fmt.Errorf("client: encode operation request: %w", err)
+		return operations.Value{}, fmt.Errorf("client: encode operation request: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.o.BaseURL+"/operations", bytes.NewReader(body))
 	if err != nil {
-		return remoteop.Value{}, fmt.Errorf("client: %w", err)
+		return operations.Value{}, fmt.Errorf("client: %w", err)
 	}
 	c.authorize(req)
 	req.Header.Set("Content-Type", OperationsContentType)
@@ -143,39 +143,39 @@ func (c *Client) operation(ctx context.Context, kind remoteop.RequestKind, opera
 	c.stats.Requests++
 	b, err := c.do(req, "POST /operations")
 	if err != nil {
-		return remoteop.Value{}, err
+		return operations.Value{}, err
 	}
 	c.stats.ResponseBodyBytes += int64(len(b))
-	v, err := remoteop.Decode(b)
+	v, err := operations.Decode(b)
 	if err != nil {
-		return remoteop.Value{}, answerErr("%v", err)
+		return operations.Value{}, answerErr("%v", err)
 	}
-	if v.Kind() != remoteop.KindObject {
-		return remoteop.Value{}, answerErr("answer is not an object")
+	if v.Kind() != operations.KindObject {
+		return operations.Value{}, answerErr("answer is not an object")
 	}
-	if rev, _ := getField(v, "revision").AsNumber(); rev != remoteop.Revision {
-		return remoteop.Value{}, answerErr("answer revision is not %d", remoteop.Revision)
+	if rev, _ := getField(v, "revision").AsNumber(); rev != operations.Revision {
+		return operations.Value{}, answerErr("answer revision is not %d", operations.Revision)
 	}
 	got, err := wantString(v, "kind")
 	if err != nil {
-		return remoteop.Value{}, err
+		return operations.Value{}, err
 	}
 	switch got {
 	case "error":
 		e, err := decodeOperationError(v)
 		if err != nil {
-			return remoteop.Value{}, err
+			return operations.Value{}, err
 		}
-		return remoteop.Value{}, e
+		return operations.Value{}, e
 	case string(kind):
 		return v, nil
 	default:
-		return remoteop.Value{}, answerErr("answer kind %q to a %s", got, kind)
+		return operations.Value{}, answerErr("answer kind %q to a %s", got, kind)
 	}
 }
 
 // decodeOperationError reads a kind "error" answer or a watch_error.
-func decodeOperationError(v remoteop.Value) (*OperationError, error) {
+func decodeOperationError(v operations.Value) (*OperationError, error) {
 	e := &OperationError{}
 	var err error
 	if e.Code, err = wantString(v, "code"); err != nil {
@@ -186,15 +186,15 @@ func decodeOperationError(v remoteop.Value) (*OperationError, error) {
 	return e, nil
 }
 
-func encodeOperationRequest(kind remoteop.RequestKind, clientID, operationID, requestID string, params remoteop.Value) ([]byte, error) {
-	rev, _ := remoteop.SafeNumber(remoteop.Revision)
-	fields := []remoteop.Field{{Key: "revision", Value: rev}}
+func encodeOperationRequest(kind operations.RequestKind, clientID, operationID, requestID string, params operations.Value) ([]byte, error) {
+	rev, _ := operations.SafeNumber(operations.Revision)
+	fields := []operations.Field{{Key: "revision", Value: rev}}
 	add := func(key, s string) error {
-		v, err := remoteop.String(s)
+		v, err := operations.String(s)
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}
-		fields = append(fields, remoteop.Field{Key: key, Value: v})
+		fields = append(fields, operations.Field{Key: key, Value: v})
 		return nil
 	}
 	for _, kv := range [][2]string{{"kind", string(kind)}, {"clientId", clientID}, {"operationId", operationID}} {
@@ -202,12 +202,12 @@ func encodeOperationRequest(kind remoteop.RequestKind, clientID, operationID, re
 			return nil, err
 		}
 	}
-	if kind == remoteop.KindCommand {
+	if kind == operations.KindCommand {
 		if err := add("requestId", requestID); err != nil {
 			return nil, err
 		}
 	}
-	o, err := remoteop.Object(append(fields, remoteop.Field{Key: "params", Value: params})...)
+	o, err := operations.Object(append(fields, operations.Field{Key: "params", Value: params})...)
 	if err != nil {
 		return nil, err
 	}
@@ -216,12 +216,12 @@ func encodeOperationRequest(kind remoteop.RequestKind, clientID, operationID, re
 
 // getField returns a field of an object answer (the zero, invalid Value
 // when absent).
-func getField(v remoteop.Value, key string) remoteop.Value {
+func getField(v operations.Value, key string) operations.Value {
 	f, _ := v.Get(key)
 	return f
 }
 
-func wantString(v remoteop.Value, key string) (string, error) {
+func wantString(v operations.Value, key string) (string, error) {
 	s, ok := getField(v, key).AsString()
 	if !ok {
 		return "", answerErr("%s is missing or not a string", key)
@@ -231,7 +231,7 @@ func wantString(v remoteop.Value, key string) (string, error) {
 
 // wantSafeInt reads a number field holding a non-negative integer within
 // 2^53−1 (maxCommitSeq, commitSeq).
-func wantSafeInt(v remoteop.Value, key string) (int64, error) {
+func wantSafeInt(v operations.Value, key string) (int64, error) {
 	f, ok := getField(v, key).AsNumber()
 	if !ok || f < 0 || f > 1<<53-1 || f != math.Trunc(f) {
 		return 0, answerErr("%s is not a non-negative safe integer", key)

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/syncd-dev/syncd/client"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -57,12 +57,12 @@ func TestOperationAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := c.Query(context.Background(), "q", remoteop.Null())
+			res, err := c.Query(context.Background(), "q", operations.Null())
 			if got.URL.Path != "/api/operations" || got.Header.Get("Content-Type") != client.OperationsContentType || got.Header.Get("Authorization") != "Bearer tok" {
 				t.Fatalf("request %s %v", got.URL.Path, got.Header)
 			}
-			req, derr := remoteop.DecodeRequest(body)
-			if derr != nil || req.Kind != remoteop.KindQuery || req.ClientID != "c1" || req.OperationID != "q" || req.Params.Kind() != remoteop.KindNull {
+			req, derr := operations.DecodeRequest(body)
+			if derr != nil || req.Kind != operations.KindQuery || req.ClientID != "c1" || req.OperationID != "q" || req.Params.Kind() != operations.KindNull {
 				t.Fatalf("request body %s: %+v %v", body, req, derr)
 			}
 			switch {

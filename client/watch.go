@@ -10,7 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 )
 
 // WatchOptions configure a live watch socket.
@@ -71,9 +71,9 @@ func (c *Client) OpenWatches(ctx context.Context, o WatchOptions) (*Watches, err
 
 // Watch subscribes watchID to the registered query operationID with
 // params; its snapshots arrive through Next.
-func (w *Watches) Watch(ctx context.Context, watchID, operationID string, params remoteop.Value) error {
+func (w *Watches) Watch(ctx context.Context, watchID, operationID string, params operations.Value) error {
 	if !params.Valid() {
-		params = remoteop.Null()
+		params = operations.Null()
 	}
 	return w.send(ctx, []string{"kind", "watch", "watchId", watchID, "clientId", w.clientID, "operationId", operationID}, &params)
 }
@@ -85,20 +85,20 @@ func (w *Watches) Unwatch(ctx context.Context, watchID string) error {
 
 // send writes one message: revision 1, the string fields in order (key,
 // value pairs), then params when given.
-func (w *Watches) send(ctx context.Context, kv []string, params *remoteop.Value) error {
-	rev, _ := remoteop.SafeNumber(remoteop.Revision)
-	fields := []remoteop.Field{{Key: "revision", Value: rev}}
+func (w *Watches) send(ctx context.Context, kv []string, params *operations.Value) error {
+	rev, _ := operations.SafeNumber(operations.Revision)
+	fields := []operations.Field{{Key: "revision", Value: rev}}
 	for i := 0; i+1 < len(kv); i += 2 {
-		v, err := remoteop.String(kv[i+1])
+		v, err := operations.String(kv[i+1])
 		if err != nil {
 			return fmt.Errorf("client: watch message %s: %w", kv[i], err)
 		}
-		fields = append(fields, remoteop.Field{Key: kv[i], Value: v})
+		fields = append(fields, operations.Field{Key: kv[i], Value: v})
 	}
 	if params != nil {
-		fields = append(fields, remoteop.Field{Key: "params", Value: *params})
+		fields = append(fields, operations.Field{Key: "params", Value: *params})
 	}
-	o, err := remoteop.Object(fields...)
+	o, err := operations.Object(fields...)
 	if err != nil {
 		return fmt.Errorf("client: watch message: %w", err)
 	}
@@ -119,15 +119,15 @@ func (w *Watches) Next(ctx context.Context) (WatchEvent, error) {
 	if err != nil {
 		return WatchEvent{}, fmt.Errorf("client: watch socket: %w", err)
 	}
-	v, err := remoteop.Decode(b)
+	v, err := operations.Decode(b)
 	if err != nil {
 		return WatchEvent{}, answerErr("%v", err)
 	}
-	if v.Kind() != remoteop.KindObject {
+	if v.Kind() != operations.KindObject {
 		return WatchEvent{}, answerErr("watch message is not an object")
 	}
-	if rev, _ := getField(v, "revision").AsNumber(); rev != remoteop.Revision {
-		return WatchEvent{}, answerErr("watch message revision is not %d", remoteop.Revision)
+	if rev, _ := getField(v, "revision").AsNumber(); rev != operations.Revision {
+		return WatchEvent{}, answerErr("watch message revision is not %d", operations.Revision)
 	}
 	var ev WatchEvent
 	if ev.WatchID, err = wantString(v, "watchId"); err != nil {

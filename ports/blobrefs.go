@@ -18,15 +18,17 @@ type BlobRefReader interface {
 	// by table then row id.
 	ListRowsReferencingBlob(ctx context.Context, partition, blobID string) ([]BlobRowRef, error)
 	// ListReferencedBlobIDs returns every blob id a live row references,
-	// sorted and distinct (the orphan sweep's keep-set).
+	// sorted and distinct (the keep-set of the blob GC, the orphan
+	// sweep).
 	ListReferencedBlobIDs(ctx context.Context, partition string) ([]string, error)
 }
 
-// BlobClaimStore reads and ends the orphan sweep's claims
+// BlobClaimStore reads and ends the blob GC's claims
 // (PushTx.ClaimOrphanBlobs) outside a push transaction.
 type BlobClaimStore interface {
 	// ListBlobClaims returns the partition's claimed blob ids, sorted (a
-	// sweep that stopped between its claim and its deletions left them).
+	// collection that stopped between its claim and its deletions left
+	// them).
 	ListBlobClaims(ctx context.Context, partition string) ([]string, error)
 	// ReleaseBlobClaims ends the claims on blobIDs once their blobs are
 	// deleted; releasing an unclaimed id is not an error.

@@ -54,7 +54,8 @@ type BlobStore interface {
 	Open(ctx context.Context, partition, blobID string, offset, length int64) (io.ReadCloser, BlobInfo, error)
 	// ListCreatedBefore pages the partition's blobs created before
 	// beforeMs, ordered by blob id, starting after the id after ("" starts
-	// at the first), at most limit of them (the orphan sweep's candidates).
+	// at the first), at most limit of them (the candidates of the blob
+	// GC, the orphan sweep).
 	ListCreatedBefore(ctx context.Context, partition string, beforeMs int64, after string, limit int) ([]BlobInfo, error)
 	// Delete removes a blob; deleting an absent blob is not an error.
 	Delete(ctx context.Context, partition, blobID string) error

@@ -5,7 +5,7 @@ import (
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 )
 
 // AuthoritativeQuery is a registered query (REMOTE.md §2) as storage runs
@@ -18,7 +18,7 @@ type AuthoritativeQuery struct {
 	// Where are the conditions, all of which a row must meet. Values are
 	// typed for their columns (string, int64, float64, bool); a row whose
 	// column is NULL meets no condition on it.
-	Where []remoteop.Condition
+	Where []operations.Condition
 	// ScopeFilter restricts the rows to those the caller could pull: for
 	// every key the row's stored value must be one of the values (RowScan's
 	// rule; an empty list matches nothing). nil means no restriction (a
@@ -26,7 +26,7 @@ type AuthoritativeQuery struct {
 	ScopeFilter map[string][]string
 	// OrderBy sorts the rows; strings in byte order. The row id breaks
 	// ties, so the answer is deterministic.
-	OrderBy []remoteop.Order
+	OrderBy []operations.Order
 	// Limit is at least 1 (else sync.storage.invalid_limit). The server
 	// passes its row cap plus one, so it can tell a larger result apart.
 	Limit int

@@ -228,15 +228,15 @@ type PushTx interface {
 	DeleteRow(ctx context.Context, table, rowID string, opIndex int) error
 	// SetBlobRefs replaces the blob references of a row (empty = remove).
 	SetBlobRefs(ctx context.Context, table, rowID string, blobIDs []string) error
-	// ClaimOrphanBlobs claims for the orphan sweep each of blobIDs that no
-	// current row of the partition references (staged writes included)
-	// and returns the claimed ids, sorted and distinct; an id claimed
-	// before is returned again. A claim holds until
+	// ClaimOrphanBlobs claims for the blob GC (the orphan sweep) each of
+	// blobIDs that no current row of the partition references (staged
+	// writes included) and returns the claimed ids, sorted and distinct;
+	// an id claimed before is returned again. A claim holds until
 	// BlobClaimStore.ReleaseBlobClaims, and pushes refuse a claimed blob
-	// (BlobClaimed), so the sweep, deleting only what it claimed, never
+	// (BlobClaimed), so the GC, deleting only what it claimed, never
 	// deletes a blob a committed row references (SPEC §5.9.2).
 	ClaimOrphanBlobs(ctx context.Context, blobIDs []string, nowMs int64) ([]string, error)
-	// BlobClaimed reports whether the orphan sweep claimed blobID.
+	// BlobClaimed reports whether the blob GC claimed blobID.
 	BlobClaimed(ctx context.Context, blobID string) (bool, error)
 	// AppendCommit allocates the next dense commit_seq, writes the commit,
 	// its changes, the scope inverted index and tombstones for deletes,

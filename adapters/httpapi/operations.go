@@ -10,14 +10,14 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
 
 // ContentTypeOperations is the content type of remote operation bodies
 // (REMOTE.md §5).
-const ContentTypeOperations = remoteop.ContentType
+const ContentTypeOperations = operations.ContentType
 
 // CheckOperationsContentType refuses a request whose Content-Type is not
 // ContentTypeOperations (parameters ignored) with HTTP 415 and

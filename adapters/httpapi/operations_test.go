@@ -14,7 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -32,7 +32,7 @@ func (f *fakeOperations) Handle(_ context.Context, id ports.Identity, body []byt
 	f.calls++
 	f.ident = id
 	if string(body) == "fail" {
-		return remoteop.EncodeError(syncerr.New(syncerr.OperationUnknown)), syncerr.OperationUnknown
+		return operations.EncodeError(syncerr.New(syncerr.OperationUnknown)), syncerr.OperationUnknown
 	}
 	return body, ""
 }
@@ -89,7 +89,7 @@ func TestOperationsEndpoint(t *testing.T) {
 		{name: "content type parameters are ignored", header: with("Content-Type", ContentTypeOperations+"; charset=utf-8"), body: "x",
 			wantStatus: 200, wantBody: "x", reaches: true},
 		{name: "an operation failure is an encoded response with 200", header: auth, body: "fail", wantStatus: 200,
-			wantBody: string(remoteop.EncodeError(syncerr.New(syncerr.OperationUnknown))), reaches: true},
+			wantBody: string(operations.EncodeError(syncerr.New(syncerr.OperationUnknown))), reaches: true},
 		{name: "authentication first", header: with("Authorization", ""), body: "x", wantStatus: 401, wantCode: "sync.auth_required"},
 		{name: "authentication before the content type", header: map[string]string{"Content-Type": "application/json"}, body: "x",
 			wantStatus: 401, wantCode: "sync.auth_required"},

@@ -1,7 +1,7 @@
 // Package blobs is the blob use case (SPEC §5.9): uploads verified
 // against their content address while they stream, upload grants, downloads
 // re-authorized against the rows that reference the blob, the push-time
-// existence check, and the orphan sweep.
+// existence check, and the blob GC (the orphan sweep).
 //
 // The id alone never authorizes a download: a download is authorized iff
 // at least one current row referencing the blob passes the §3.4
@@ -42,8 +42,8 @@ const (
 	// DefaultOrphanGrace is how long an unreferenced blob is kept after
 	// its upload (SPEC §5.9.2: 24 h, longer than any upload→push window).
 	DefaultOrphanGrace = 24 * time.Hour
-	// DefaultSweepPage is how many candidates one claim transaction takes.
-	DefaultSweepPage = 100
+	// DefaultGCPage is how many candidates one claim transaction takes.
+	DefaultGCPage = 100
 	// DefaultTransferBufferBytes is the memory charged for one transfer
 	// of a store that does not bound its own (ports.BlobBuffers).
 	DefaultTransferBufferBytes = 1 << 20
@@ -68,10 +68,11 @@ type Metrics interface {
 	// Downloaded: an authorized download answered "bytes" or "url", or a
 	// presigned object URL was served ("object").
 	Downloaded(delivery string)
-	// Swept: one partition's sweep, also when it failed part way.
-	Swept(r SweepResult)
-	// SweepPassed: a scheduled sweep pass over every partition ended.
-	SweepPassed(failed bool)
+	// Collected: one partition's collection, also when it failed part
+	// way.
+	Collected(r GCResult)
+	// GCPassed: a scheduled GC pass over every partition ended.
+	GCPassed(failed bool)
 }
 
 // Options configure a Service.
@@ -95,12 +96,12 @@ type Options struct {
 	// native scheme caps it at 15 minutes).
 	URLTTL time.Duration
 	// OrphanGrace is how long an unreferenced blob is kept after its
-	// upload (default DefaultOrphanGrace), and SweepPage the candidates
-	// one claim takes (default DefaultSweepPage): see Sweeper.
+	// upload (default DefaultOrphanGrace), and GCPage the candidates
+	// one claim takes (default DefaultGCPage): see GC.
 	OrphanGrace time.Duration
-	SweepPage   int
+	GCPage      int
 	Metrics     Metrics
-	// Events, when set, hears the orphan sweep (domain/event).
+	// Events, when set, hears the blob GC (domain/event).
 	Events ports.EventSink
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -111,7 +112,7 @@ type Options struct {
 type Service struct {
 	o         Options
 	presigner ports.BlobPresigner // nil: native URLs
-	*Sweeper
+	*GC
 }
 
 var (
@@ -140,11 +141,11 @@ func New(o Options) (*Service, error) {
 	if o.Metrics == nil {
 		o.Metrics = noMetrics{}
 	}
-	sw, err := NewSweeper(SweepOptions{Blobs: o.Blobs, Storage: o.Storage, OrphanGrace: o.OrphanGrace, Page: o.SweepPage, Metrics: o.Metrics, Events: o.Events, Now: o.Now, Log: o.Log})
+	gc, err := NewGC(GCOptions{Blobs: o.Blobs, Storage: o.Storage, OrphanGrace: o.OrphanGrace, Page: o.GCPage, Metrics: o.Metrics, Events: o.Events, Now: o.Now, Log: o.Log})
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{o: o, Sweeper: sw}
+	s := &Service{o: o, GC: gc}
 	s.presigner, _ = o.Blobs.(ports.BlobPresigner)
 	if o.Presign != nil && s.presigner == nil && (o.Signer == nil || o.URLBase == "") {
 		return nil, errors.New("blobs: presigning needs a store that presigns, or a Signer and URLBase for native URLs")
@@ -179,7 +180,7 @@ func (s *Service) Upload(ctx context.Context, id ports.Identity, u ports.BlobUpl
 	}
 	now := s.o.Now().UnixMilli()
 	// The partition is registered like any authenticated request's, so
-	// the orphan sweep, which walks the registry, reaches its blobs.
+	// the blob GC, which walks the registry, reaches its blobs.
 	if _, err := s.o.Storage.TouchPartition(ctx, id.Partition, now); err != nil {
 		return fmt.Errorf("touch partition: %w", err)
 	}
@@ -260,7 +261,7 @@ func (s *Service) UploadGrant(ctx context.Context, id ports.Identity, blobID str
 	return out, nil
 }
 
-// present reports whether a blob is stored and not about to be swept.
+// present reports whether a blob is stored and not about to be collected.
 func (s *Service) present(ctx context.Context, partition, blobID string) (bool, error) {
 	_, ok, err := s.o.Blobs.Stat(ctx, partition, blobID)
 	if err != nil || !ok {
@@ -430,7 +431,7 @@ func (s *Service) PutSigned(ctx context.Context, blobID string, q url.Values, co
 }
 
 // BlobExists is the push-time existence check (SPEC §5.9.6): the store has
-// the blob (the push pipeline also refuses a blob the sweep claimed).
+// the blob (the push pipeline also refuses a blob the GC claimed).
 func (s *Service) BlobExists(ctx context.Context, partition, blobID string) (bool, error) {
 	_, ok, err := s.o.Blobs.Stat(ctx, partition, blobID)
 	return ok, err
@@ -441,5 +442,5 @@ type noMetrics struct{}
 func (noMetrics) Uploaded(bool, int64) {}
 func (noMetrics) Granted(string)       {}
 func (noMetrics) Downloaded(string)    {}
-func (noMetrics) Swept(SweepResult)    {}
-func (noMetrics) SweepPassed(bool)     {}
+func (noMetrics) Collected(GCResult)   {}
+func (noMetrics) GCPassed(bool)        {}

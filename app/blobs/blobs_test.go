@@ -36,15 +36,19 @@ type counts struct {
 	uploaded   map[bool]int
 	granted    map[string]int
 	downloaded map[string]int
-	swept      []SweepResult
+	collected  []GCResult
 	passes     map[bool]int
 }
 
 func (c *counts) Uploaded(created bool, _ int64) { c.mu.Lock(); c.uploaded[created]++; c.mu.Unlock() }
 func (c *counts) Granted(a string)               { c.mu.Lock(); c.granted[a]++; c.mu.Unlock() }
 func (c *counts) Downloaded(d string)            { c.mu.Lock(); c.downloaded[d]++; c.mu.Unlock() }
-func (c *counts) Swept(r SweepResult)            { c.mu.Lock(); c.swept = append(c.swept, r); c.mu.Unlock() }
-func (c *counts) SweepPassed(failed bool)        { c.mu.Lock(); c.passes[failed]++; c.mu.Unlock() }
+func (c *counts) Collected(r GCResult) {
+	c.mu.Lock()
+	c.collected = append(c.collected, r)
+	c.mu.Unlock()
+}
+func (c *counts) GCPassed(failed bool) { c.mu.Lock(); c.passes[failed]++; c.mu.Unlock() }
 
 type fixture struct {
 	t       *testing.T
@@ -154,7 +158,7 @@ func TestUpload(t *testing.T) {
 	if !ok || info.MediaType != "text/plain" || info.CreatedAtMs != f.now.UnixMilli() || info.ByteLength != int64(len(data)) {
 		t.Fatalf("stored %+v %v", info, ok)
 	}
-	// The uploader's partition is registered, so the sweep reaches it.
+	// The uploader's partition is registered, so the blob GC reaches it.
 	parts, _ := f.store.ListPartitions(ctx)
 	if len(parts) != 1 || parts[0].Partition != "p1" {
 		t.Fatalf("partitions %+v", parts)

@@ -91,7 +91,8 @@ type Config struct {
 	Sync Sync
 	// Segments holds the segment store and download settings.
 	Segments Segments
-	// Blobs holds the blob store, its limits and the orphan sweep.
+	// Blobs holds the blob store, its limits and the blob GC (the
+	// orphan sweep).
 	Blobs Blobs
 	// Realtime holds the realtime channel's settings.
 	Realtime Realtime

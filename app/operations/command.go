@@ -8,7 +8,7 @@ import (
 
 	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/domain/canonjson"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -24,7 +24,7 @@ type Command struct {
 	// Authorize is mandatory: false is operation.forbidden, an error
 	// operation.execution_failed. The caller's write scopes are resolved
 	// too and authorize every row the command writes, as for a push.
-	Authorize func(ctx context.Context, who AuthContext, params remoteop.Value) (bool, error)
+	Authorize func(ctx context.Context, who AuthContext, params opdomain.Value) (bool, error)
 	// Run plans the commit inside the push transaction, after the
 	// partition lock and the idempotency re-check; an applied retry never
 	// runs it again. It returns one or more mutations and must have no
@@ -32,7 +32,7 @@ type Command struct {
 	// work belongs to a durable reaction). An error fails the request and
 	// stores nothing: a *syncerr.Error with an exposed code is answered
 	// with it, anything else with operation.execution_failed.
-	Run func(ctx context.Context, c CommandContext, params remoteop.Value) ([]Mutation, error)
+	Run func(ctx context.Context, c CommandContext, params opdomain.Value) ([]Mutation, error)
 }
 
 // CommandContext is what a command's Run sees.
@@ -66,7 +66,7 @@ type CommandPusher interface {
 
 type registeredCommand struct{ c Command }
 
-func (s *Service) runCommand(ctx context.Context, id ports.Identity, req remoteop.Request, reg *registeredCommand) ([]byte, error) {
+func (s *Service) runCommand(ctx context.Context, id ports.Identity, req opdomain.Request, reg *registeredCommand) ([]byte, error) {
 	who := AuthContext{ActorID: id.ActorID, Partition: id.Partition, ClientID: req.ClientID}
 	// 5. The command's own authorization, then the caller's write scopes.
 	allowed, err := reg.c.Authorize(ctx, who, req.Params)
@@ -85,7 +85,7 @@ func (s *Service) runCommand(ctx context.Context, id ports.Identity, req remoteo
 	}
 	res := scopes.Granted(grant)
 	// 6. The ordinary push under the command's idempotency identity.
-	clientID, commitID := remoteop.CommandIdentity(id.ActorID, req.ClientID, reg.c.ID, req.RequestID)
+	clientID, commitID := opdomain.CommandIdentity(id.ActorID, req.ClientID, reg.c.ID, req.RequestID)
 	result, err := s.o.Pusher.PushCommand(ctx, push.Command{
 		Identity: id, ClientID: clientID, ClientCommitID: commitID, Scopes: res,
 		Plan: func(ctx context.Context, r ports.TxReader) ([]ssp2.PushOperation, error) {
@@ -227,14 +227,14 @@ func cellValue(c schema.Column, v any) (rowcodec.Value, error) {
 
 // encodeCommandResult maps the push result to the command response.
 func encodeCommandResult(opID, requestID string, r *ssp2.PushResult) ([]byte, error) {
-	out := remoteop.CommandResult{OperationID: opID, RequestID: requestID}
+	out := opdomain.CommandResult{OperationID: opID, RequestID: requestID}
 	switch r.Status {
 	case ssp2.PushApplied:
-		out.Status, out.CommitSeq = remoteop.CommandApplied, r.CommitSeq
+		out.Status, out.CommitSeq = opdomain.CommandApplied, r.CommitSeq
 	case ssp2.PushCached:
-		out.Status, out.CommitSeq = remoteop.CommandCached, r.CommitSeq
+		out.Status, out.CommitSeq = opdomain.CommandCached, r.CommitSeq
 	default:
-		out.Status = remoteop.CommandRejected
+		out.Status = opdomain.CommandRejected
 	}
 	for _, res := range r.Results {
 		v, err := opResultValue(res)
@@ -243,34 +243,34 @@ func encodeCommandResult(opID, requestID string, r *ssp2.PushResult) ([]byte, er
 		}
 		out.Results = append(out.Results, v)
 	}
-	return remoteop.EncodeCommandResult(out)
+	return opdomain.EncodeCommandResult(out)
 }
 
 // opResultValue is one operation result in the push frame's shape:
 // {opIndex, status} for applied; code, message, serverVersion, serverRow
 // and conflictColumns for a conflict; code, message and retryable for an
 // error.
-func opResultValue(r ssp2.OpResult) (remoteop.Value, error) {
-	idx, _ := remoteop.SafeNumber(int64(r.OpIndex))
-	f := func(k string, v remoteop.Value) remoteop.Field { return remoteop.Field{Key: k, Value: v} }
-	text := func(s string) remoteop.Value { v, _ := remoteop.String(s); return v }
-	fields := []remoteop.Field{f("opIndex", idx)}
+func opResultValue(r ssp2.OpResult) (opdomain.Value, error) {
+	idx, _ := opdomain.SafeNumber(int64(r.OpIndex))
+	f := func(k string, v opdomain.Value) opdomain.Field { return opdomain.Field{Key: k, Value: v} }
+	text := func(s string) opdomain.Value { v, _ := opdomain.String(s); return v }
+	fields := []opdomain.Field{f("opIndex", idx)}
 	switch r.Status {
 	case ssp2.OpApplied:
 		fields = append(fields, f("status", text("applied")))
 	case ssp2.OpConflict:
-		sv, ok := remoteop.SafeNumber(r.ServerVersion)
+		sv, ok := opdomain.SafeNumber(r.ServerVersion)
 		if !ok {
-			return remoteop.Value{}, fmt.Errorf("server version %d", r.ServerVersion)
+			return opdomain.Value{}, fmt.Errorf("server version %d", r.ServerVersion)
 		}
 		fields = append(fields, f("status", text("conflict")), f("code", text(r.Code)), f("message", text(r.Message)),
-			f("serverVersion", sv), f("serverRow", remoteop.Bytes(r.ServerRow)))
+			f("serverVersion", sv), f("serverRow", opdomain.Bytes(r.ServerRow)))
 		if len(r.ConflictColumns) > 0 {
-			fields = append(fields, f("conflictColumns", remoteop.Bytes(r.ConflictColumns)))
+			fields = append(fields, f("conflictColumns", opdomain.Bytes(r.ConflictColumns)))
 		}
 	default:
 		fields = append(fields, f("status", text("error")), f("code", text(r.Code)), f("message", text(r.Message)),
-			f("retryable", remoteop.Bool(r.Retryable)))
+			f("retryable", opdomain.Bool(r.Retryable)))
 	}
-	return remoteop.Object(fields...)
+	return opdomain.Object(fields...)
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/syncd-dev/syncd/app/operations"
 	"github.com/syncd-dev/syncd/app/push"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -22,7 +22,7 @@ type commandFixture struct {
 	*fixture
 	svc  *operations.Service
 	runs int
-	run  func(c operations.CommandContext, params remoteop.Value) ([]operations.Mutation, error)
+	run  func(c operations.CommandContext, params opdomain.Value) ([]operations.Mutation, error)
 	auth func(who operations.AuthContext) (bool, error)
 }
 
@@ -36,13 +36,13 @@ func newCommandFixture(t *testing.T) *commandFixture {
 		t.Fatal(err)
 	}
 	complete := operations.Command{ID: "tasks.complete",
-		Authorize: func(_ context.Context, who operations.AuthContext, _ remoteop.Value) (bool, error) {
+		Authorize: func(_ context.Context, who operations.AuthContext, _ opdomain.Value) (bool, error) {
 			if f.auth != nil {
 				return f.auth(who)
 			}
 			return true, nil
 		},
-		Run: func(_ context.Context, c operations.CommandContext, p remoteop.Value) ([]operations.Mutation, error) {
+		Run: func(_ context.Context, c operations.CommandContext, p opdomain.Value) ([]operations.Mutation, error) {
 			f.runs++
 			return f.run(c, p)
 		}}
@@ -58,7 +58,7 @@ func newCommandFixture(t *testing.T) *commandFixture {
 	}
 	// The default plan completes the task the params name, read through
 	// the transaction.
-	f.run = func(c operations.CommandContext, p remoteop.Value) ([]operations.Mutation, error) {
+	f.run = func(c operations.CommandContext, p opdomain.Value) ([]operations.Mutation, error) {
 		idV, _ := p.Get("id")
 		id, _ := idV.AsString()
 		row, err := c.GetRow(context.Background(), "tasks", id)
@@ -90,7 +90,7 @@ type commandAnswer struct {
 
 func (f *commandFixture) command(actor, clientID, requestID, id string) commandAnswer {
 	f.t.Helper()
-	rev, _ := remoteop.SafeNumber(1)
+	rev, _ := opdomain.SafeNumber(1)
 	params := object(field("id", sv(id)))
 	body, err := object(field("revision", rev), field("kind", sv("command")), field("clientId", sv(clientID)),
 		field("operationId", sv("tasks.complete")), field("requestId", sv(requestID)), field("params", params)).Encode()
@@ -98,7 +98,7 @@ func (f *commandFixture) command(actor, clientID, requestID, id string) commandA
 		f.t.Fatal(err)
 	}
 	out, code := f.svc.Handle(context.Background(), ports.Identity{ActorID: actor, Partition: "part"}, body)
-	v, err := remoteop.Decode(out)
+	v, err := opdomain.Decode(out)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestCommandRejectionIsStoredAndReplayed(t *testing.T) {
 	f := newCommandFixture(t)
 	// The command writes a row of a project outside the caller's grant:
 	// the ordinary write authorization rejects the commit.
-	f.run = func(operations.CommandContext, remoteop.Value) ([]operations.Mutation, error) {
+	f.run = func(operations.CommandContext, opdomain.Value) ([]operations.Mutation, error) {
 		return []operations.Mutation{{Table: "tasks", Values: map[string]any{"id": "t9", "project_id": "p3", "title": "x",
 			"done": false, "estimate": nil, "attachment": nil}}}, nil
 	}
@@ -192,7 +192,7 @@ func TestCommandRejectionIsStoredAndReplayed(t *testing.T) {
 func TestCommandReadsOnlyAuthorizedRows(t *testing.T) {
 	f := newCommandFixture(t)
 	var seen ports.RowValues
-	f.run = func(c operations.CommandContext, _ remoteop.Value) ([]operations.Mutation, error) {
+	f.run = func(c operations.CommandContext, _ opdomain.Value) ([]operations.Mutation, error) {
 		var err error
 		if seen, err = c.GetRow(context.Background(), "tasks", "t3"); err != nil {
 			return nil, err
@@ -246,7 +246,7 @@ func TestCommandFailures(t *testing.T) {
 			f := newCommandFixture(t)
 			f.auth = tt.auth
 			if tt.muts != nil || tt.err != nil {
-				f.run = func(operations.CommandContext, remoteop.Value) ([]operations.Mutation, error) { return tt.muts, tt.err }
+				f.run = func(operations.CommandContext, opdomain.Value) ([]operations.Mutation, error) { return tt.muts, tt.err }
 			}
 			actor := tt.actor
 			if actor == "" {
@@ -275,8 +275,8 @@ func TestCommandFailures(t *testing.T) {
 	t.Run("without a push pipeline", func(t *testing.T) {
 		f := newFixture(t)
 		reg, err := operations.NewRegistry(f.sc, nil, []operations.Command{{ID: "tasks.complete",
-			Authorize: func(context.Context, operations.AuthContext, remoteop.Value) (bool, error) { return true, nil },
-			Run: func(context.Context, operations.CommandContext, remoteop.Value) ([]operations.Mutation, error) {
+			Authorize: func(context.Context, operations.AuthContext, opdomain.Value) (bool, error) { return true, nil },
+			Run: func(context.Context, operations.CommandContext, opdomain.Value) ([]operations.Mutation, error) {
 				return nil, nil
 			}}})
 		if err != nil {
@@ -295,8 +295,8 @@ func TestCommandFailures(t *testing.T) {
 
 func TestNewRegistryRefusesCommands(t *testing.T) {
 	sc := newFixture(t).sc
-	ok := func(context.Context, operations.AuthContext, remoteop.Value) (bool, error) { return true, nil }
-	run := func(context.Context, operations.CommandContext, remoteop.Value) ([]operations.Mutation, error) {
+	ok := func(context.Context, operations.AuthContext, opdomain.Value) (bool, error) { return true, nil }
+	run := func(context.Context, operations.CommandContext, opdomain.Value) ([]operations.Mutation, error) {
 		return nil, nil
 	}
 	tests := []struct {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -42,34 +42,34 @@ func (r *Registry) QueryInTx(ctx context.Context, tx ports.TxReader, id string, 
 	return rows, nil
 }
 
-func paramsValue(p Params) (remoteop.Value, error) {
+func paramsValue(p Params) (opdomain.Value, error) {
 	keys := make([]string, 0, len(p))
 	for k := range p {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	fields := make([]remoteop.Field, 0, len(p))
+	fields := make([]opdomain.Field, 0, len(p))
 	for _, k := range keys {
-		var v remoteop.Value
+		var v opdomain.Value
 		var err error
 		switch x := p[k].(type) {
 		case string:
-			v, err = remoteop.String(x)
+			v, err = opdomain.String(x)
 		case int64:
-			v = remoteop.Integer(x)
+			v = opdomain.Integer(x)
 		case int:
-			v = remoteop.Integer(int64(x))
+			v = opdomain.Integer(int64(x))
 		case float64:
-			v, err = remoteop.Number(x)
+			v, err = opdomain.Number(x)
 		case bool:
-			v = remoteop.Bool(x)
+			v = opdomain.Bool(x)
 		default:
 			err = fmt.Errorf("parameter %q: unsupported type %T", k, x)
 		}
 		if err != nil {
-			return remoteop.Value{}, syncerr.Wrap(syncerr.OperationInvalid, err)
+			return opdomain.Value{}, syncerr.Wrap(syncerr.OperationInvalid, err)
 		}
-		fields = append(fields, remoteop.Field{Key: k, Value: v})
+		fields = append(fields, opdomain.Field{Key: k, Value: v})
 	}
-	return remoteop.Object(fields...)
+	return opdomain.Object(fields...)
 }

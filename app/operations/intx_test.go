@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/syncd-dev/syncd/app/operations"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -40,8 +40,8 @@ func TestQueryInTx(t *testing.T) {
 		t.Fatalf("rows %v, %v", rows, err)
 	}
 	want := ports.AuthoritativeQuery{Table: "tasks", Limit: 11,
-		Where:   []remoteop.Condition{{Column: "project_id", Op: remoteop.OpEq, Value: "p1"}},
-		OrderBy: []remoteop.Order{{Column: "title"}}}
+		Where:   []opdomain.Condition{{Column: "project_id", Op: opdomain.OpEq, Value: "p1"}},
+		OrderBy: []opdomain.Order{{Column: "title"}}}
 	if !reflect.DeepEqual(tx.last, want) {
 		t.Fatalf("query %+v, want %+v (no scope filter: validators are server code)", tx.last, want)
 	}

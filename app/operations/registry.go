@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/schema"
 )
 
@@ -46,7 +46,7 @@ type Params map[string]any
 
 // Query is a registered query.
 type Query struct {
-	Spec   remoteop.QuerySpec
+	Spec   opdomain.QuerySpec
 	Access Access
 	// Authorize decides a privileged query (required for one, unused for a
 	// scoped one): false is operation.forbidden, an error
@@ -56,7 +56,7 @@ type Query struct {
 
 // registered is a query compiled against the running schema.
 type registered struct {
-	plan *remoteop.Plan
+	plan *opdomain.Plan
 	q    Query
 }
 
@@ -85,7 +85,7 @@ func NewRegistry(s *schema.Schema, queries []Query, commands []Command) (*Regist
 		}
 	}
 	for _, q := range queries {
-		p, err := remoteop.Compile(s, q.Spec)
+		p, err := opdomain.Compile(s, q.Spec)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -186,12 +186,12 @@ func ParseQueryFile(data []byte) ([]Query, error) {
 	}
 	out := make([]Query, len(f.Queries))
 	for i, fq := range f.Queries {
-		spec := remoteop.QuerySpec{ID: fq.ID, Table: fq.Table, Columns: fq.Columns, MaxRows: fq.MaxRows}
+		spec := opdomain.QuerySpec{ID: fq.ID, Table: fq.Table, Columns: fq.Columns, MaxRows: fq.MaxRows}
 		for _, ff := range fq.Filters {
-			spec.Filters = append(spec.Filters, remoteop.Filter{Column: ff.Column, Op: remoteop.Op(ff.Op), Param: ff.Param})
+			spec.Filters = append(spec.Filters, opdomain.Filter{Column: ff.Column, Op: opdomain.Op(ff.Op), Param: ff.Param})
 		}
 		for _, fo := range fq.OrderBy {
-			spec.OrderBy = append(spec.OrderBy, remoteop.Order{Column: fo.Column, Desc: fo.Desc})
+			spec.OrderBy = append(spec.OrderBy, opdomain.Order{Column: fo.Column, Desc: fo.Desc})
 		}
 		out[i] = Query{Spec: spec, Access: AccessScoped}
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/limits"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/push"
-	"github.com/syncd-dev/syncd/domain/remoteop"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -81,14 +81,14 @@ func (s *Service) Handle(ctx context.Context, id ports.Identity, body []byte) (r
 			s.o.Log.Warn("remote operation failed", zap.String("partition", id.Partition),
 				zap.String("actor_id", id.ActorID), zap.String("request_id", ports.RequestID(ctx)), zap.Error(err))
 		}
-		return remoteop.EncodeError(err), pub.Code
+		return opdomain.EncodeError(err), pub.Code
 	}
 	return out, ""
 }
 
 func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) ([]byte, error) {
 	// 1. Decode the envelope (REMOTE.md §4, §5).
-	req, err := remoteop.DecodeRequest(body)
+	req, err := opdomain.DecodeRequest(body)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) ([
 		return nil, err
 	}
 	// 4. The operation, of the kind asked for.
-	if req.Kind == remoteop.KindCommand {
+	if req.Kind == opdomain.KindCommand {
 		if c := s.o.Registry.command(req.OperationID); c != nil {
 			return s.runCommand(ctx, id, req, c)
 		}
@@ -123,15 +123,15 @@ func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) ([
 		if err != nil {
 			return nil, err
 		}
-		return remoteop.EncodeQueryResult(res)
+		return opdomain.EncodeQueryResult(res)
 	}
 	return nil, syncerr.Newf(syncerr.OperationUnknown, "no %s operation %q", req.Kind, req.OperationID)
 }
 
 // runQuery runs a registered query for a caller (steps 5–11; the HTTP
 // request and a live watch share them).
-func (s *Service) runQuery(ctx context.Context, id ports.Identity, clientID string, rawParams remoteop.Value, reg *registered) (remoteop.QueryResult, error) {
-	fail := func(err error) (remoteop.QueryResult, error) { return remoteop.QueryResult{}, err }
+func (s *Service) runQuery(ctx context.Context, id ports.Identity, clientID string, rawParams opdomain.Value, reg *registered) (opdomain.QueryResult, error) {
+	fail := func(err error) (opdomain.QueryResult, error) { return opdomain.QueryResult{}, err }
 	plan, t := reg.plan, reg.plan.Table()
 	// 5. Parameters, typed by their columns.
 	conds, err := plan.Bind(rawParams)
@@ -202,7 +202,7 @@ func (s *Service) runQuery(ctx context.Context, id ports.Identity, clientID stri
 		return fail(syncerr.Newf(syncerr.OperationResultTooLarge, "query %q has more than %d rows", plan.ID(), plan.MaxRows()))
 	}
 	// 11. Rows normalized to the declared column types.
-	out := remoteop.QueryResult{OperationID: plan.ID(), MaxCommitSeq: res.MaxCommitSeq, Rows: make([]remoteop.Row, len(res.Rows))}
+	out := opdomain.QueryResult{OperationID: plan.ID(), MaxCommitSeq: res.MaxCommitSeq, Rows: make([]opdomain.Row, len(res.Rows))}
 	codec := s.codecs[t.Name]
 	var cells []rowcodec.Value
 	plain := make([]any, len(t.Columns))
@@ -241,12 +241,12 @@ func (s *Service) resolve(ctx context.Context, who AuthContext) (scopes.Allowed,
 // equality filter on a scope column asks for one value: the grant must
 // admit it, else the query is operation.forbidden rather than an empty
 // answer the caller might take for "no such rows".
-func scopeFilter(t *schema.Table, grant scopes.Allowed, conds []remoteop.Condition) (map[string][]string, error) {
+func scopeFilter(t *schema.Table, grant scopes.Allowed, conds []opdomain.Condition) (map[string][]string, error) {
 	filter := map[string][]string{}
 	for _, sc := range t.Scopes {
 		col := scopes.Column(sc)
 		for _, c := range conds {
-			if c.Column != col || c.Op != remoteop.OpEq {
+			if c.Column != col || c.Op != opdomain.OpEq {
 				continue
 			}
 			v, ok := scopes.RenderValue(c.Value)

@@ -16,7 +16,7 @@ import (
 	"github.com/syncd-dev/syncd/app/operations"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -128,18 +128,18 @@ func (f *fixture) service(queries []operations.Query, mod func(*operations.Optio
 	return s
 }
 
-func field(k string, v remoteop.Value) remoteop.Field { return remoteop.Field{Key: k, Value: v} }
+func field(k string, v opdomain.Value) opdomain.Field { return opdomain.Field{Key: k, Value: v} }
 
-func sv(s string) remoteop.Value {
-	v, err := remoteop.String(s)
+func sv(s string) opdomain.Value {
+	v, err := opdomain.String(s)
 	if err != nil {
 		panic(err)
 	}
 	return v
 }
 
-func object(fields ...remoteop.Field) remoteop.Value {
-	v, err := remoteop.Object(fields...)
+func object(fields ...opdomain.Field) opdomain.Value {
+	v, err := opdomain.Object(fields...)
 	if err != nil {
 		panic(err)
 	}
@@ -147,13 +147,13 @@ func object(fields ...remoteop.Field) remoteop.Value {
 }
 
 // request encodes a request body; params nil means null.
-func request(kind, clientID, op string, params *remoteop.Value) []byte {
-	rev, _ := remoteop.SafeNumber(1)
-	p := remoteop.Null()
+func request(kind, clientID, op string, params *opdomain.Value) []byte {
+	rev, _ := opdomain.SafeNumber(1)
+	p := opdomain.Null()
 	if params != nil {
 		p = *params
 	}
-	fields := []remoteop.Field{field("revision", rev), field("kind", sv(kind)), field("clientId", sv(clientID)), field("operationId", sv(op))}
+	fields := []opdomain.Field{field("revision", rev), field("kind", sv(kind)), field("clientId", sv(clientID)), field("operationId", sv(op))}
 	if kind == "command" {
 		fields = append(fields, field("requestId", sv("r1")))
 	}
@@ -180,7 +180,7 @@ type answer struct {
 
 func decode(t *testing.T, body []byte) answer {
 	t.Helper()
-	v, err := remoteop.Decode(body)
+	v, err := opdomain.Decode(body)
 	if err != nil {
 		t.Fatalf("response does not decode: %v (%s)", err, body)
 	}
@@ -207,7 +207,7 @@ func decode(t *testing.T, body []byte) answer {
 	return answer{}
 }
 
-func mustGet(t *testing.T, v remoteop.Value, k string) remoteop.Value {
+func mustGet(t *testing.T, v opdomain.Value, k string) opdomain.Value {
 	t.Helper()
 	f, ok := v.Get(k)
 	if !ok {
@@ -217,25 +217,25 @@ func mustGet(t *testing.T, v remoteop.Value, k string) remoteop.Value {
 }
 
 var (
-	qByProject = operations.Query{Spec: remoteop.QuerySpec{ID: "tasks.byProject", Table: "tasks", MaxRows: 10,
+	qByProject = operations.Query{Spec: opdomain.QuerySpec{ID: "tasks.byProject", Table: "tasks", MaxRows: 10,
 		Columns: []string{"id", "title", "estimate"},
-		Filters: []remoteop.Filter{{Column: "project_id", Op: remoteop.OpEq, Param: "project"}},
-		OrderBy: []remoteop.Order{{Column: "title"}}}}
-	qOpen = operations.Query{Spec: remoteop.QuerySpec{ID: "tasks.open", Table: "tasks", MaxRows: 3,
-		Filters: []remoteop.Filter{{Column: "done", Op: remoteop.OpEq, Param: "done"}}}}
-	qAll = operations.Query{Spec: remoteop.QuerySpec{ID: "tasks.all", Table: "tasks", MaxRows: 100}}
+		Filters: []opdomain.Filter{{Column: "project_id", Op: opdomain.OpEq, Param: "project"}},
+		OrderBy: []opdomain.Order{{Column: "title"}}}}
+	qOpen = operations.Query{Spec: opdomain.QuerySpec{ID: "tasks.open", Table: "tasks", MaxRows: 3,
+		Filters: []opdomain.Filter{{Column: "done", Op: opdomain.OpEq, Param: "done"}}}}
+	qAll = operations.Query{Spec: opdomain.QuerySpec{ID: "tasks.all", Table: "tasks", MaxRows: 100}}
 )
 
 func privileged(allow bool, err error) operations.Query {
-	return operations.Query{Spec: remoteop.QuerySpec{ID: "tasks.audit", Table: "tasks", MaxRows: 100},
+	return operations.Query{Spec: opdomain.QuerySpec{ID: "tasks.audit", Table: "tasks", MaxRows: 100},
 		Access: operations.AccessPrivileged,
 		Authorize: func(_ context.Context, who operations.AuthContext, _ operations.Params) (bool, error) {
 			return allow && who.ActorID == "auditor", err
 		}}
 }
 
-func openParams(done bool) *remoteop.Value {
-	p := object(field("done", remoteop.Bool(done)))
+func openParams(done bool) *opdomain.Value {
+	p := object(field("done", opdomain.Bool(done)))
 	return &p
 }
 
@@ -276,7 +276,7 @@ func TestQueries(t *testing.T) {
 			want: answer{code: "operation.unknown"}},
 		{name: "malformed body", actor: "alice", body: []byte(`{"t":"object","v":[]}`), want: answer{code: "operation.invalid_request"}},
 		{name: "parameters of the wrong type", actor: "alice", body: func() []byte {
-			p := object(field("project", remoteop.Integer(1)))
+			p := object(field("project", opdomain.Integer(1)))
 			return request("query", "c1", "tasks.byProject", &p)
 		}(), want: answer{code: "operation.invalid_request"}},
 		{name: "a client id past the id limit", actor: "alice", body: request("query", strings.Repeat("c", 257), "tasks.byProject", nil),
@@ -431,7 +431,7 @@ func TestNewRegistryRefuses(t *testing.T) {
 		name    string
 		queries []operations.Query
 	}{
-		{"an invalid spec", []operations.Query{{Spec: remoteop.QuerySpec{ID: "q", Table: "nope", MaxRows: 1}}}},
+		{"an invalid spec", []operations.Query{{Spec: opdomain.QuerySpec{ID: "q", Table: "nope", MaxRows: 1}}}},
 		{"a duplicate id", []operations.Query{qAll, qAll}},
 		{"privileged without authorize", []operations.Query{{Spec: qAll.Spec, Access: operations.AccessPrivileged}}},
 	}
@@ -450,9 +450,9 @@ func TestParseQueryFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []operations.Query{{Spec: remoteop.QuerySpec{ID: "tasks.open", Table: "tasks", Columns: []string{"id"},
-		Filters: []remoteop.Filter{{Column: "project_id", Op: remoteop.OpEq, Param: "project"}},
-		OrderBy: []remoteop.Order{{Column: "title", Desc: true}}, MaxRows: 5}}}
+	want := []operations.Query{{Spec: opdomain.QuerySpec{ID: "tasks.open", Table: "tasks", Columns: []string{"id"},
+		Filters: []opdomain.Filter{{Column: "project_id", Op: opdomain.OpEq, Param: "project"}},
+		OrderBy: []opdomain.Order{{Column: "title", Desc: true}}, MaxRows: 5}}}
 	if !reflect.DeepEqual(qs, want) {
 		t.Fatalf("got %+v", qs)
 	}

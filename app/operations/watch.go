@@ -12,8 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/app/sockets"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/push"
-	"github.com/syncd-dev/syncd/domain/remoteop"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -130,7 +130,7 @@ type liveQuery struct {
 	table    string
 	id       ports.Identity
 	clientID string
-	params   remoteop.Value
+	params   opdomain.Value
 	reg      *registered
 	// ctx carries the first watch's socket values (the identity the
 	// resolver reads) and ends when the last watch goes.
@@ -219,7 +219,7 @@ func (h *WatchHub) serve(ctx context.Context, id ports.Identity, c ports.Realtim
 			_ = c.Close(code, reason)
 			return
 		}
-		msg, err := remoteop.DecodeWatchMessage(m.Data)
+		msg, err := opdomain.DecodeWatchMessage(m.Data)
 		if err != nil {
 			_ = c.Close(ports.ClosePolicy, "malformed operations message")
 			return
@@ -289,8 +289,8 @@ func (h *WatchHub) remove(w *watch) {
 	}
 }
 
-func (ss *watchSession) receive(m remoteop.WatchMessage) {
-	if m.Kind == remoteop.KindUnwatch {
+func (ss *watchSession) receive(m opdomain.WatchMessage) {
+	if m.Kind == opdomain.KindUnwatch {
 		ss.h.mu.Lock()
 		if w := ss.watches[m.WatchID]; w != nil {
 			ss.h.remove(w) // suppresses a result still running for it
@@ -301,13 +301,13 @@ func (ss *watchSession) receive(m remoteop.WatchMessage) {
 	if err := ss.admit(m); err != nil {
 		// Written from the reading goroutine: a client that does not read
 		// its refusals stops being read.
-		ss.write(nil, remoteop.EncodeWatchError(m.WatchID, err))
+		ss.write(nil, opdomain.EncodeWatchError(m.WatchID, err))
 	}
 }
 
 // admit runs the HTTP request's checks for a watch, registers it and
 // starts its first evaluation.
-func (ss *watchSession) admit(m remoteop.WatchMessage) error {
+func (ss *watchSession) admit(m opdomain.WatchMessage) error {
 	h := ss.h
 	lim := h.s.o.Limits.WithDefaults()
 	if len(m.WatchID) > lim.MaxIDBytes || len(m.OperationID) > lim.MaxIDBytes {
@@ -381,7 +381,7 @@ func (h *WatchHub) roomFor(ss *watchSession, watchID string) error {
 // partition, actor and the scopes its credential carries, which a
 // resolver may read), the client id, the query and its params. Watches
 // with one key get the same rows and share one evaluation.
-func watchKey(id ports.Identity, clientID, operationID string, params remoteop.Value) (string, error) {
+func watchKey(id ports.Identity, clientID, operationID string, params opdomain.Value) (string, error) {
 	grant, err := json.Marshal(id.Scopes) // map keys sorted: one text per grant
 	if err != nil {
 		return "", syncerr.Wrap(syncerr.OperationInvalid, err)
@@ -434,7 +434,7 @@ func (h *WatchHub) evaluate(q *liveQuery) {
 		}
 		h.mu.Unlock()
 		var (
-			res remoteop.QueryResult
+			res opdomain.QueryResult
 			err error
 		)
 		if len(to) > 0 {
@@ -446,10 +446,10 @@ func (h *WatchHub) evaluate(q *liveQuery) {
 		for _, w := range to {
 			var msg []byte
 			if err == nil {
-				msg, err = remoteop.EncodeSnapshot(w.id, res)
+				msg, err = opdomain.EncodeSnapshot(w.id, res)
 			}
 			if err != nil {
-				msg = remoteop.EncodeWatchError(w.id, err)
+				msg = opdomain.EncodeWatchError(w.id, err)
 			}
 			w.ss.write(w, msg)
 		}

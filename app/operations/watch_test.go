@@ -9,7 +9,7 @@ import (
 
 	"github.com/syncd-dev/syncd/app/operations"
 	"github.com/syncd-dev/syncd/domain/commit"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/ssptest"
@@ -67,7 +67,7 @@ func (p *pipeConn) next(t *testing.T) watchEvent {
 	t.Helper()
 	select {
 	case b := <-p.out:
-		v, err := remoteop.Decode(b)
+		v, err := opdomain.Decode(b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,8 +101,8 @@ func (p *pipeConn) quiet(t *testing.T) {
 	}
 }
 
-func watchMsg(watchID, clientID, op string, params remoteop.Value) []byte {
-	rev, _ := remoteop.SafeNumber(1)
+func watchMsg(watchID, clientID, op string, params opdomain.Value) []byte {
+	rev, _ := opdomain.SafeNumber(1)
 	b, err := object(field("revision", rev), field("kind", sv("watch")), field("watchId", sv(watchID)),
 		field("clientId", sv(clientID)), field("operationId", sv(op)), field("params", params)).Encode()
 	if err != nil {
@@ -112,7 +112,7 @@ func watchMsg(watchID, clientID, op string, params remoteop.Value) []byte {
 }
 
 func unwatchMsg(watchID string) []byte {
-	rev, _ := remoteop.SafeNumber(1)
+	rev, _ := opdomain.SafeNumber(1)
 	b, _ := object(field("revision", rev), field("kind", sv("unwatch")), field("watchId", sv(watchID))).Encode()
 	return b
 }

@@ -40,7 +40,7 @@ var BlobsModule = fx.Module("syncd.blobs",
 		newBlobChecker,
 		fx.Annotate(newBlobRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
 	),
-	fx.Invoke(scheduleBlobSweep),
+	fx.Invoke(scheduleBlobGC),
 )
 
 // BlobStoreParams are the inputs of the blob store.
@@ -202,8 +202,8 @@ func BlobRoutes(t *httpapi.Transport, auth ports.Authenticator, svc ports.BlobSe
 	}
 }
 
-// BlobSweeperParams are the inputs of the orphan sweep job.
-type BlobSweeperParams struct {
+// BlobGCParams are the inputs of the blob GC job (the orphan sweep).
+type BlobGCParams struct {
 	fx.In
 	Lifecycle fx.Lifecycle
 	Config    config.Config
@@ -212,14 +212,14 @@ type BlobSweeperParams struct {
 	Service   *blobs.Service `optional:"true"`
 }
 
-// scheduleBlobSweep sweeps orphan blobs every --blob-sweep-interval; off
+// scheduleBlobGC runs the blob GC every --blob-sweep-interval; off
 // without the blob use case or with --blob-sweep-interval 0.
-func scheduleBlobSweep(p BlobSweeperParams) {
+func scheduleBlobGC(p BlobGCParams) {
 	if p.Service == nil || p.Config.Blobs.SweepInterval <= 0 {
 		return
 	}
 	schedule(p.Lifecycle, p.Scheduler, periodic.Job{Name: "blob sweep", Interval: p.Config.Blobs.SweepInterval,
-		Pass: p.Service.Sweeper.Pass, Log: p.Log.Named("blobs")})
+		Pass: p.Service.GC.Pass, Log: p.Log.Named("blobs")})
 }
 
 // blobMetrics feeds the blob use case's counters.
@@ -285,12 +285,12 @@ func (b *blobMetrics) Granted(answer string) { b.grants.WithLabelValues(answer).
 
 func (b *blobMetrics) Downloaded(delivery string) { b.downloads.WithLabelValues(delivery).Inc() }
 
-func (b *blobMetrics) Swept(r blobs.SweepResult) {
+func (b *blobMetrics) Collected(r blobs.GCResult) {
 	b.claimed.Add(float64(r.Claimed))
 	b.deleted.Add(float64(r.Deleted))
 }
 
-func (b *blobMetrics) SweepPassed(failed bool) {
+func (b *blobMetrics) GCPassed(failed bool) {
 	result := "ok"
 	if failed {
 		result = "error"

@@ -7,68 +7,68 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/app/backfill"
+	"github.com/syncd-dev/syncd/app/checkpoint"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/events"
 	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/push"
-	"github.com/syncd-dev/syncd/domain/checkpoint"
+	cpdomain "github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// CheckpointModule provides *backfill.Runner, the Go API a host that
+// CheckpointModule provides *checkpoint.Runner, the Go API a host that
 // embeds the server uses to declare, run and activate backfill
 // checkpoints from its own code (its batches are server commits of the
 // graph's sync use case). It is built only when something asks for it.
 var CheckpointModule = fx.Module("syncd.checkpoint",
-	fx.Provide(NewBackfillRunner),
+	fx.Provide(NewCheckpointRunner),
 )
 
-// BackfillProgress is a host's hook: when provided, it hears every step
-// of the graph runner's backfills (the host's hook; logs and metrics are the
-// runner's own).
-type BackfillProgress func(backfill.Progress)
+// CheckpointProgress is a host's hook (app.WithCheckpointProgress): when
+// provided, it hears every step of the graph runner's backfills; logs and
+// metrics are the runner's own.
+type CheckpointProgress func(checkpoint.Progress)
 
-// BackfillParams are the inputs of NewBackfillRunner.
-type BackfillParams struct {
+// CheckpointRunnerParams are the inputs of NewCheckpointRunner.
+type CheckpointRunnerParams struct {
 	fx.In
 	Schema   *schema.Schema
 	Storage  ports.Storage  `optional:"true"`
 	Sync     *push.Pipeline `optional:"true"`
 	Clock    ports.Clock
 	Log      *zap.Logger
-	Metrics  *platform.Metrics `optional:"true"`
-	Progress BackfillProgress  `optional:"true"`
-	Events   ports.EventSink   `optional:"true"`
+	Metrics  *platform.Metrics  `optional:"true"`
+	Progress CheckpointProgress `optional:"true"`
+	Events   ports.EventSink    `optional:"true"`
 }
 
-// NewBackfillRunner builds the runner over the graph's storage and sync
+// NewCheckpointRunner builds the runner over the graph's storage and sync
 // use case. Storage without a table scanner (a host's own port) is
 // refused: the runner hands Backfillers one.
-func NewBackfillRunner(p BackfillParams) (*backfill.Runner, error) {
+func NewCheckpointRunner(p CheckpointRunnerParams) (*checkpoint.Runner, error) {
 	if p.Storage == nil || p.Sync == nil {
 		return nil, errors.New("backfill: the graph has no storage or sync use case")
 	}
-	st, ok := p.Storage.(backfill.Store)
+	st, ok := p.Storage.(checkpoint.Store)
 	if !ok {
 		return nil, errors.New("backfill: the storage implements no ports.TableScanner")
 	}
-	var m *backfill.Metrics
+	var m *checkpoint.Metrics
 	if p.Metrics != nil && p.Metrics.Registry != nil {
 		var err error
-		if m, err = backfill.NewMetrics(p.Metrics.Registry); err != nil {
+		if m, err = checkpoint.NewMetrics(p.Metrics.Registry); err != nil {
 			return nil, err
 		}
 	}
-	return backfill.New(backfill.Options{Store: st, Commits: p.Sync, Schema: p.Schema, Clock: p.Clock,
+	return checkpoint.New(checkpoint.Options{Store: st, Commits: p.Sync, Schema: p.Schema, Clock: p.Clock,
 		Log: p.Log.Named("backfill"), Metrics: m, OnProgress: progressHooks(p.Progress, p.Events, p.Clock)})
 }
 
 // progressHooks is the runner's progress callback: the host's hook and,
 // when something listens, checkpoint.progress events timed from each
 // run's claim; nil when neither is there.
-func progressHooks(host BackfillProgress, sink ports.EventSink, clock ports.Clock) func(backfill.Progress) {
+func progressHooks(host CheckpointProgress, sink ports.EventSink, clock ports.Clock) func(checkpoint.Progress) {
 	if sink == nil {
 		if host == nil {
 			return nil
@@ -76,19 +76,19 @@ func progressHooks(host BackfillProgress, sink ports.EventSink, clock ports.Cloc
 		return host
 	}
 	var mu sync.Mutex
-	runs := map[[2]string]func(checkpoint.Checkpoint, int64){}
-	return func(pr backfill.Progress) {
+	runs := map[[2]string]func(cpdomain.Checkpoint, int64){}
+	return func(pr checkpoint.Progress) {
 		if host != nil {
 			host(pr)
 		}
 		key := [2]string{pr.Partition, pr.Name}
 		mu.Lock()
 		report, ok := runs[key]
-		if !ok || pr.Phase == backfill.PhaseClaimed {
+		if !ok || pr.Phase == checkpoint.PhaseClaimed {
 			report = events.CheckpointReporter(sink, clock.Now)
 			runs[key] = report
 		}
-		if pr.Phase == backfill.PhaseActivated || pr.Phase == backfill.PhaseSuperseded {
+		if pr.Phase == checkpoint.PhaseActivated || pr.Phase == checkpoint.PhaseSuperseded {
 			delete(runs, key) // the run ended
 		}
 		mu.Unlock()
@@ -98,7 +98,7 @@ func progressHooks(host BackfillProgress, sink ports.EventSink, clock ports.Cloc
 
 // CheckpointDeclarations provides the declarations of --checkpoints at
 // the running schema version (the stock binary's; a host that embeds the
-// server provides its own []checkpoint.Declaration instead).
+// server provides its own []cpdomain.Declaration instead).
 func CheckpointDeclarations(cfg config.Config) fx.Option {
 	refs, err := cfg.CheckpointList()
 	if err != nil {
@@ -107,10 +107,10 @@ func CheckpointDeclarations(cfg config.Config) fx.Option {
 	if len(refs) == 0 {
 		return fx.Options()
 	}
-	return fx.Provide(func(s *schema.Schema) []checkpoint.Declaration {
-		out := make([]checkpoint.Declaration, len(refs))
+	return fx.Provide(func(s *schema.Schema) []cpdomain.Declaration {
+		out := make([]cpdomain.Declaration, len(refs))
 		for i, r := range refs {
-			out[i] = checkpoint.Declaration{Partition: r.Partition, Name: r.Name, SchemaVersion: s.Version}
+			out[i] = cpdomain.Declaration{Partition: r.Partition, Name: r.Name, SchemaVersion: s.Version}
 		}
 		return out
 	})
@@ -120,8 +120,8 @@ func CheckpointDeclarations(cfg config.Config) fx.Option {
 type checkpointWatchParams struct {
 	fx.In
 	Readiness    *platform.Readiness
-	Storage      ports.Storage            `optional:"true"`
-	Declarations []checkpoint.Declaration `optional:"true"`
+	Storage      ports.Storage          `optional:"true"`
+	Declarations []cpdomain.Declaration `optional:"true"`
 }
 
 // registerCheckpointWatch makes /readyz list pending checkpoints and

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncd-dev/syncd/app/backfill"
-	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/app/checkpoint"
+	cpdomain "github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/test/testclock"
 )
@@ -21,19 +21,19 @@ func (r *recordingSink) Emit(e event.Event) { r.got = append(r.got, e) }
 func TestBackfillProgressIsAnEvent(t *testing.T) {
 	clk := testclock.New(time.UnixMilli(1_700_000_000_000))
 	sink := &recordingSink{}
-	var host []backfill.Phase
-	hook := progressHooks(func(p backfill.Progress) { host = append(host, p.Phase) }, sink, clk)
-	cp := checkpoint.Checkpoint{Partition: "p1", Name: "fill", SchemaVersion: 2, State: checkpoint.StateBackfilling}
-	step := func(ph backfill.Phase, watermark int64, after time.Duration) {
+	var host []checkpoint.Phase
+	hook := progressHooks(func(p checkpoint.Progress) { host = append(host, p.Phase) }, sink, clk)
+	cp := cpdomain.Checkpoint{Partition: "p1", Name: "fill", SchemaVersion: 2, State: cpdomain.StateBackfilling}
+	step := func(ph checkpoint.Phase, watermark int64, after time.Duration) {
 		clk.Advance(after)
 		c := cp
 		c.Watermark = watermark
-		hook(backfill.Progress{Partition: "p1", Name: "fill", Phase: ph, Checkpoint: c, TargetSeq: 40})
+		hook(checkpoint.Progress{Partition: "p1", Name: "fill", Phase: ph, Checkpoint: c, TargetSeq: 40})
 	}
-	step(backfill.PhaseClaimed, 0, time.Second) // the run's clock starts here
-	step(backfill.PhaseScan, 10, 2*time.Second)
-	step(backfill.PhaseActivated, 40, 3*time.Second)
-	step(backfill.PhaseClaimed, 40, time.Minute) // a new run: timed afresh
+	step(checkpoint.PhaseClaimed, 0, time.Second) // the run's clock starts here
+	step(checkpoint.PhaseScan, 10, 2*time.Second)
+	step(checkpoint.PhaseActivated, 40, 3*time.Second)
+	step(checkpoint.PhaseClaimed, 40, time.Minute) // a new run: timed afresh
 	want := []struct {
 		watermark int64
 		elapsed   time.Duration

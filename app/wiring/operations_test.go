@@ -8,7 +8,7 @@ import (
 
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/operations"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -25,7 +25,7 @@ func TestOperationsRegistryFromTheFileAndTheHost(t *testing.T) {
 		return p
 	}
 	good := write("good.json", `{"queries": [{"id": "tasks.all", "table": "tasks", "maxRows": 5}]}`)
-	host := operations.Query{Spec: remoteop.QuerySpec{ID: "tasks.host", Table: "tasks", MaxRows: 1}}
+	host := operations.Query{Spec: opdomain.QuerySpec{ID: "tasks.host", Table: "tasks", MaxRows: 1}}
 	tests := []struct {
 		name    string
 		file    string
@@ -38,7 +38,7 @@ func TestOperationsRegistryFromTheFileAndTheHost(t *testing.T) {
 		{"a missing file", filepath.Join(dir, "nope.json"), nil, 0, "operations file"},
 		{"a query on an unknown table", write("bad.json", `{"queries": [{"id": "q", "table": "nope", "maxRows": 5}]}`), nil, 0, "unknown table"},
 		{"an unknown field", write("typo.json", `{"queries": [{"id": "q", "table": "tasks", "maxRows": 5, "limit": 5}]}`), nil, 0, "unknown field"},
-		{"an id in the file and the host", good, []operations.Query{{Spec: remoteop.QuerySpec{ID: "tasks.all", Table: "tasks", MaxRows: 1}}}, 0, "registered twice"},
+		{"an id in the file and the host", good, []operations.Query{{Spec: opdomain.QuerySpec{ID: "tasks.all", Table: "tasks", MaxRows: 1}}}, 0, "registered twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -72,11 +72,11 @@ func runBlobs(args, environ []string, stdout, stderr io.Writer) int {
 	if store == nil {
 		return fail(errors.New("--blob-store none: there are no blobs to sweep"))
 	}
-	sw, err := blobs.NewSweeper(blobs.SweepOptions{Blobs: store, Storage: st, OrphanGrace: cfg.Blobs.OrphanGrace, Now: clk.Now})
+	gc, err := blobs.NewGC(blobs.GCOptions{Blobs: store, Storage: st, OrphanGrace: cfg.Blobs.OrphanGrace, Now: clk.Now})
 	if err != nil {
 		return fail(err)
 	}
-	results, err := sw.SweepAll(ctx)
+	results, err := gc.CollectAll(ctx)
 	deleted := 0
 	for _, r := range results {
 		deleted += r.Deleted

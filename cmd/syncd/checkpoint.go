@@ -15,12 +15,12 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/syncd-dev/syncd/app/backfill"
+	"github.com/syncd-dev/syncd/app/checkpoint"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/app/wiring"
-	"github.com/syncd-dev/syncd/domain/checkpoint"
+	cpdomain "github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -51,7 +51,7 @@ file and environment (--database and --schema matter here) and these:
             second run elsewhere takes over (the first stops); it catches
             up and activates. Without --table and --set it refuses
             (sync.backfill.unregistered): other backfills need host code
-            (app/backfill).
+            (app/checkpoint).
   activate  activate a checkpoint whose backfill completed its full pass
 
 Processes that serve while a checkpoint backfills must declare it
@@ -194,7 +194,7 @@ func runCheckpoint(args, environ []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 	}
-	bs, ok := st.(backfill.Store)
+	bs, ok := st.(checkpoint.Store)
 	if !ok {
 		return fail(errors.New("the storage engine has no table scanner"))
 	}
@@ -204,7 +204,7 @@ func runCheckpoint(args, environ []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	pr := newProgressPrinter(stdout)
-	r, err := backfill.New(backfill.Options{Store: bs, Commits: svc, Schema: sch, Clock: clk, Log: zap.NewNop(),
+	r, err := checkpoint.New(checkpoint.Options{Store: bs, Commits: svc, Schema: sch, Clock: clk, Log: zap.NewNop(),
 		BatchRows: flags.batchRows, OnProgress: pr.print})
 	if err != nil {
 		return fail(err)
@@ -226,11 +226,11 @@ func runCheckpoint(args, environ []string, stdout, stderr io.Writer) int {
 		}
 		_, _ = fmt.Fprintf(stdout, "checkpoint %s/%s: %s\n", flags.partition, flags.name, act)
 		switch act {
-		case checkpoint.Activated:
+		case cpdomain.Activated:
 			return 0
-		case checkpoint.Stale:
+		case cpdomain.Stale:
 			_, _ = fmt.Fprintln(stderr, prefix+": sources changed since the watermark: run the backfill again to catch up")
-		case checkpoint.Unverifiable:
+		case cpdomain.Unverifiable:
 			_, _ = fmt.Fprintln(stderr, prefix+": the log was pruned past the watermark: run the backfill again (its pass restarts)")
 		}
 		return 1
@@ -241,7 +241,7 @@ func runCheckpoint(args, environ []string, stdout, stderr io.Writer) int {
 		if len(flags.tables) != 1 {
 			return fail(syncerr.Newf(syncerr.BackfillInvalidSpec, "run fills exactly one --table"))
 		}
-		fill, err := backfill.NewFill(sch, flags.tables[0], flags.set)
+		fill, err := checkpoint.NewFill(sch, flags.tables[0], flags.set)
 		if err != nil {
 			return fail(err)
 		}
@@ -249,7 +249,7 @@ func runCheckpoint(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	if bf == nil {
 		return fail(syncerr.Newf(syncerr.BackfillUnregistered,
-			"no backfill for checkpoint %s/%s: the stock binary has the built-in fill (--table T --set COLUMN=JSON); other backfills run from host code (app/backfill)",
+			"no backfill for checkpoint %s/%s: the stock binary has the built-in fill (--table T --set COLUMN=JSON); other backfills run from host code (app/checkpoint)",
 			flags.partition, flags.name))
 	}
 	result, err := r.Run(ctx, flags.partition, flags.name, bf)
@@ -259,7 +259,7 @@ func runCheckpoint(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	_, _ = fmt.Fprintf(stdout, "checkpoint %s/%s: %s (batches %d, rows written %d, activations %d)\n",
 		flags.partition, flags.name, result.Outcome, result.Batches, result.RowsWritten, result.Activations)
-	if result.Outcome == backfill.OutcomeSuperseded {
+	if result.Outcome == checkpoint.OutcomeSuperseded {
 		_, _ = fmt.Fprintln(stderr, prefix+": another runner claimed the checkpoint; it carries on from the stored cursor")
 		return 3
 	}
@@ -270,19 +270,19 @@ func runCheckpoint(args, environ []string, stdout, stderr io.Writer) int {
 // checkpoint already pending at its version: this process serves no
 // client, so it may run beside any of them.
 func ensureFor(ctx context.Context, st ports.Storage, sch *schema.Schema, f checkpointFlags) error {
-	var decls []checkpoint.Declaration
+	var decls []cpdomain.Declaration
 	if f.partition != "" && f.name != "" {
-		decls = append(decls, checkpoint.Declaration{Partition: f.partition, Name: f.name, SchemaVersion: sch.Version})
+		decls = append(decls, cpdomain.Declaration{Partition: f.partition, Name: f.name, SchemaVersion: sch.Version})
 	}
 	if g, err := st.ReadServeGate(ctx, "", sch.Version); err == nil {
 		for _, p := range g.Pending {
-			decls = append(decls, checkpoint.Declaration{Partition: p.Partition, Name: p.Name, SchemaVersion: sch.Version})
+			decls = append(decls, cpdomain.Declaration{Partition: p.Partition, Name: p.Name, SchemaVersion: sch.Version})
 		}
 	}
 	return st.EnsureSchema(ctx, sch, decls)
 }
 
-func listCheckpoints(ctx context.Context, st ports.Storage, r *backfill.Runner, partition string, stdout io.Writer, fail func(error) int) int {
+func listCheckpoints(ctx context.Context, st ports.Storage, r *checkpoint.Runner, partition string, stdout io.Writer, fail func(error) int) int {
 	parts := []string{partition}
 	if partition == "" {
 		// The registered partitions, and those with a pending checkpoint
@@ -304,7 +304,7 @@ func listCheckpoints(ctx context.Context, st ports.Storage, r *backfill.Runner, 
 			}
 		}
 	}
-	var all []checkpoint.Checkpoint
+	var all []cpdomain.Checkpoint
 	for _, p := range parts {
 		cps, err := r.List(ctx, p)
 		if err != nil {
@@ -321,7 +321,7 @@ func listCheckpoints(ctx context.Context, st ports.Storage, r *backfill.Runner, 
 	for _, cp := range all {
 		pass := "pending"
 		switch {
-		case backfill.PassComplete(cp):
+		case checkpoint.PassComplete(cp):
 			pass = "complete"
 		case strings.HasPrefix(cp.Cursor, "scan:"):
 			pass = "running"
@@ -355,7 +355,7 @@ func newProgressPrinter(w io.Writer) *progressPrinter {
 // barWidth is the terminal bar's width in cells.
 const barWidth = 24
 
-func (p *progressPrinter) print(pr backfill.Progress) {
+func (p *progressPrinter) print(pr checkpoint.Progress) {
 	line := fmt.Sprintf("%s/%s %s: epoch %d, watermark %d, observed %d rows, %d batches, %d rows written",
 		pr.Partition, pr.Name, pr.Phase, pr.OwnerEpoch, pr.Watermark, pr.ObservedRows, pr.Batches, pr.RowsWritten)
 	if pr.Activation != "" {
@@ -372,7 +372,7 @@ func (p *progressPrinter) print(pr backfill.Progress) {
 	for i := range bar {
 		bar[i] = '.'
 	}
-	if pr.Phase == backfill.PhaseActivated {
+	if pr.Phase == checkpoint.PhaseActivated {
 		for i := range bar {
 			bar[i] = '#'
 		}

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/syncd-dev/syncd/app/backfill"
+	"github.com/syncd-dev/syncd/app/checkpoint"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/app/wiring"
-	"github.com/syncd-dev/syncd/domain/checkpoint"
+	cpdomain "github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -75,7 +75,7 @@ func nullEstimates(t *testing.T, database string) int {
 	defer func() { _ = st.Close() }()
 	sch := ssptest.Schema(t)
 	// Declaring it: the checkpoint may be pending, which refuses others.
-	if err := st.EnsureSchema(ctx, sch, []checkpoint.Declaration{{Partition: "p", Name: "estimates", SchemaVersion: sch.Version}}); err != nil {
+	if err := st.EnsureSchema(ctx, sch, []cpdomain.Declaration{{Partition: "p", Name: "estimates", SchemaVersion: sch.Version}}); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := st.(ports.TableScanner).ScanTable(ctx, "p", ports.TableScan{Table: "tasks", Limit: 1000})
@@ -157,9 +157,9 @@ func TestCheckpointUsage(t *testing.T) {
 // TestProgressPrinter: plain lines off a terminal; on one, a redrawn line
 // with a bar that fills when the checkpoint activates.
 func TestProgressPrinter(t *testing.T) {
-	steps := []backfill.Progress{
-		{Partition: "p", Name: "n", Phase: backfill.PhaseScan, Watermark: 3, ObservedRows: 10, Batches: 1, RowsWritten: 4},
-		{Partition: "p", Name: "n", Phase: backfill.PhaseActivated, Watermark: 9, ObservedRows: 12, Batches: 2, RowsWritten: 6},
+	steps := []checkpoint.Progress{
+		{Partition: "p", Name: "n", Phase: checkpoint.PhaseScan, Watermark: 3, ObservedRows: 10, Batches: 1, RowsWritten: 4},
+		{Partition: "p", Name: "n", Phase: checkpoint.PhaseActivated, Watermark: 9, ObservedRows: 12, Batches: 2, RowsWritten: 6},
 	}
 	var plain bytes.Buffer
 	p := newProgressPrinter(&plain)

@@ -6,14 +6,14 @@ import (
 	"strconv"
 
 	"github.com/syncd-dev/syncd/client"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 )
 
 // querier is a virtual client that calls registered queries: the HTTP
 // client, or the socket one (its queries still go over POST /operations).
 type querier interface {
-	Query(ctx context.Context, operationID string, params remoteop.Value) (*client.QueryResult, error)
+	Query(ctx context.Context, operationID string, params operations.Value) (*client.QueryResult, error)
 }
 
 // seedChunk bounds the upserts of one seeding commit, well under the
@@ -103,11 +103,11 @@ func (e *env) queryRound(ctx context.Context, v *vu) error {
 	if !ok {
 		return errors.New("operations needs a client that calls queries")
 	}
-	value, err := remoteop.String(e.project(v.idx))
+	value, err := operations.String(e.project(v.idx))
 	if err != nil {
 		return err
 	}
-	params, err := remoteop.Object(remoteop.Field{Key: e.o.operationParam, Value: value})
+	params, err := operations.Object(operations.Field{Key: e.o.operationParam, Value: value})
 	if err != nil {
 		return err
 	}

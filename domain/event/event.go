@@ -310,8 +310,9 @@ func (e SegmentDownloaded) EncodeFields(enc FieldEncoder) {
 	enc.AddDuration("duration", e.Duration)
 }
 
-// BlobSwept is one partition's orphan-blob sweep that found something or
-// failed (SPEC §5.9.2): blobs claimed as unreferenced, and deleted.
+// BlobSwept is one partition's collection by the blob GC (the orphan
+// sweep) that found something or failed (SPEC §5.9.2): blobs claimed as
+// unreferenced, and deleted.
 type BlobSwept struct {
 	Partition string
 	Claimed   int64

@@ -50,7 +50,7 @@ const (
 	StorageCheckpointIncomplete   Code = "sync.storage.checkpoint_incomplete"
 	StorageCheckpointNotDeclared  Code = "sync.storage.checkpoint_not_declared"
 	StorageCheckpointFenceMissing Code = "sync.storage.checkpoint_fence_missing"
-	// Backfill runs (app/backfill, syncd checkpoint).
+	// Backfill runs (app/checkpoint, syncd checkpoint).
 	BackfillUnregistered         Code = "sync.backfill.unregistered"
 	BackfillInvalidSpec          Code = "sync.backfill.invalid_spec"
 	BackfillIncomplete           Code = "sync.backfill.incomplete"

@@ -39,8 +39,8 @@ type BlobHarness struct {
 //     while streaming), a body cut by its reader or by cancellation;
 //   - ranges: start, middle, end, whole, zero length, the empty blob;
 //   - partitions: the same id in two partitions is two blobs;
-//   - the sweep's reads: ListCreatedBefore's time bound and paging;
-//     Delete, also of an absent blob;
+//   - the reads of the blob GC (the orphan sweep): ListCreatedBefore's
+//     time bound and paging; Delete, also of an absent blob;
 //   - concurrent Puts of one blob; a large blob streamed from a
 //     generator; persistence across a reopen.
 func RunBlobs(t *testing.T, h BlobHarness) {
@@ -139,7 +139,7 @@ func blobListed(t testing.TB, s ports.BlobStore, partition string, before int64,
 }
 
 // blobAbsent asserts that nothing of id is visible in partition: Stat,
-// Open and the sweep's listing all agree.
+// Open and the blob GC's listing all agree.
 func blobAbsent(t testing.TB, s ports.BlobStore, partition, id string) {
 	t.Helper()
 	if info, ok := blobStat(t, s, partition, id); ok {

@@ -16,7 +16,7 @@
 //     with SharedWriter), rollback and DiscardWrites leave nothing,
 //     read-your-writes with isolation, commit fields, first-writer-wins
 //     results (also racing), typed constraint errors, tombstones, blob
-//     refs, the orphan sweep's blob claims (also racing pushes),
+//     refs, the blob GC's claims (the orphan sweep; also racing pushes),
 //     reactions, lookups, column versions, cancellation.
 //   - Log, Rows: scope-filtered windows (multi-variable, limits that keep
 //     commits whole), keyset scans in byte order, argument refusals.

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/syncd-dev/syncd/domain/commit"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -52,8 +52,8 @@ func (e *env) query(partition string, q ports.AuthoritativeQuery) []string {
 	return ids
 }
 
-func cond(col string, op remoteop.Op, v any) remoteop.Condition {
-	return remoteop.Condition{Column: col, Op: op, Value: v}
+func cond(col string, op operations.Op, v any) operations.Condition {
+	return operations.Condition{Column: col, Op: op, Value: v}
 }
 
 // testQueryFiltersOrderLimit: conditions all apply, the declared order
@@ -66,25 +66,25 @@ func testQueryFiltersOrderLimit(t *testing.T, h Harness) {
 		{id: "c", project: "p1", owner: "o2", title: "k", done: false},
 		{id: "d", project: "p1", owner: "o2", title: "x", done: false},
 	}, nil)
-	byTitleDesc := []remoteop.Order{{Column: "title", Desc: true}}
+	byTitleDesc := []operations.Order{{Column: "title", Desc: true}}
 	tests := []struct {
 		name string
 		q    ports.AuthoritativeQuery
 		want []string
 	}{
 		{"no condition: every row by id", ports.AuthoritativeQuery{Table: "tasks", Limit: 10}, []string{"a", "b", "c", "d"}},
-		{"equality", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []remoteop.Condition{cond("done", remoteop.OpEq, false)}}, []string{"a", "c", "d"}},
-		{"inequality", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []remoteop.Condition{cond("owner_id", remoteop.OpNe, "o1")}}, []string{"c", "d"}},
-		{"conditions combine", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []remoteop.Condition{
-			cond("done", remoteop.OpEq, false), cond("title", remoteop.OpGt, "l")}}, []string{"a", "d"}},
+		{"equality", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []operations.Condition{cond("done", operations.OpEq, false)}}, []string{"a", "c", "d"}},
+		{"inequality", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []operations.Condition{cond("owner_id", operations.OpNe, "o1")}}, []string{"c", "d"}},
+		{"conditions combine", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []operations.Condition{
+			cond("done", operations.OpEq, false), cond("title", operations.OpGt, "l")}}, []string{"a", "d"}},
 		{"ordered descending", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, OrderBy: byTitleDesc}, []string{"b", "d", "a", "c"}},
 		{"ordered by several columns, the id last", ports.AuthoritativeQuery{Table: "tasks", Limit: 10,
-			OrderBy: []remoteop.Order{{Column: "owner_id", Desc: true}, {Column: "done"}}}, []string{"c", "d", "a", "b"}},
+			OrderBy: []operations.Order{{Column: "owner_id", Desc: true}, {Column: "done"}}}, []string{"c", "d", "a", "b"}},
 		{"limit after the order", ports.AuthoritativeQuery{Table: "tasks", Limit: 2, OrderBy: byTitleDesc}, []string{"b", "d"}},
-		{"range bounds inclusive", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []remoteop.Condition{
-			cond("title", remoteop.OpGte, "k"), cond("title", remoteop.OpLte, "m")}}, []string{"a", "c"}},
-		{"range bounds exclusive", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []remoteop.Condition{
-			cond("title", remoteop.OpGt, "k"), cond("title", remoteop.OpLt, "m")}}, []string{}},
+		{"range bounds inclusive", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []operations.Condition{
+			cond("title", operations.OpGte, "k"), cond("title", operations.OpLte, "m")}}, []string{"a", "c"}},
+		{"range bounds exclusive", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []operations.Condition{
+			cond("title", operations.OpGt, "k"), cond("title", operations.OpLt, "m")}}, []string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,10 +105,10 @@ func testQueryByteOrder(t *testing.T, h Harness) {
 		{id: "3", project: "p1", owner: "o", title: "ä"},
 		{id: "4", project: "p1", owner: "o", title: "a"},
 	}, nil)
-	if got, want := e.query("p1", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, OrderBy: []remoteop.Order{{Column: "title"}}}), []string{"2", "4", "1", "3"}; !reflect.DeepEqual(got, want) {
+	if got, want := e.query("p1", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, OrderBy: []operations.Order{{Column: "title"}}}), []string{"2", "4", "1", "3"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("order: got %v, want %v", got, want)
 	}
-	if got, want := e.query("p1", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []remoteop.Condition{cond("title", remoteop.OpGt, "a")}}), []string{"1", "3"}; !reflect.DeepEqual(got, want) {
+	if got, want := e.query("p1", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []operations.Condition{cond("title", operations.OpGt, "a")}}), []string{"1", "3"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("title > a: got %v, want %v", got, want)
 	}
 }
@@ -236,8 +236,8 @@ func testQueryRefusals(t *testing.T, h Harness) {
 		{"table not materialized", ports.AuthoritativeQuery{Table: "notes", Limit: 1}, syncerr.StorageTxQueryUnsupported},
 		{"unknown table", ports.AuthoritativeQuery{Table: "nope", Limit: 1}, syncerr.UnknownTable},
 		{"limit 0", ports.AuthoritativeQuery{Table: "tasks"}, syncerr.StorageInvalidLimit},
-		{"condition on an unknown column", ports.AuthoritativeQuery{Table: "tasks", Limit: 1, Where: []remoteop.Condition{cond("nope", remoteop.OpEq, "x")}}, syncerr.StorageIndexNotFound},
-		{"order by an unknown column", ports.AuthoritativeQuery{Table: "tasks", Limit: 1, OrderBy: []remoteop.Order{{Column: "nope"}}}, syncerr.StorageIndexNotFound},
+		{"condition on an unknown column", ports.AuthoritativeQuery{Table: "tasks", Limit: 1, Where: []operations.Condition{cond("nope", operations.OpEq, "x")}}, syncerr.StorageIndexNotFound},
+		{"order by an unknown column", ports.AuthoritativeQuery{Table: "tasks", Limit: 1, OrderBy: []operations.Order{{Column: "nope"}}}, syncerr.StorageIndexNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -278,8 +278,8 @@ func testQueryInTx(t *testing.T, h Harness) {
 			want []string
 		}{
 			{"staged upserts and deletes", ports.AuthoritativeQuery{Table: "tasks", Limit: 10}, []string{"a", "c", "d"}},
-			{"ordered, limited", ports.AuthoritativeQuery{Table: "tasks", Limit: 2, OrderBy: []remoteop.Order{{Column: "title"}}}, []string{"c", "a"}},
-			{"conditions", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []remoteop.Condition{cond("title", remoteop.OpLt, "n")}}, []string{"a", "c"}},
+			{"ordered, limited", ports.AuthoritativeQuery{Table: "tasks", Limit: 2, OrderBy: []operations.Order{{Column: "title"}}}, []string{"c", "a"}},
+			{"conditions", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: []operations.Condition{cond("title", operations.OpLt, "n")}}, []string{"a", "c"}},
 			{"scope filter", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, ScopeFilter: map[string][]string{"project": {"y"}}}, []string{"d"}},
 		}
 		for _, tt := range tests {

@@ -733,9 +733,10 @@ func testBlobRefs(t *testing.T, h Harness) {
 	}
 }
 
-// testBlobClaims: the orphan sweep claims only blobs no row references,
-// staged writes of its own transaction included; claims commit and roll
-// back with the transaction, stay per partition, and end on release.
+// testBlobClaims: the blob GC (the orphan sweep) claims only blobs no row
+// references, staged writes of its own transaction included; claims commit
+// and roll back with the transaction, stay per partition, and end on
+// release.
 func testBlobClaims(t *testing.T, h Harness) {
 	e := open(t, h)
 	a := task{id: "a", project: "p1", owner: "o1"}
@@ -822,8 +823,8 @@ func testBlobClaims(t *testing.T, h Harness) {
 	}
 }
 
-// testBlobClaimsRace: a sweep's claim and a push referencing the same blob
-// (when it sees no claim) race; under the partition lock exactly one wins,
+// testBlobClaimsRace: the blob GC's claim and a push referencing the same
+// blob (when it sees no claim) race; under the partition lock exactly one wins,
 // never both, so a claimed blob is never referenced.
 func testBlobClaimsRace(t *testing.T, h Harness) {
 	e := open(t, h)

@@ -179,7 +179,7 @@ func wantHTTPCode(t *testing.T, err error, status int, code string) {
 // TestBlobsEndToEnd: a schema with a blob_ref column through the Go
 // client: upload, reference in a push, download by another actor who sees
 // the row, refusal for one who does not; the push-time existence check;
-// and the orphan sweep after the grace period.
+// and the blob GC (the orphan sweep) after the grace period.
 func TestBlobsEndToEnd(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
 		clk := &steppedClock{}
@@ -257,7 +257,7 @@ func TestBlobsEndToEnd(t *testing.T) {
 		_, err = author.UploadBlob(ctx, make([]byte, 1<<20+1), "")
 		wantHTTPCode(t, err, 413, "blob.too_large")
 
-		// The sweep: an orphan past the grace period goes, referenced
+		// The blob GC: an orphan past the grace period goes, referenced
 		// blobs stay; the orphan is then absent to a push, until uploaded
 		// again.
 		orphan := []byte("uploaded, never referenced")
@@ -271,7 +271,7 @@ func TestBlobsEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.step(time.Minute + time.Millisecond)
-		res, err := s.svc.SweepAll(ctx)
+		res, err := s.svc.CollectAll(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -370,8 +370,9 @@ func TestEventsOfReactionTransitions(t *testing.T) {
 	})
 }
 
-// The orphan sweep of a partition that deleted something is an event.
-func TestEventsOfTheBlobSweep(t *testing.T) {
+// The blob GC (the orphan sweep) of a partition that deleted something
+// is an event.
+func TestEventsOfTheBlobGC(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
 		h := &hookLog{}
 		clk := &steppedClock{}
@@ -385,7 +386,7 @@ func TestEventsOfTheBlobSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.step(config.DefaultBlobs().OrphanGrace + time.Minute)
-		if _, err := s.svc.SweepAll(ctx); err != nil {
+		if _, err := s.svc.CollectAll(ctx); err != nil {
 			t.Fatal(err)
 		}
 		sw := waitEvent(t, h, func(e event.BlobSwept) bool { return e.Partition == "att" })

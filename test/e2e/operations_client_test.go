@@ -17,7 +17,7 @@ import (
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/operations"
 	"github.com/syncd-dev/syncd/client"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -35,10 +35,10 @@ func TestClientCallsOperations(t *testing.T) {
 		}
 		retitle := app.ProvideRemoteCommand(func() operations.Command {
 			return operations.Command{ID: "tasks.retitle",
-				Authorize: func(_ context.Context, who operations.AuthContext, _ remoteop.Value) (bool, error) {
+				Authorize: func(_ context.Context, who operations.AuthContext, _ opdomain.Value) (bool, error) {
 					return who.ActorID == "alice", nil
 				},
-				Run: func(ctx context.Context, c operations.CommandContext, p remoteop.Value) ([]operations.Mutation, error) {
+				Run: func(ctx context.Context, c operations.CommandContext, p opdomain.Value) ([]operations.Mutation, error) {
 					row, err := c.GetRow(ctx, "tasks", "t1")
 					if err != nil || row == nil {
 						return nil, errors.New("t1 is missing")
@@ -86,15 +86,15 @@ func TestClientCallsOperations(t *testing.T) {
 			t.Fatalf("seed push: %+v %v", res, err)
 		}
 
-		str := func(s string) remoteop.Value { v, _ := remoteop.String(s); return v }
-		obj := func(fields ...remoteop.Field) remoteop.Value {
-			v, err := remoteop.Object(fields...)
+		str := func(s string) opdomain.Value { v, _ := opdomain.String(s); return v }
+		obj := func(fields ...opdomain.Field) opdomain.Value {
+			v, err := opdomain.Object(fields...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return v
 		}
-		project := func(p string) remoteop.Value { return obj(remoteop.Field{Key: "project", Value: str(p)}) }
+		project := func(p string) opdomain.Value { return obj(opdomain.Field{Key: "project", Value: str(p)}) }
 		reader := newClient("bob", `{"project_id":["p1","p2"]}`)
 
 		got, err := reader.Query(ctx, "tasks.byProject", project("p1"))
@@ -120,18 +120,18 @@ func TestClientCallsOperations(t *testing.T) {
 			call func() error
 			want syncerr.Code
 		}{
-			{"unknown operation", func() error { _, err := reader.Query(ctx, "nope", remoteop.Null()); return err }, syncerr.OperationUnknown},
+			{"unknown operation", func() error { _, err := reader.Query(ctx, "nope", opdomain.Null()); return err }, syncerr.OperationUnknown},
 			{"a project outside the grant", func() error { _, err := reader.Query(ctx, "tasks.byProject", project("p3")); return err }, syncerr.OperationForbidden},
 			{"a parameter of the wrong type", func() error {
-				_, err := reader.Query(ctx, "tasks.byProject", obj(remoteop.Field{Key: "project", Value: remoteop.Integer(1)}))
+				_, err := reader.Query(ctx, "tasks.byProject", obj(opdomain.Field{Key: "project", Value: opdomain.Integer(1)}))
 				return err
 			}, syncerr.OperationInvalid},
 			{"past maxRows", func() error {
-				_, err := writer.Query(ctx, "tasks.estimated", obj(remoteop.Field{Key: "min", Value: remoteop.Integer(0)}))
+				_, err := writer.Query(ctx, "tasks.estimated", obj(opdomain.Field{Key: "min", Value: opdomain.Integer(0)}))
 				return err
 			}, syncerr.OperationResultTooLarge},
 			{"a command the actor may not run", func() error {
-				_, err := reader.Command(ctx, "tasks.retitle", "r1", obj(remoteop.Field{Key: "title", Value: str("x")}))
+				_, err := reader.Command(ctx, "tasks.retitle", "r1", obj(opdomain.Field{Key: "title", Value: str("x")}))
 				return err
 			}, syncerr.OperationForbidden},
 		}
@@ -150,8 +150,8 @@ func TestClientCallsOperations(t *testing.T) {
 		}
 
 		// A command applies once; its retry under the same request id is cached.
-		params := obj(remoteop.Field{Key: "title", Value: str("renamed")})
-		for i, want := range []remoteop.CommandStatus{remoteop.CommandApplied, remoteop.CommandCached} {
+		params := obj(opdomain.Field{Key: "title", Value: str("renamed")})
+		for i, want := range []opdomain.CommandStatus{opdomain.CommandApplied, opdomain.CommandCached} {
 			res, err := writer.Command(ctx, "tasks.retitle", "rename-1", params)
 			if err != nil || res.Status != want || res.CommitSeq != 2 || res.RequestID != "rename-1" || res.OperationID != "tasks.retitle" {
 				t.Fatalf("command call %d: %+v %v, want %s at seq 2", i, res, err, want)
@@ -202,9 +202,9 @@ func TestClientWatchesOperations(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = w.Close() }()
-		project := func(p string) remoteop.Value {
-			v, _ := remoteop.String(p)
-			o, err := remoteop.Object(remoteop.Field{Key: "project", Value: v})
+		project := func(p string) opdomain.Value {
+			v, _ := opdomain.String(p)
+			o, err := opdomain.Object(opdomain.Field{Key: "project", Value: v})
 			if err != nil {
 				t.Fatal(err)
 			}

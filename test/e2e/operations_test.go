@@ -25,7 +25,7 @@ import (
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/operations"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -78,16 +78,16 @@ func (s *server) operation(actor, grant, contentType string, body []byte) reply 
 	return reply{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
-func opRequest(t *testing.T, kind, clientID, op string, params remoteop.Value) []byte {
+func opRequest(t *testing.T, kind, clientID, op string, params opdomain.Value) []byte {
 	t.Helper()
-	str := func(s string) remoteop.Value { v, _ := remoteop.String(s); return v }
-	rev, _ := remoteop.SafeNumber(1)
-	fields := []remoteop.Field{{Key: "revision", Value: rev}, {Key: "kind", Value: str(kind)},
+	str := func(s string) opdomain.Value { v, _ := opdomain.String(s); return v }
+	rev, _ := opdomain.SafeNumber(1)
+	fields := []opdomain.Field{{Key: "revision", Value: rev}, {Key: "kind", Value: str(kind)},
 		{Key: "clientId", Value: str(clientID)}, {Key: "operationId", Value: str(op)}}
 	if kind == "command" {
-		fields = append(fields, remoteop.Field{Key: "requestId", Value: str("r1")})
+		fields = append(fields, opdomain.Field{Key: "requestId", Value: str("r1")})
 	}
-	v, err := remoteop.Object(append(fields, remoteop.Field{Key: "params", Value: params})...)
+	v, err := opdomain.Object(append(fields, opdomain.Field{Key: "params", Value: params})...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +98,9 @@ func opRequest(t *testing.T, kind, clientID, op string, params remoteop.Value) [
 	return b
 }
 
-func opParams(t *testing.T, fields ...remoteop.Field) remoteop.Value {
+func opParams(t *testing.T, fields ...opdomain.Field) opdomain.Value {
 	t.Helper()
-	v, err := remoteop.Object(fields...)
+	v, err := opdomain.Object(fields...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +114,11 @@ func opAnswer(t *testing.T, rep reply) (ids []string, maxSeq float64, code strin
 	if rep.status != http.StatusOK || rep.header.Get("Content-Type") != httpapi.ContentTypeOperations {
 		t.Fatalf("status %d (%s): %s", rep.status, rep.header.Get("Content-Type"), rep.body)
 	}
-	v, err := remoteop.Decode(rep.body)
+	v, err := opdomain.Decode(rep.body)
 	if err != nil {
 		t.Fatalf("response: %v", err)
 	}
-	get := func(v remoteop.Value, k string) remoteop.Value {
+	get := func(v opdomain.Value, k string) opdomain.Value {
 		f, ok := v.Get(k)
 		if !ok {
 			t.Fatalf("no %q in %s", k, rep.body)
@@ -146,7 +146,7 @@ func TestRemoteQueriesOverHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		audit := app.ProvideRemoteQuery(func() operations.Query {
-			return operations.Query{Spec: remoteop.QuerySpec{ID: "tasks.audit", Table: "tasks", Columns: []string{"id"}, MaxRows: 100},
+			return operations.Query{Spec: opdomain.QuerySpec{ID: "tasks.audit", Table: "tasks", Columns: []string{"id"}, MaxRows: 100},
 				Access: operations.AccessPrivileged,
 				Authorize: func(_ context.Context, who operations.AuthContext, _ operations.Params) (bool, error) {
 					if who.ActorID == "flaky" {
@@ -171,12 +171,12 @@ func TestRemoteQueriesOverHTTP(t *testing.T) {
 		}
 		ct := httpapi.ContentTypeOperations
 		grant := `{"project_id":["p1","p2"]}`
-		str := func(s string) remoteop.Value { v, _ := remoteop.String(s); return v }
+		str := func(s string) opdomain.Value { v, _ := opdomain.String(s); return v }
 		byProject := func(p string) []byte {
-			return opRequest(t, "query", "reader-1", "tasks.byProject", opParams(t, remoteop.Field{Key: "project", Value: str(p)}))
+			return opRequest(t, "query", "reader-1", "tasks.byProject", opParams(t, opdomain.Field{Key: "project", Value: str(p)}))
 		}
 		estimated := func(min int64) []byte {
-			return opRequest(t, "query", "reader-1", "tasks.estimated", opParams(t, remoteop.Field{Key: "min", Value: remoteop.Integer(min)}))
+			return opRequest(t, "query", "reader-1", "tasks.estimated", opParams(t, opdomain.Field{Key: "min", Value: opdomain.Integer(min)}))
 		}
 		successes := []struct {
 			name         string
@@ -186,7 +186,7 @@ func TestRemoteQueriesOverHTTP(t *testing.T) {
 		}{
 			{"a configured query in its declared order", "bob", grant, byProject("p1"), []string{"t2", "t1"}},
 			{"a scoped query keeps to the caller's rows, before the cap", "bob", grant, estimated(2), []string{"t3", "t2"}},
-			{"a privileged host query", "auditor", `{}`, opRequest(t, "query", "audit-1", "tasks.audit", remoteop.Null()), []string{"t1", "t2", "t3", "t4"}},
+			{"a privileged host query", "auditor", `{}`, opRequest(t, "query", "audit-1", "tasks.audit", opdomain.Null()), []string{"t1", "t2", "t3", "t4"}},
 		}
 		for _, tt := range successes {
 			ids, seq, code := opAnswer(t, s.operation(tt.actor, tt.grant, ct, tt.body))
@@ -204,20 +204,20 @@ func TestRemoteQueriesOverHTTP(t *testing.T) {
 			body         []byte
 			want         syncerr.Code
 		}{
-			{"unknown operation", "bob", grant, opRequest(t, "query", "reader-1", "nope", remoteop.Null()), syncerr.OperationUnknown},
-			{"a query asked for as a command", "bob", grant, opRequest(t, "command", "reader-1", "tasks.byProject", remoteop.Null()), syncerr.OperationUnknown},
+			{"unknown operation", "bob", grant, opRequest(t, "query", "reader-1", "nope", opdomain.Null()), syncerr.OperationUnknown},
+			{"a query asked for as a command", "bob", grant, opRequest(t, "command", "reader-1", "tasks.byProject", opdomain.Null()), syncerr.OperationUnknown},
 			{"a project outside the grant", "bob", grant, byProject("p3"), syncerr.OperationForbidden},
-			{"privileged authorize refuses", "bob", grant, opRequest(t, "query", "reader-1", "tasks.audit", remoteop.Null()), syncerr.OperationForbidden},
-			{"privileged authorize fails", "flaky", grant, opRequest(t, "query", "reader-1", "tasks.audit", remoteop.Null()), syncerr.OperationExecFailed},
+			{"privileged authorize refuses", "bob", grant, opRequest(t, "query", "reader-1", "tasks.audit", opdomain.Null()), syncerr.OperationForbidden},
+			{"privileged authorize fails", "flaky", grant, opRequest(t, "query", "reader-1", "tasks.audit", opdomain.Null()), syncerr.OperationExecFailed},
 			{"malformed envelope", "bob", grant, []byte(`{"t":"object","v":[]}`), syncerr.OperationInvalid},
 			{"not JSON", "bob", grant, []byte(`{`), syncerr.OperationInvalid},
 			{"parameter of the wrong type", "bob", grant, opRequest(t, "query", "reader-1", "tasks.byProject",
-				opParams(t, remoteop.Field{Key: "project", Value: remoteop.Integer(1)})), syncerr.OperationInvalid},
+				opParams(t, opdomain.Field{Key: "project", Value: opdomain.Integer(1)})), syncerr.OperationInvalid},
 			{"past maxRows", "admin", `{"project_id":["*"]}`, estimated(0), syncerr.OperationResultTooLarge},
 			{"the reserved command namespace", "bob", grant, opRequest(t, "query", `["remote-command","bob","x"]`, "tasks.byProject",
-				opParams(t, remoteop.Field{Key: "project", Value: str("p1")})), syncerr.InvalidClientID},
+				opParams(t, opdomain.Field{Key: "project", Value: str("p1")})), syncerr.InvalidClientID},
 			{"a client id bound to another actor", "carol", grant, opRequest(t, "query", "bound-to-bob", "tasks.byProject",
-				opParams(t, remoteop.Field{Key: "project", Value: str("p1")})), syncerr.InvalidClientID},
+				opParams(t, opdomain.Field{Key: "project", Value: str("p1")})), syncerr.InvalidClientID},
 		}
 		for _, tt := range failures {
 			if _, _, code := opAnswer(t, s.operation(tt.actor, tt.grant, ct, tt.body)); code != string(tt.want) {
@@ -245,8 +245,8 @@ func TestRemoteCommandsOverHTTP(t *testing.T) {
 		var runs atomic.Int32
 		rename := app.ProvideRemoteCommand(func() operations.Command {
 			return operations.Command{ID: "tasks.rename",
-				Authorize: func(context.Context, operations.AuthContext, remoteop.Value) (bool, error) { return true, nil },
-				Run: func(ctx context.Context, c operations.CommandContext, p remoteop.Value) ([]operations.Mutation, error) {
+				Authorize: func(context.Context, operations.AuthContext, opdomain.Value) (bool, error) { return true, nil },
+				Run: func(ctx context.Context, c operations.CommandContext, p opdomain.Value) ([]operations.Mutation, error) {
 					runs.Add(1)
 					row, err := c.GetRow(ctx, "tasks", "t1")
 					if err != nil || row == nil {
@@ -269,11 +269,11 @@ func TestRemoteCommandsOverHTTP(t *testing.T) {
 		if resp.Results[0].Status != ssp2.PushApplied {
 			t.Fatalf("seed push %+v", resp.Results[0])
 		}
-		title, _ := remoteop.String("new")
-		body := opRequest(t, "command", "worker-1", "tasks.rename", opParams(t, remoteop.Field{Key: "title", Value: title}))
+		title, _ := opdomain.String("new")
+		body := opRequest(t, "command", "worker-1", "tasks.rename", opParams(t, opdomain.Field{Key: "title", Value: title}))
 		answer := func() (string, float64) {
 			rep := s.operation("alice", `{"project_id":["p1"]}`, httpapi.ContentTypeOperations, body)
-			v, err := remoteop.Decode(rep.body)
+			v, err := opdomain.Decode(rep.body)
 			if err != nil || rep.status != http.StatusOK {
 				t.Fatalf("%d %s", rep.status, rep.body)
 			}
@@ -456,12 +456,12 @@ func watchTasks(ctx context.Context, t *testing.T, s *server) func() ([]string, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.CloseNow() })
-	str := func(s string) remoteop.Value { v, _ := remoteop.String(s); return v }
-	rev, _ := remoteop.SafeNumber(1)
-	watch, _ := remoteop.Object(remoteop.Field{Key: "revision", Value: rev}, remoteop.Field{Key: "kind", Value: str("watch")},
-		remoteop.Field{Key: "watchId", Value: str("w1")}, remoteop.Field{Key: "clientId", Value: str("watcher")},
-		remoteop.Field{Key: "operationId", Value: str("tasks.byProject")},
-		remoteop.Field{Key: "params", Value: opParams(t, remoteop.Field{Key: "project", Value: str("p1")})})
+	str := func(s string) opdomain.Value { v, _ := opdomain.String(s); return v }
+	rev, _ := opdomain.SafeNumber(1)
+	watch, _ := opdomain.Object(opdomain.Field{Key: "revision", Value: rev}, opdomain.Field{Key: "kind", Value: str("watch")},
+		opdomain.Field{Key: "watchId", Value: str("w1")}, opdomain.Field{Key: "clientId", Value: str("watcher")},
+		opdomain.Field{Key: "operationId", Value: str("tasks.byProject")},
+		opdomain.Field{Key: "params", Value: opParams(t, opdomain.Field{Key: "project", Value: str("p1")})})
 	msg, _ := watch.Encode()
 	if err := conn.Write(ctx, websocket.MessageBinary, msg); err != nil {
 		t.Fatal(err)
@@ -472,11 +472,11 @@ func watchTasks(ctx context.Context, t *testing.T, s *server) func() ([]string, 
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := remoteop.Decode(b)
+		v, err := opdomain.Decode(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if k, _ := v.Get("kind"); k.Kind() != remoteop.KindString {
+		if k, _ := v.Get("kind"); k.Kind() != opdomain.KindString {
 			t.Fatalf("message %s", b)
 		} else if kind, _ := k.AsString(); kind != "snapshot" {
 			t.Fatalf("message %s", b)

@@ -17,7 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/syncd-dev/syncd/client"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/examples/todos"
@@ -407,8 +407,8 @@ func soakWatchFlood(ctx context.Context, n *syncdproc.Node, i int) int {
 	defer func() { _ = w.Close() }()
 	asked := 0
 	for k := range 100 {
-		list, _ := remoteop.String(fmt.Sprintf("l-watch-%d-%d", i, k))
-		params, _ := remoteop.Object(remoteop.Field{Key: "list", Value: list})
+		list, _ := operations.String(fmt.Sprintf("l-watch-%d-%d", i, k))
+		params, _ := operations.Object(operations.Field{Key: "list", Value: list})
 		if w.Watch(ctx, fmt.Sprintf("w%d", k), "todos.inList", params) != nil {
 			break
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/syncd-dev/syncd/client"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -99,8 +99,8 @@ func openWatchSocket(ctx context.Context, t *testing.T, n *syncdproc.Node, sch *
 func (s *watchSocket) watchAll(ctx context.Context, t *testing.T, prefix string, watches int) (snapshots int, refused map[string]int) {
 	t.Helper()
 	for i := range watches {
-		list, _ := remoteop.String(fmt.Sprintf("%s-%d", prefix, i))
-		params, _ := remoteop.Object(remoteop.Field{Key: "list", Value: list})
+		list, _ := operations.String(fmt.Sprintf("%s-%d", prefix, i))
+		params, _ := operations.Object(operations.Field{Key: "list", Value: list})
 		if err := s.w.Watch(ctx, fmt.Sprintf("%s%d", prefix, i), "todos.inList", params); err != nil {
 			t.Fatal(err)
 		}

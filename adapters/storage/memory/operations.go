@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/syncd-dev/syncd/domain/commit"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -110,23 +110,23 @@ func cell(r *storedRow, i int) any {
 	return nil
 }
 
-func meets(v any, c remoteop.Condition) bool {
+func meets(v any, c operations.Condition) bool {
 	if v == nil {
 		return false
 	}
 	n := compareCells(v, c.Value)
 	switch c.Op {
-	case remoteop.OpEq:
+	case operations.OpEq:
 		return n == 0
-	case remoteop.OpNe:
+	case operations.OpNe:
 		return n != 0
-	case remoteop.OpLt:
+	case operations.OpLt:
 		return n < 0
-	case remoteop.OpLte:
+	case operations.OpLte:
 		return n <= 0
-	case remoteop.OpGt:
+	case operations.OpGt:
 		return n > 0
-	case remoteop.OpGte:
+	case operations.OpGte:
 		return n >= 0
 	}
 	return false

@@ -67,7 +67,7 @@ type data struct {
 	commits     []*commitRec // ascending seq, retained (above the horizon)
 	tombstones  map[rowKey]int64
 	blobRefs    map[rowKey][]string // sorted, distinct
-	blobClaims  map[string]int64    // orphan sweep claims: blob id → claimed at
+	blobClaims  map[string]int64    // blob GC claims: blob id → claimed at
 	reactions   map[string]*ports.StoredReaction
 	results     map[resultKey]ports.PushRecord
 	checkpoints map[string]*checkpoint.Checkpoint

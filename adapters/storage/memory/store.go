@@ -640,7 +640,8 @@ func (s *Store) ListReferencedBlobIDs(ctx context.Context, name string) ([]strin
 	})
 }
 
-// ListBlobClaims lists the partition's orphan sweep claims, sorted.
+// ListBlobClaims lists the partition's claims of the blob GC (the orphan
+// sweep), sorted.
 func (s *Store) ListBlobClaims(ctx context.Context, name string) ([]string, error) {
 	return peekPartition(ctx, s, name, func(p *partition) ([]string, error) {
 		out := slices.Collect(maps.Keys(p.d.blobClaims))
@@ -649,7 +650,7 @@ func (s *Store) ListBlobClaims(ctx context.Context, name string) ([]string, erro
 	})
 }
 
-// ReleaseBlobClaims ends orphan sweep claims.
+// ReleaseBlobClaims ends claims of the blob GC.
 func (s *Store) ReleaseBlobClaims(ctx context.Context, name string, blobIDs []string) error {
 	if err := s.ready(ctx); err != nil {
 		return err

@@ -5,11 +5,11 @@ import (
 	"sort"
 )
 
-// The orphan sweep's claims (SPEC §5.9.2) live in sync_blob_claims, an
-// addition to the reference layout: a claim is taken under the partition
-// lock once no row references the blob, and every push reads it under the
-// same lock, so the sweep's later deletion cannot race a push that would
-// reference the blob.
+// The claims of the blob GC (the orphan sweep, SPEC §5.9.2) live in
+// sync_blob_claims, an addition to the reference layout: a claim is taken
+// under the partition lock once no row references the blob, and every
+// push reads it under the same lock, so the GC's later deletion cannot
+// race a push that would reference the blob.
 
 const (
 	blobRefExists = "SELECT 1 FROM sync_blob_refs WHERE partition=? AND blob_id=? LIMIT 1"

@@ -130,7 +130,7 @@ var addedCoreColumns = []struct{ table, column, decl string }{
 	{"sync_commits", "writer_version", "{SEQ}"},
 	// NULL on records stored before results carried their actor.
 	{"sync_push_results", "actor_id", "TEXT"},
-	// A backfill's resume position (app/backfill), beside the reference columns.
+	// A backfill's resume position (app/checkpoint), beside the reference columns.
 	{"sync_backfill_checkpoints", "backfill_cursor", "TEXT NOT NULL DEFAULT ''"},
 }
 

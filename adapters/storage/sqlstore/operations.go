@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/syncd-dev/syncd/domain/commit"
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -109,7 +109,7 @@ func (s *Store) authoritativeSQL(ts *tableSQL, partition string, aq ports.Author
 			return "", nil, false, fmt.Errorf("condition on %q: op %q with value %v", c.Column, c.Op, c.Value)
 		}
 		col := "r." + quoteIdent(c.Column)
-		if ts.t.Columns[i].Type == schema.TypeString && c.Op != remoteop.OpEq && c.Op != remoteop.OpNe {
+		if ts.t.Columns[i].Type == schema.TypeString && c.Op != operations.OpEq && c.Op != operations.OpNe {
 			col = s.d.ByteOrder(col)
 		}
 		fmt.Fprintf(&b, " AND %s%s?", col, op)

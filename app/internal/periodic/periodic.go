@@ -1,5 +1,5 @@
 // Package periodic is the one scheduler of the server's periodic jobs
-// (commit-log retention, the blob sweep, the reaction and lease prunes,
+// (commit-log retention, the blob GC, the reaction and lease prunes,
 // the segment sweep): each job is a use case's single pass, and this
 // package owns what they share — the loop on the app clock, logging a
 // failed pass, stopping on shutdown, and the "every partition, errors

@@ -1,9 +1,9 @@
-// Package remoteop holds the wire encoding of the remote operation
+// Package operations holds the wire encoding of the remote operation
 // protocol (REMOTE.md revision 1): the recursively tagged JSON values, the
 // request and response envelopes of POST <mount>/operations, and the
 // declarative registered query a host states against its synced tables.
 // Everything here is pure; running a query is the storage port's job.
-package remoteop
+package operations
 
 import (
 	"bytes"

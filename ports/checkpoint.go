@@ -9,7 +9,7 @@ import (
 
 // Backfiller is a host's derivation behind a backfill checkpoint: what
 // to write, batch by batch, so that the projection a schema version
-// needs exists before the checkpoint activates. app/backfill runs it:
+// needs exists before the checkpoint activates. app/checkpoint runs it:
 // every batch becomes one ordinary server commit that advances the
 // checkpoint in the same transaction.
 //

@@ -1,4 +1,4 @@
-package remoteop
+package operations
 
 import (
 	"strings"

@@ -1,9 +1,9 @@
-package remoteop_test
+package operations_test
 
 import (
 	"testing"
 
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 )
 
@@ -30,20 +30,20 @@ func obj(pairs ...string) string {
 
 func TestDecodeRequest(t *testing.T) {
 	t.Run("query", func(t *testing.T) {
-		r, err := remoteop.DecodeRequest([]byte(obj(rev1, kindQ, client, opID, noParam)))
+		r, err := operations.DecodeRequest([]byte(obj(rev1, kindQ, client, opID, noParam)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Kind != remoteop.KindQuery || r.ClientID != "c1" || r.OperationID != "tasks.byOwner" || r.Params.Kind() != remoteop.KindNull {
+		if r.Kind != operations.KindQuery || r.ClientID != "c1" || r.OperationID != "tasks.byOwner" || r.Params.Kind() != operations.KindNull {
 			t.Fatalf("got %+v", r)
 		}
 	})
 	t.Run("command", func(t *testing.T) {
-		r, err := remoteop.DecodeRequest([]byte(obj(rev1, kindC, client, opID, reqID, noParam)))
+		r, err := operations.DecodeRequest([]byte(obj(rev1, kindC, client, opID, reqID, noParam)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Kind != remoteop.KindCommand || r.RequestID != "r1" {
+		if r.Kind != operations.KindCommand || r.RequestID != "r1" {
 			t.Fatalf("got %+v", r)
 		}
 	})
@@ -65,7 +65,7 @@ func TestDecodeRequest(t *testing.T) {
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := remoteop.DecodeRequest([]byte(tt.body)); syncerr.CodeOf(err) != syncerr.OperationInvalid {
+			if _, err := operations.DecodeRequest([]byte(tt.body)); syncerr.CodeOf(err) != syncerr.OperationInvalid {
 				t.Fatalf("got %v, want operation.invalid_request", err)
 			}
 		})
@@ -74,9 +74,9 @@ func TestDecodeRequest(t *testing.T) {
 
 func TestEncodeResponses(t *testing.T) {
 	t.Run("query success", func(t *testing.T) {
-		got, err := remoteop.EncodeQueryResult(remoteop.QueryResult{
+		got, err := operations.EncodeQueryResult(operations.QueryResult{
 			OperationID:  "q",
-			Rows:         []remoteop.Row{{{Key: "id", Value: str("t1")}, {Key: "n", Value: must(remoteop.Number(2))}}},
+			Rows:         []operations.Row{{{Key: "id", Value: str("t1")}, {Key: "n", Value: must(operations.Number(2))}}},
 			MaxCommitSeq: 7,
 		})
 		if err != nil {
@@ -90,12 +90,12 @@ func TestEncodeResponses(t *testing.T) {
 		}
 	})
 	t.Run("query with an unsafe maxCommitSeq", func(t *testing.T) {
-		if _, err := remoteop.EncodeQueryResult(remoteop.QueryResult{OperationID: "q", MaxCommitSeq: 1 << 53}); syncerr.CodeOf(err) != syncerr.OperationQueryFailed {
+		if _, err := operations.EncodeQueryResult(operations.QueryResult{OperationID: "q", MaxCommitSeq: 1 << 53}); syncerr.CodeOf(err) != syncerr.OperationQueryFailed {
 			t.Fatalf("got %v", err)
 		}
 	})
 	t.Run("command success", func(t *testing.T) {
-		got, err := remoteop.EncodeCommandResult(remoteop.CommandResult{OperationID: "c", RequestID: "r1", Status: remoteop.CommandApplied, CommitSeq: 3})
+		got, err := operations.EncodeCommandResult(operations.CommandResult{OperationID: "c", RequestID: "r1", Status: operations.CommandApplied, CommitSeq: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestEncodeResponses(t *testing.T) {
 		}
 	})
 	t.Run("command without a commit seq omits it", func(t *testing.T) {
-		got, _ := remoteop.EncodeCommandResult(remoteop.CommandResult{OperationID: "c", RequestID: "r1", Status: remoteop.CommandRejected})
+		got, _ := operations.EncodeCommandResult(operations.CommandResult{OperationID: "c", RequestID: "r1", Status: operations.CommandRejected})
 		want := obj(rev1, kindC, `["operationId",{"t":"string","v":"c"}]`, `["requestId",{"t":"string","v":"r1"}]`,
 			`["status",{"t":"string","v":"rejected"}]`, `["results",{"t":"array","v":[]}]`)
 		if string(got) != want {
@@ -130,7 +130,7 @@ func TestEncodeResponses(t *testing.T) {
 	}
 	for _, tt := range errs {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := remoteop.EncodeError(tt.err); string(got) != tt.want {
+			if got := operations.EncodeError(tt.err); string(got) != tt.want {
 				t.Fatalf("got  %s\nwant %s", got, tt.want)
 			}
 		})

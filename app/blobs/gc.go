@@ -13,25 +13,26 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// SweepStorage is what the orphan sweep needs of the sync storage.
-type SweepStorage interface {
+// GCStorage is what the blob GC (the orphan sweep) needs of the sync
+// storage.
+type GCStorage interface {
 	ListPartitions(ctx context.Context) ([]ports.PartitionInfo, error)
 	ports.PushStore
 	ports.BlobClaimStore
 }
 
-// SweepOptions configure a Sweeper.
-type SweepOptions struct {
+// GCOptions configure a GC.
+type GCOptions struct {
 	Blobs   ports.BlobStore
-	Storage SweepStorage
+	Storage GCStorage
 	// OrphanGrace is how long an unreferenced blob is kept after its
 	// upload (default DefaultOrphanGrace).
 	OrphanGrace time.Duration
-	// Page is the candidates one claim takes (default DefaultSweepPage).
+	// Page is the candidates one claim takes (default DefaultGCPage).
 	Page    int
 	Metrics Metrics
-	// Events, when set, hears every partition's sweep that claimed a
-	// blob or failed (domain/event).
+	// Events, when set, hears every partition's collection that claimed
+	// a blob or failed (domain/event).
 	Events ports.EventSink
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -39,20 +40,21 @@ type SweepOptions struct {
 	Log *zap.Logger
 }
 
-// Sweeper deletes orphan blobs. It is safe for concurrent use, also beside
-// sweepers of other processes over the same storage.
-type Sweeper struct{ o SweepOptions }
+// GC is the blob GC (the orphan sweep): it deletes orphan blobs. It is
+// safe for concurrent use, also beside the blob GC of other processes
+// over the same storage.
+type GC struct{ o GCOptions }
 
-// NewSweeper returns the orphan sweep.
-func NewSweeper(o SweepOptions) (*Sweeper, error) {
+// NewGC returns the blob GC.
+func NewGC(o GCOptions) (*GC, error) {
 	if o.Blobs == nil || o.Storage == nil {
-		return nil, errors.New("blobs: SweepOptions.Blobs and Storage are required")
+		return nil, errors.New("blobs: GCOptions.Blobs and Storage are required")
 	}
 	if o.OrphanGrace <= 0 {
 		o.OrphanGrace = DefaultOrphanGrace
 	}
 	if o.Page <= 0 {
-		o.Page = DefaultSweepPage
+		o.Page = DefaultGCPage
 	}
 	if o.Metrics == nil {
 		o.Metrics = noMetrics{}
@@ -63,20 +65,20 @@ func NewSweeper(o SweepOptions) (*Sweeper, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	return &Sweeper{o: o}, nil
+	return &GC{o: o}, nil
 }
 
-// SweepResult is one partition's orphan sweep.
-type SweepResult struct {
+// GCResult is one partition's collection.
+type GCResult struct {
 	Partition string
-	// Claimed is how many blobs the sweep found unreferenced past the
-	// grace period (and claims an earlier sweep left); Deleted how many
+	// Claimed is how many blobs the collection found unreferenced past
+	// the grace period (and claims an earlier one left); Deleted how many
 	// of them it deleted.
 	Claimed int
 	Deleted int
 }
 
-// SweepPartition deletes the partition's orphans (SPEC §5.9.2): blobs no
+// CollectPartition deletes the partition's orphans (SPEC §5.9.2): blobs no
 // current row references, uploaded longer than the grace period ago.
 //
 // It pages through the store's blobs created before now − grace; for each
@@ -87,36 +89,36 @@ type SweepResult struct {
 // and are not claimed, and records its references, so a push either
 // records its reference before the claim (the blob is kept) or sees the
 // claim (blob.not_found): a deleted blob is never referenced. Claims a
-// stopped sweep left are finished first.
+// stopped collection left are finished first.
 //
 // An upload of a blob between its claim and its deletion is answered as
 // stored but the blob then goes: the push referencing it gets
 // blob.not_found and the client uploads it again (SPEC §5.9.6 recovery).
-func (s *Sweeper) SweepPartition(ctx context.Context, partition string) (res SweepResult, err error) {
-	res = SweepResult{Partition: partition}
-	defer func() { s.o.Metrics.Swept(res) }()
-	if s.o.Events != nil {
-		began := s.o.Now()
+func (g *GC) CollectPartition(ctx context.Context, partition string) (res GCResult, err error) {
+	res = GCResult{Partition: partition}
+	defer func() { g.o.Metrics.Collected(res) }()
+	if g.o.Events != nil {
+		began := g.o.Now()
 		defer func() {
 			if res.Claimed > 0 || err != nil {
-				s.o.Events.Emit(event.BlobSwept{Partition: partition, Claimed: int64(res.Claimed), Deleted: int64(res.Deleted),
-					Code: event.CodeOf(err), Duration: s.o.Now().Sub(began)})
+				g.o.Events.Emit(event.BlobSwept{Partition: partition, Claimed: int64(res.Claimed), Deleted: int64(res.Deleted),
+					Code: event.CodeOf(err), Duration: g.o.Now().Sub(began)})
 			}
 		}()
 	}
-	left, err := s.o.Storage.ListBlobClaims(ctx, partition)
+	left, err := g.o.Storage.ListBlobClaims(ctx, partition)
 	if err != nil {
 		return res, fmt.Errorf("read blob claims: %w", err)
 	}
 	res.Claimed = len(left)
-	if err := s.deleteClaimed(ctx, partition, left, &res); err != nil {
+	if err := g.deleteClaimed(ctx, partition, left, &res); err != nil {
 		return res, err
 	}
-	now := s.o.Now()
-	cutoff := now.Add(-s.o.OrphanGrace).UnixMilli()
+	now := g.o.Now()
+	cutoff := now.Add(-g.o.OrphanGrace).UnixMilli()
 	after := ""
 	for {
-		page, err := s.o.Blobs.ListCreatedBefore(ctx, partition, cutoff, after, s.o.Page)
+		page, err := g.o.Blobs.ListCreatedBefore(ctx, partition, cutoff, after, g.o.Page)
 		if err != nil {
 			return res, fmt.Errorf("list blobs: %w", err)
 		}
@@ -131,7 +133,7 @@ func (s *Sweeper) SweepPartition(ctx context.Context, partition string) (res Swe
 		// Only the claim holds the lock (pushes of the partition wait for
 		// it), not the deletions.
 		var claimed []string
-		err = s.o.Storage.Push(ctx, partition, ports.PushOptions{}, func(tx ports.PushTx) error {
+		err = g.o.Storage.Push(ctx, partition, ports.PushOptions{}, func(tx ports.PushTx) error {
 			var err error
 			claimed, err = tx.ClaimOrphanBlobs(ctx, ids, now.UnixMilli())
 			return err
@@ -140,54 +142,54 @@ func (s *Sweeper) SweepPartition(ctx context.Context, partition string) (res Swe
 			return res, fmt.Errorf("claim orphan blobs: %w", err)
 		}
 		res.Claimed += len(claimed)
-		if err := s.deleteClaimed(ctx, partition, claimed, &res); err != nil {
+		if err := g.deleteClaimed(ctx, partition, claimed, &res); err != nil {
 			return res, err
 		}
-		if len(page) < s.o.Page {
+		if len(page) < g.o.Page {
 			return res, nil
 		}
 	}
 }
 
 // deleteClaimed deletes claimed blobs and releases the claims of those it
-// deleted; a failed deletion keeps its claim for the next sweep.
-func (s *Sweeper) deleteClaimed(ctx context.Context, partition string, ids []string, res *SweepResult) error {
+// deleted; a failed deletion keeps its claim for the next collection.
+func (g *GC) deleteClaimed(ctx context.Context, partition string, ids []string, res *GCResult) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	var done []string
 	var errs []error
 	for _, id := range ids {
-		if err := s.o.Blobs.Delete(ctx, partition, id); err != nil {
+		if err := g.o.Blobs.Delete(ctx, partition, id); err != nil {
 			errs = append(errs, fmt.Errorf("delete blob %s: %w", id, err))
 			continue
 		}
 		done = append(done, id)
 	}
 	res.Deleted += len(done)
-	if err := s.o.Storage.ReleaseBlobClaims(ctx, partition, done); err != nil {
+	if err := g.o.Storage.ReleaseBlobClaims(ctx, partition, done); err != nil {
 		errs = append(errs, fmt.Errorf("release blob claims: %w", err))
 	}
 	return errors.Join(errs...)
 }
 
-// SweepAll sweeps every registered partition (the scheduled pass and
+// CollectAll collects every registered partition (the scheduled pass and
 // "syncd blobs sweep"). Failures are joined; the other partitions are
-// still swept.
-func (s *Sweeper) SweepAll(ctx context.Context) ([]SweepResult, error) {
-	var out []SweepResult
-	err := periodic.EachPartition(ctx, s.o.Storage, func(ctx context.Context, partition string) error {
-		r, err := s.SweepPartition(ctx, partition)
+// still collected.
+func (g *GC) CollectAll(ctx context.Context) ([]GCResult, error) {
+	var out []GCResult
+	err := periodic.EachPartition(ctx, g.o.Storage, func(ctx context.Context, partition string) error {
+		r, err := g.CollectPartition(ctx, partition)
 		out = append(out, r)
 		return err
 	})
 	return out, err
 }
 
-// Pass is the scheduled pass: SweepAll, its deletions logged and the pass
+// Pass is the scheduled pass: CollectAll, its deletions logged and the pass
 // counted (the scheduler logs a failure).
-func (s *Sweeper) Pass(ctx context.Context) error {
-	res, err := s.SweepAll(ctx)
+func (g *GC) Pass(ctx context.Context) error {
+	res, err := g.CollectAll(ctx)
 	if ctx.Err() != nil {
 		return err
 	}
@@ -196,8 +198,8 @@ func (s *Sweeper) Pass(ctx context.Context) error {
 		deleted += r.Deleted
 	}
 	if deleted > 0 {
-		s.o.Log.Info("swept orphan blobs", zap.Int("partitions", len(res)), zap.Int("deleted", deleted))
+		g.o.Log.Info("swept orphan blobs", zap.Int("partitions", len(res)), zap.Int("deleted", deleted))
 	}
-	s.o.Metrics.SweepPassed(err != nil)
+	g.o.Metrics.GCPassed(err != nil)
 	return err
 }

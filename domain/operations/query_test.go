@@ -1,11 +1,11 @@
-package remoteop_test
+package operations_test
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 )
@@ -42,62 +42,62 @@ func querySchema(t *testing.T) *schema.Schema {
 
 func TestCompileRefusesInvalidSpecs(t *testing.T) {
 	sc := querySchema(t)
-	base := remoteop.QuerySpec{ID: "q", Table: "tasks", MaxRows: 10}
+	base := operations.QuerySpec{ID: "q", Table: "tasks", MaxRows: 10}
 	tests := []struct {
 		name string
-		edit func(*remoteop.QuerySpec)
+		edit func(*operations.QuerySpec)
 		want string
 	}{
-		{"empty id", func(q *remoteop.QuerySpec) { q.ID = "" }, "empty id"},
-		{"unknown table", func(q *remoteop.QuerySpec) { q.Table = "nope" }, "unknown table"},
-		{"table not materialized", func(q *remoteop.QuerySpec) { q.Table = "raw" }, "not materialized"},
-		{"maxRows 0", func(q *remoteop.QuerySpec) { q.MaxRows = 0 }, "maxRows"},
-		{"maxRows past 10,000", func(q *remoteop.QuerySpec) { q.MaxRows = 10001 }, "maxRows"},
-		{"unknown result column", func(q *remoteop.QuerySpec) { q.Columns = []string{"nope"} }, "unknown result column"},
-		{"duplicate result column", func(q *remoteop.QuerySpec) { q.Columns = []string{"id", "id"} }, "duplicate result column"},
-		{"filter on unknown column", func(q *remoteop.QuerySpec) {
-			q.Filters = []remoteop.Filter{{Column: "nope", Op: remoteop.OpEq, Param: "p"}}
+		{"empty id", func(q *operations.QuerySpec) { q.ID = "" }, "empty id"},
+		{"unknown table", func(q *operations.QuerySpec) { q.Table = "nope" }, "unknown table"},
+		{"table not materialized", func(q *operations.QuerySpec) { q.Table = "raw" }, "not materialized"},
+		{"maxRows 0", func(q *operations.QuerySpec) { q.MaxRows = 0 }, "maxRows"},
+		{"maxRows past 10,000", func(q *operations.QuerySpec) { q.MaxRows = 10001 }, "maxRows"},
+		{"unknown result column", func(q *operations.QuerySpec) { q.Columns = []string{"nope"} }, "unknown result column"},
+		{"duplicate result column", func(q *operations.QuerySpec) { q.Columns = []string{"id", "id"} }, "duplicate result column"},
+		{"filter on unknown column", func(q *operations.QuerySpec) {
+			q.Filters = []operations.Filter{{Column: "nope", Op: operations.OpEq, Param: "p"}}
 		}, "unknown column"},
-		{"filter on json", func(q *remoteop.QuerySpec) {
-			q.Filters = []remoteop.Filter{{Column: "meta", Op: remoteop.OpEq, Param: "p"}}
+		{"filter on json", func(q *operations.QuerySpec) {
+			q.Filters = []operations.Filter{{Column: "meta", Op: operations.OpEq, Param: "p"}}
 		}, "cannot be filtered"},
-		{"filter on bytes", func(q *remoteop.QuerySpec) {
-			q.Filters = []remoteop.Filter{{Column: "blob", Op: remoteop.OpEq, Param: "p"}}
+		{"filter on bytes", func(q *operations.QuerySpec) {
+			q.Filters = []operations.Filter{{Column: "blob", Op: operations.OpEq, Param: "p"}}
 		}, "cannot be filtered"},
-		{"unknown op", func(q *remoteop.QuerySpec) {
-			q.Filters = []remoteop.Filter{{Column: "id", Op: "like", Param: "p"}}
+		{"unknown op", func(q *operations.QuerySpec) {
+			q.Filters = []operations.Filter{{Column: "id", Op: "like", Param: "p"}}
 		}, "unknown filter op"},
-		{"filter without a parameter", func(q *remoteop.QuerySpec) {
-			q.Filters = []remoteop.Filter{{Column: "id", Op: remoteop.OpEq}}
+		{"filter without a parameter", func(q *operations.QuerySpec) {
+			q.Filters = []operations.Filter{{Column: "id", Op: operations.OpEq}}
 		}, "names no parameter"},
-		{"one parameter for two types", func(q *remoteop.QuerySpec) {
-			q.Filters = []remoteop.Filter{{Column: "id", Op: remoteop.OpEq, Param: "p"}, {Column: "estimate", Op: remoteop.OpGt, Param: "p"}}
+		{"one parameter for two types", func(q *operations.QuerySpec) {
+			q.Filters = []operations.Filter{{Column: "id", Op: operations.OpEq, Param: "p"}, {Column: "estimate", Op: operations.OpGt, Param: "p"}}
 		}, "types"},
-		{"order by unknown column", func(q *remoteop.QuerySpec) { q.OrderBy = []remoteop.Order{{Column: "nope"}} }, "order by unknown"},
-		{"order by json", func(q *remoteop.QuerySpec) { q.OrderBy = []remoteop.Order{{Column: "meta"}} }, "cannot be ordered"},
+		{"order by unknown column", func(q *operations.QuerySpec) { q.OrderBy = []operations.Order{{Column: "nope"}} }, "order by unknown"},
+		{"order by json", func(q *operations.QuerySpec) { q.OrderBy = []operations.Order{{Column: "meta"}} }, "cannot be ordered"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			q := base
 			tt.edit(&q)
-			_, err := remoteop.Compile(sc, q)
+			_, err := operations.Compile(sc, q)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Compile = %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
-	if _, err := remoteop.Compile(sc, base); err != nil {
+	if _, err := operations.Compile(sc, base); err != nil {
 		t.Fatalf("valid spec: %v", err)
 	}
 }
 
 func TestBindTypesParametersByTheirColumn(t *testing.T) {
 	sc := querySchema(t)
-	p, err := remoteop.Compile(sc, remoteop.QuerySpec{ID: "q", Table: "tasks", MaxRows: 10, Filters: []remoteop.Filter{
-		{Column: "project_id", Op: remoteop.OpEq, Param: "project"},
-		{Column: "estimate", Op: remoteop.OpGte, Param: "min"},
-		{Column: "score", Op: remoteop.OpLt, Param: "below"},
-		{Column: "done", Op: remoteop.OpEq, Param: "done"},
+	p, err := operations.Compile(sc, operations.QuerySpec{ID: "q", Table: "tasks", MaxRows: 10, Filters: []operations.Filter{
+		{Column: "project_id", Op: operations.OpEq, Param: "project"},
+		{Column: "estimate", Op: operations.OpGte, Param: "min"},
+		{Column: "score", Op: operations.OpLt, Param: "below"},
+		{Column: "done", Op: operations.OpEq, Param: "done"},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -105,24 +105,24 @@ func TestBindTypesParametersByTheirColumn(t *testing.T) {
 	if got := p.Params(); !reflect.DeepEqual(got, []string{"below", "done", "min", "project"}) {
 		t.Fatalf("Params = %v", got)
 	}
-	params := func(fields ...remoteop.Field) remoteop.Value { return must(remoteop.Object(fields...)) }
-	f := func(k string, v remoteop.Value) remoteop.Field { return remoteop.Field{Key: k, Value: v} }
-	good := []remoteop.Field{f("project", str("p1")), f("min", remoteop.Integer(3)), f("below", must(remoteop.Number(2.5))), f("done", remoteop.Bool(false))}
+	params := func(fields ...operations.Field) operations.Value { return must(operations.Object(fields...)) }
+	f := func(k string, v operations.Value) operations.Field { return operations.Field{Key: k, Value: v} }
+	good := []operations.Field{f("project", str("p1")), f("min", operations.Integer(3)), f("below", must(operations.Number(2.5))), f("done", operations.Bool(false))}
 	got, err := p.Bind(params(good...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []remoteop.Condition{
-		{Column: "project_id", Op: remoteop.OpEq, Value: "p1"},
-		{Column: "estimate", Op: remoteop.OpGte, Value: int64(3)},
-		{Column: "score", Op: remoteop.OpLt, Value: 2.5},
-		{Column: "done", Op: remoteop.OpEq, Value: false},
+	want := []operations.Condition{
+		{Column: "project_id", Op: operations.OpEq, Value: "p1"},
+		{Column: "estimate", Op: operations.OpGte, Value: int64(3)},
+		{Column: "score", Op: operations.OpLt, Value: 2.5},
+		{Column: "done", Op: operations.OpEq, Value: false},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Bind = %#v, want %#v", got, want)
 	}
 	t.Run("a safe integral number binds an integer column, an integer binds a float column", func(t *testing.T) {
-		got, err := p.Bind(params(f("project", str("p1")), f("min", must(remoteop.Number(4))), f("below", remoteop.Integer(2)), f("done", remoteop.Bool(true))))
+		got, err := p.Bind(params(f("project", str("p1")), f("min", must(operations.Number(4))), f("below", operations.Integer(2)), f("done", operations.Bool(true))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,16 +132,16 @@ func TestBindTypesParametersByTheirColumn(t *testing.T) {
 	})
 	refusals := []struct {
 		name   string
-		params remoteop.Value
+		params operations.Value
 	}{
-		{"null for a query with parameters", remoteop.Null()},
+		{"null for a query with parameters", operations.Null()},
 		{"not an object", str("p1")},
 		{"missing parameter", params(good[:3]...)},
-		{"unknown parameter", params(append(append([]remoteop.Field{}, good...), f("extra", str("x")))...)},
+		{"unknown parameter", params(append(append([]operations.Field{}, good...), f("extra", str("x")))...)},
 		{"string for an integer", params(f("project", str("p1")), f("min", str("3")), good[2], good[3])},
-		{"fractional number for an integer", params(f("project", str("p1")), f("min", must(remoteop.Number(3.5))), good[2], good[3])},
-		{"null value", params(f("project", remoteop.Null()), good[1], good[2], good[3])},
-		{"number for a boolean", params(good[0], good[1], good[2], f("done", must(remoteop.Number(1))))},
+		{"fractional number for an integer", params(f("project", str("p1")), f("min", must(operations.Number(3.5))), good[2], good[3])},
+		{"null value", params(f("project", operations.Null()), good[1], good[2], good[3])},
+		{"number for a boolean", params(good[0], good[1], good[2], f("done", must(operations.Number(1))))},
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,11 +151,11 @@ func TestBindTypesParametersByTheirColumn(t *testing.T) {
 		})
 	}
 	t.Run("a query without parameters takes null or an empty object", func(t *testing.T) {
-		p, err := remoteop.Compile(sc, remoteop.QuerySpec{ID: "all", Table: "tasks", MaxRows: 1})
+		p, err := operations.Compile(sc, operations.QuerySpec{ID: "all", Table: "tasks", MaxRows: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, v := range []remoteop.Value{remoteop.Null(), params()} {
+		for _, v := range []operations.Value{operations.Null(), params()} {
 			if conds, err := p.Bind(v); err != nil || len(conds) != 0 {
 				t.Fatalf("Bind(%v) = %v, %v", v.Kind(), conds, err)
 			}
@@ -165,7 +165,7 @@ func TestBindTypesParametersByTheirColumn(t *testing.T) {
 
 func TestRowNormalizesToTheDeclaredTypes(t *testing.T) {
 	sc := querySchema(t)
-	p, err := remoteop.Compile(sc, remoteop.QuerySpec{ID: "q", Table: "tasks", MaxRows: 10,
+	p, err := operations.Compile(sc, operations.QuerySpec{ID: "q", Table: "tasks", MaxRows: 10,
 		Columns: []string{"estimate", "id", "score", "done", "meta", "blob"}})
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func TestRowNormalizesToTheDeclaredTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, _ := must(remoteop.Object(row...)).Encode()
+	enc, _ := must(operations.Object(row...)).Encode()
 	want := obj(`["estimate",{"t":"number","v":5}]`, `["id",{"t":"string","v":"t1"}]`, `["score",{"t":"number","v":1.25}]`,
 		`["done",{"t":"boolean","v":true}]`, `["meta",{"t":"string","v":"{\"a\":1}"}]`, `["blob",{"t":"bytes","v":"AQ=="}]`)
 	if string(enc) != want {
@@ -184,7 +184,7 @@ func TestRowNormalizesToTheDeclaredTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nulls[0].Value.Kind() != remoteop.KindNull {
+	if nulls[0].Value.Kind() != operations.KindNull {
 		t.Fatalf("nullable estimate: %v", nulls[0].Value.Kind())
 	}
 	failures := []struct {

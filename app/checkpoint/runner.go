@@ -1,4 +1,4 @@
-// Package backfill drives backfill checkpoints (the 0.24 safe-upgrade
+// Package checkpoint drives backfill checkpoints (the 0.24 safe-upgrade
 // rules of domain/checkpoint) for hosts and operators: declare a
 // checkpoint at the running schema version, run its backfill, activate
 // it.
@@ -23,7 +23,7 @@
 //     unverifiable (the log was pruned past the watermark, so the
 //     changes since cannot be read) restarts the full pass, as the state
 //     machine prescribes.
-package backfill
+package checkpoint
 
 import (
 	"context"
@@ -35,7 +35,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/app/push"
-	"github.com/syncd-dev/syncd/domain/checkpoint"
+	cpdomain "github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -108,9 +108,9 @@ type Progress struct {
 	Batches     int
 	RowsWritten int64
 	// Activation is the outcome of a PhaseActivation step.
-	Activation checkpoint.Activation
+	Activation cpdomain.Activation
 	// Checkpoint is the checkpoint row as the run last stored it.
-	Checkpoint checkpoint.Checkpoint
+	Checkpoint cpdomain.Checkpoint
 	// TargetSeq is the log's newest seq when the current pass or
 	// catch-up began: the watermark the run works toward (0 before).
 	TargetSeq int64
@@ -131,7 +131,7 @@ const (
 // Result sums up a run.
 type Result struct {
 	Outcome      Outcome
-	Checkpoint   checkpoint.Checkpoint
+	Checkpoint   cpdomain.Checkpoint
 	Batches      int
 	RowsWritten  int64
 	Activations  int
@@ -173,16 +173,16 @@ func New(o Options) (*Runner, error) {
 
 func (r *Runner) nowMs() int64 { return r.o.Clock.Now().UnixMilli() }
 
-func (r *Runner) decl(partition, name string) checkpoint.Declaration {
-	return checkpoint.Declaration{Partition: partition, Name: name, SchemaVersion: r.o.Schema.Version}
+func (r *Runner) decl(partition, name string) cpdomain.Declaration {
+	return cpdomain.Declaration{Partition: partition, Name: name, SchemaVersion: r.o.Schema.Version}
 }
 
 // Declare declares the checkpoint at the running schema version (raising
 // the partition's writer fence) and returns the stored row; an existing
 // row is returned unchanged.
-func (r *Runner) Declare(ctx context.Context, partition, name string) (checkpoint.Checkpoint, error) {
+func (r *Runner) Declare(ctx context.Context, partition, name string) (cpdomain.Checkpoint, error) {
 	if partition == "" || name == "" {
-		return checkpoint.Checkpoint{}, syncerr.Newf(syncerr.BackfillInvalidSpec, "a checkpoint needs a partition and a name")
+		return cpdomain.Checkpoint{}, syncerr.Newf(syncerr.BackfillInvalidSpec, "a checkpoint needs a partition and a name")
 	}
 	cp, err := r.o.Store.DeclareCheckpoint(ctx, r.decl(partition, name), r.nowMs())
 	if err != nil {
@@ -197,22 +197,22 @@ func (r *Runner) Declare(ctx context.Context, partition, name string) (checkpoin
 func (r *Runner) SchemaVersion() int32 { return r.o.Schema.Version }
 
 // List returns the partition's checkpoints ordered by name.
-func (r *Runner) List(ctx context.Context, partition string) ([]checkpoint.Checkpoint, error) {
+func (r *Runner) List(ctx context.Context, partition string) ([]cpdomain.Checkpoint, error) {
 	return r.o.Store.ReadCheckpoints(ctx, partition)
 }
 
 // Get returns one checkpoint; ok is false when it is absent.
-func (r *Runner) Get(ctx context.Context, partition, name string) (checkpoint.Checkpoint, bool, error) {
+func (r *Runner) Get(ctx context.Context, partition, name string) (cpdomain.Checkpoint, bool, error) {
 	cps, err := r.o.Store.ReadCheckpoints(ctx, partition)
 	if err != nil {
-		return checkpoint.Checkpoint{}, false, err
+		return cpdomain.Checkpoint{}, false, err
 	}
 	for _, cp := range cps {
 		if cp.Name == name {
 			return cp, true, nil
 		}
 	}
-	return checkpoint.Checkpoint{}, false, nil
+	return cpdomain.Checkpoint{}, false, nil
 }
 
 // The runner's cursor encoding: "" before the full pass began (or after
@@ -223,7 +223,7 @@ const (
 )
 
 // PassComplete reports whether the checkpoint's full pass has ended.
-func PassComplete(cp checkpoint.Checkpoint) bool { return cp.Cursor == cursorDone }
+func PassComplete(cp cpdomain.Checkpoint) bool { return cp.Cursor == cursorDone }
 
 // errSuperseded ends a run whose claim another runner took over.
 var errSuperseded = errors.New("backfill: superseded by a newer claim")
@@ -232,7 +232,7 @@ var errSuperseded = errors.New("backfill: superseded by a newer claim")
 type run struct {
 	r     *Runner
 	bf    ports.Backfiller
-	cp    checkpoint.Checkpoint
+	cp    cpdomain.Checkpoint
 	res   Result
 	own   string
 	batch int
@@ -358,10 +358,10 @@ func (rn *run) catchUpAndActivate(ctx context.Context) (restart bool, err error)
 		rn.res.Activations++
 		rn.report(PhaseActivation, act)
 		switch act {
-		case checkpoint.Activated:
-			rn.cp.State = checkpoint.StateActivated
+		case cpdomain.Activated:
+			rn.cp.State = cpdomain.StateActivated
 			return false, nil
-		case checkpoint.Unverifiable:
+		case cpdomain.Unverifiable:
 			return true, nil
 		}
 		// Stale: a source changed after the catch-up read, or another
@@ -496,7 +496,7 @@ func (rn *run) advance(ctx context.Context, tx ports.PushTx, watermark, observed
 	return nil
 }
 
-func (rn *run) report(p Phase, act checkpoint.Activation) {
+func (rn *run) report(p Phase, act cpdomain.Activation) {
 	pr := Progress{Partition: rn.cp.Partition, Name: rn.cp.Name, Phase: p, OwnerEpoch: rn.cp.OwnerEpoch,
 		Watermark: rn.cp.Watermark, ObservedRows: rn.cp.ObservedRows, Batches: rn.res.Batches,
 		RowsWritten: rn.res.RowsWritten, Activation: act, Checkpoint: rn.cp, TargetSeq: rn.target}
@@ -526,7 +526,7 @@ func (rn *run) report(p Phase, act checkpoint.Activation) {
 // not completed is sync.backfill.incomplete; stale means the sources
 // changed since (run again to catch up), unverifiable that the log was
 // pruned past the watermark (run again: the pass restarts).
-func (r *Runner) Activate(ctx context.Context, partition, name string, sources []string) (checkpoint.Activation, error) {
+func (r *Runner) Activate(ctx context.Context, partition, name string, sources []string) (cpdomain.Activation, error) {
 	cp, ok, err := r.Get(ctx, partition, name)
 	if err != nil {
 		return "", err
@@ -534,8 +534,8 @@ func (r *Runner) Activate(ctx context.Context, partition, name string, sources [
 	if !ok {
 		return "", syncerr.Newf(syncerr.StorageCheckpointNotDeclared, "checkpoint %s/%s is not declared", partition, name)
 	}
-	if cp.State == checkpoint.StateActivated {
-		return checkpoint.Activated, nil
+	if cp.State == cpdomain.StateActivated {
+		return cpdomain.Activated, nil
 	}
 	if !PassComplete(cp) {
 		return "", syncerr.Newf(syncerr.BackfillIncomplete,

@@ -1,9 +1,9 @@
-package backfill
+package checkpoint
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/syncd-dev/syncd/domain/checkpoint"
+	cpdomain "github.com/syncd-dev/syncd/domain/checkpoint"
 )
 
 // Metrics are the backfill counters and gauges, by checkpoint name (not
@@ -72,7 +72,7 @@ func (m *Metrics) progress(p Progress) {
 	m.observed.WithLabelValues(p.Name).Set(float64(p.ObservedRows))
 }
 
-func (m *Metrics) activation(name string, a checkpoint.Activation) {
+func (m *Metrics) activation(name string, a cpdomain.Activation) {
 	if m == nil {
 		return
 	}

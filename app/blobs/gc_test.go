@@ -17,7 +17,7 @@ func (f *fixture) stored(id string) bool {
 	return ok
 }
 
-func TestSweep(t *testing.T) {
+func TestGC(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	oldOrphan := f.upload(alice, []byte("abandoned upload"))
@@ -30,11 +30,11 @@ func TestSweep(t *testing.T) {
 	young := f.upload(alice, []byte("uploaded a minute before the sweep"))
 	f.now = f.now.Add(time.Minute + time.Millisecond)
 
-	res, err := f.svc.SweepAll(ctx)
+	res, err := f.svc.CollectAll(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 1 || res[0] != (SweepResult{Partition: "p1", Claimed: 2, Deleted: 2}) {
+	if len(res) != 1 || res[0] != (GCResult{Partition: "p1", Claimed: 2, Deleted: 2}) {
 		t.Fatalf("sweep = %+v", res)
 	}
 	for id, want := range map[string]bool{oldOrphan: false, oldUnreferenced: false, oldReferenced: true, young: true} {
@@ -46,20 +46,20 @@ func TestSweep(t *testing.T) {
 		t.Fatalf("claims left after the sweep: %v", claims)
 	}
 	// A second pass finds nothing more; the young blob goes once it is old.
-	if r, _ := f.svc.SweepPartition(ctx, "p1"); r.Deleted != 0 {
+	if r, _ := f.svc.CollectPartition(ctx, "p1"); r.Deleted != 0 {
 		t.Fatalf("second pass = %+v", r)
 	}
 	f.now = f.now.Add(DefaultOrphanGrace)
-	if r, _ := f.svc.SweepPartition(ctx, "p1"); r.Deleted != 1 || f.stored(young) {
+	if r, _ := f.svc.CollectPartition(ctx, "p1"); r.Deleted != 1 || f.stored(young) {
 		t.Fatalf("pass after the young blob aged = %+v", r)
 	}
-	if len(f.m.swept) != 3 {
-		t.Fatalf("sweep metrics %+v", f.m.swept)
+	if len(f.m.collected) != 3 {
+		t.Fatalf("sweep metrics %+v", f.m.collected)
 	}
 }
 
-func TestSweepPagesAndGrace(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.SweepPage, o.OrphanGrace = 2, time.Hour })
+func TestGCPagesAndGrace(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.GCPage, o.OrphanGrace = 2, time.Hour })
 	ctx := context.Background()
 	var ids []string
 	for i := range 5 {
@@ -67,7 +67,7 @@ func TestSweepPagesAndGrace(t *testing.T) {
 	}
 	f.attach("t1", "pa", ids[2])
 	f.now = f.now.Add(time.Hour + time.Millisecond)
-	r, err := f.svc.SweepPartition(ctx, "p1")
+	r, err := f.svc.CollectPartition(ctx, "p1")
 	if err != nil || r.Deleted != 4 {
 		t.Fatalf("sweep over pages of two = %+v %v", r, err)
 	}
@@ -76,7 +76,7 @@ func TestSweepPagesAndGrace(t *testing.T) {
 	}
 }
 
-func TestSweepFinishesLeftClaims(t *testing.T) {
+func TestGCFinishesLeftClaims(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	a := f.upload(alice, []byte("claimed by a sweep that stopped"))
@@ -87,7 +87,7 @@ func TestSweepFinishesLeftClaims(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := f.svc.SweepPartition(ctx, "p1")
+	r, err := f.svc.CollectPartition(ctx, "p1")
 	if err != nil || r.Deleted != 1 || f.stored(a) {
 		t.Fatalf("sweep = %+v %v; the claimed blob (not yet past its grace) must go", r, err)
 	}
@@ -108,13 +108,13 @@ func (d deleteFails) Delete(ctx context.Context, partition, id string) error {
 	return d.BlobStore.Delete(ctx, partition, id)
 }
 
-func TestSweepKeepsTheClaimOfAFailedDeletion(t *testing.T) {
+func TestGCKeepsTheClaimOfAFailedDeletion(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.Blobs = deleteFails{BlobStore: o.Blobs, bad: contentaddr.Of([]byte("stuck"))} })
 	ctx := context.Background()
 	bad := f.upload(alice, []byte("stuck"))
 	fine := f.upload(alice, []byte("fine"))
 	f.now = f.now.Add(DefaultOrphanGrace + time.Millisecond)
-	r, err := f.svc.SweepPartition(ctx, "p1")
+	r, err := f.svc.CollectPartition(ctx, "p1")
 	if err == nil || r.Deleted != 1 || f.stored(fine) || !f.stored(bad) {
 		t.Fatalf("sweep = %+v %v", r, err)
 	}
@@ -124,11 +124,11 @@ func TestSweepKeepsTheClaimOfAFailedDeletion(t *testing.T) {
 	}
 }
 
-// TestSweepRacesPushes: pushes that reference old orphans (checking, under
+// TestGCRacesPushes: pushes that reference old orphans (checking, under
 // the partition lock, that the blob exists and is not claimed, as the push
-// pipeline does) race sweeps; no committed reference may point at a
+// pipeline does) race collections; no committed reference may point at a
 // deleted blob.
-func TestSweepRacesPushes(t *testing.T) {
+func TestGCRacesPushes(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	n := 30
@@ -161,7 +161,7 @@ func TestSweepRacesPushes(t *testing.T) {
 	}
 	for range 3 {
 		wg.Go(func() {
-			if _, err := f.svc.SweepPartition(ctx, "p1"); err != nil {
+			if _, err := f.svc.CollectPartition(ctx, "p1"); err != nil {
 				t.Error(err)
 			}
 		})
@@ -184,19 +184,19 @@ func taskWrite(rowID string) ports.RowWrite {
 		Payload: []byte{0}, Values: []any{rowID, "pa", rowID, false, nil, nil}}
 }
 
-// TestSweepPass: the scheduled pass sweeps every partition and counts
+// TestGCPass: the scheduled pass collects every partition and counts
 // itself.
-func TestSweepPass(t *testing.T) {
+func TestGCPass(t *testing.T) {
 	f := newFixture(t)
 	f.upload(alice, []byte("orphan"))
 	f.now = f.now.Add(DefaultOrphanGrace + time.Millisecond)
-	if err := f.svc.Sweeper.Pass(context.Background()); err != nil {
+	if err := f.svc.GC.Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	f.m.mu.Lock()
 	defer f.m.mu.Unlock()
-	if len(f.m.swept) != 1 || f.m.swept[0].Deleted != 1 {
-		t.Fatalf("swept %+v, want one orphan deleted", f.m.swept)
+	if len(f.m.collected) != 1 || f.m.collected[0].Deleted != 1 {
+		t.Fatalf("swept %+v, want one orphan deleted", f.m.collected)
 	}
 	if f.m.passes[false] != 1 {
 		t.Fatalf("passes %v, want one ok", f.m.passes)

@@ -1,43 +1,43 @@
-package remoteop_test
+package operations_test
 
 import (
 	"math"
 	"testing"
 
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 )
 
-func must(v remoteop.Value, err error) remoteop.Value {
+func must(v operations.Value, err error) operations.Value {
 	if err != nil {
 		panic(err)
 	}
 	return v
 }
 
-func str(s string) remoteop.Value { return must(remoteop.String(s)) }
+func str(s string) operations.Value { return must(operations.String(s)) }
 
 // REMOTE.md §4: each kind and its encoded form.
 func TestValueEncodingTable(t *testing.T) {
 	tests := []struct {
 		name string
-		v    remoteop.Value
+		v    operations.Value
 		want string
 	}{
-		{"null", remoteop.Null(), `{"t":"null"}`},
-		{"boolean", remoteop.Bool(true), `{"t":"boolean","v":true}`},
-		{"finite number", must(remoteop.Number(1.5)), `{"t":"number","v":1.5}`},
-		{"integral number", must(remoteop.Number(42)), `{"t":"number","v":42}`},
+		{"null", operations.Null(), `{"t":"null"}`},
+		{"boolean", operations.Bool(true), `{"t":"boolean","v":true}`},
+		{"finite number", must(operations.Number(1.5)), `{"t":"number","v":1.5}`},
+		{"integral number", must(operations.Number(42)), `{"t":"number","v":42}`},
 		{"string", str("x"), `{"t":"string","v":"x"}`},
 		{"string with escapes", str("a\"\n"), `{"t":"string","v":"a\"\n"}`},
-		{"signed 64-bit integer", remoteop.Integer(42), `{"t":"integer","v":"42"}`},
-		{"most negative integer", remoteop.Integer(math.MinInt64), `{"t":"integer","v":"-9223372036854775808"}`},
-		{"bytes as padded base64", remoteop.Bytes([]byte{0, 1}), `{"t":"bytes","v":"AAE="}`},
-		{"empty bytes", remoteop.Bytes(nil), `{"t":"bytes","v":""}`},
-		{"array", must(remoteop.Array(remoteop.Null(), remoteop.Integer(1))), `{"t":"array","v":[{"t":"null"},{"t":"integer","v":"1"}]}`},
-		{"object as pairs in order", must(remoteop.Object(
-			remoteop.Field{Key: "b", Value: remoteop.Bool(false)},
-			remoteop.Field{Key: "a", Value: str("y")},
+		{"signed 64-bit integer", operations.Integer(42), `{"t":"integer","v":"42"}`},
+		{"most negative integer", operations.Integer(math.MinInt64), `{"t":"integer","v":"-9223372036854775808"}`},
+		{"bytes as padded base64", operations.Bytes([]byte{0, 1}), `{"t":"bytes","v":"AAE="}`},
+		{"empty bytes", operations.Bytes(nil), `{"t":"bytes","v":""}`},
+		{"array", must(operations.Array(operations.Null(), operations.Integer(1))), `{"t":"array","v":[{"t":"null"},{"t":"integer","v":"1"}]}`},
+		{"object as pairs in order", must(operations.Object(
+			operations.Field{Key: "b", Value: operations.Bool(false)},
+			operations.Field{Key: "a", Value: str("y")},
 		)), `{"t":"object","v":[["b",{"t":"boolean","v":false}],["a",{"t":"string","v":"y"}]]}`},
 	}
 	for _, tt := range tests {
@@ -49,7 +49,7 @@ func TestValueEncodingTable(t *testing.T) {
 			if string(got) != tt.want {
 				t.Fatalf("encode = %s, want %s", got, tt.want)
 			}
-			back, err := remoteop.Decode(got)
+			back, err := operations.Decode(got)
 			if err != nil {
 				t.Fatalf("decode: %v", err)
 			}
@@ -62,25 +62,25 @@ func TestValueEncodingTable(t *testing.T) {
 }
 
 func TestConstructorsRefuseWhatTheEncodingCannotCarry(t *testing.T) {
-	if _, err := remoteop.Number(math.NaN()); err == nil {
+	if _, err := operations.Number(math.NaN()); err == nil {
 		t.Error("NaN accepted")
 	}
-	if _, err := remoteop.Number(math.Inf(1)); err == nil {
+	if _, err := operations.Number(math.Inf(1)); err == nil {
 		t.Error("+Inf accepted")
 	}
-	if _, err := remoteop.String("\xff"); err == nil {
+	if _, err := operations.String("\xff"); err == nil {
 		t.Error("invalid UTF-8 accepted")
 	}
-	if _, err := remoteop.Object(remoteop.Field{Key: "a", Value: remoteop.Null()}, remoteop.Field{Key: "a", Value: remoteop.Null()}); err == nil {
+	if _, err := operations.Object(operations.Field{Key: "a", Value: operations.Null()}, operations.Field{Key: "a", Value: operations.Null()}); err == nil {
 		t.Error("duplicate key accepted")
 	}
-	if _, err := remoteop.Array(remoteop.Value{}); err == nil {
+	if _, err := operations.Array(operations.Value{}); err == nil {
 		t.Error("zero Value accepted as an item")
 	}
-	if _, ok := remoteop.SafeNumber(1 << 53); ok {
+	if _, ok := operations.SafeNumber(1 << 53); ok {
 		t.Error("2^53 accepted as a safe number")
 	}
-	if v, ok := remoteop.SafeNumber(1<<53 - 1); !ok || v.Kind() != remoteop.KindNumber {
+	if v, ok := operations.SafeNumber(1<<53 - 1); !ok || v.Kind() != operations.KindNumber {
 		t.Error("2^53-1 refused")
 	}
 }
@@ -118,7 +118,7 @@ func TestDecodeRefusesMalformedValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := remoteop.Decode([]byte(tt.in))
+			_, err := operations.Decode([]byte(tt.in))
 			if syncerr.CodeOf(err) != syncerr.OperationInvalid {
 				t.Fatalf("Decode(%s) = %v, want operation.invalid_request", tt.in, err)
 			}
@@ -128,17 +128,17 @@ func TestDecodeRefusesMalformedValues(t *testing.T) {
 
 func TestDecodeBoundsNesting(t *testing.T) {
 	deep := `{"t":"null"}`
-	for range remoteop.MaxDepth + 1 {
+	for range operations.MaxDepth + 1 {
 		deep = `{"t":"array","v":[` + deep + `]}`
 	}
-	if _, err := remoteop.Decode([]byte(deep)); syncerr.CodeOf(err) != syncerr.OperationInvalid {
+	if _, err := operations.Decode([]byte(deep)); syncerr.CodeOf(err) != syncerr.OperationInvalid {
 		t.Fatalf("nesting past MaxDepth: %v", err)
 	}
 	ok := `{"t":"null"}`
-	for range remoteop.MaxDepth {
+	for range operations.MaxDepth {
 		ok = `{"t":"array","v":[` + ok + `]}`
 	}
-	if _, err := remoteop.Decode([]byte(ok)); err != nil {
+	if _, err := operations.Decode([]byte(ok)); err != nil {
 		t.Fatalf("nesting at MaxDepth: %v", err)
 	}
 }

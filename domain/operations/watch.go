@@ -1,4 +1,4 @@
-package remoteop
+package operations
 
 import "github.com/syncd-dev/syncd/domain/syncerr"
 

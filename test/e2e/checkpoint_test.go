@@ -20,10 +20,10 @@ import (
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/app"
-	"github.com/syncd-dev/syncd/app/backfill"
+	"github.com/syncd-dev/syncd/app/checkpoint"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/platform"
-	"github.com/syncd-dev/syncd/domain/checkpoint"
+	cpdomain "github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -67,13 +67,13 @@ const bumpIRv2 = `{
 type node struct {
 	*server
 	ready  *platform.Readiness
-	runner *backfill.Runner
+	runner *checkpoint.Runner
 	stop   func()
 }
 
 // startNode starts a server with ir over the database open opens, without
 // waiting for it to be ready; decls are the checkpoints it declares.
-func startNode(t *testing.T, open func(t *testing.T) ports.Storage, ir string, decls []checkpoint.Declaration) *node {
+func startNode(t *testing.T, open func(t *testing.T) ports.Storage, ir string, decls []cpdomain.Declaration) *node {
 	t.Helper()
 	st := open(t)
 	sch, err := schema.Load([]byte(ir))
@@ -246,8 +246,8 @@ func testSchemaBumpWithBackfill(t *testing.T, open func(t *testing.T) ports.Stor
 
 	// 2. The bump: a v2 process that declares the checkpoint migrates and
 	// serves while it backfills.
-	decl := checkpoint.Declaration{Partition: part, Name: "priority", SchemaVersion: 2}
-	v2 := startNode(t, open, bumpIRv2, []checkpoint.Declaration{decl})
+	decl := cpdomain.Declaration{Partition: part, Name: "priority", SchemaVersion: 2}
+	v2 := startNode(t, open, bumpIRv2, []cpdomain.Declaration{decl})
 	v2.waitReady(t, 30*time.Second)
 	if _, st := v2.readyz(t); len(st.Checkpoints) != 1 || st.Checkpoints[0].Name != "priority" || !st.Checkpoints[0].Declared {
 		t.Fatalf("declaring node /readyz: %+v", st)
@@ -305,7 +305,7 @@ func testSchemaBumpWithBackfill(t *testing.T, open func(t *testing.T) ports.Stor
 			time.Sleep(5 * time.Millisecond)
 		}
 	})
-	fill, err := backfill.NewFill(v2.sch, "items", map[string]string{"priority": "0"})
+	fill, err := checkpoint.NewFill(v2.sch, "items", map[string]string{"priority": "0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func testSchemaBumpWithBackfill(t *testing.T, open func(t *testing.T) ports.Stor
 		t.Fatal(err)
 	default:
 	}
-	if err != nil || res.Outcome != backfill.OutcomeActivated || res.Batches < 4 || res.RowsWritten < 12 {
+	if err != nil || res.Outcome != checkpoint.OutcomeActivated || res.Batches < 4 || res.RowsWritten < 12 {
 		t.Fatalf("backfill = %+v, %v", res, err)
 	}
 	// 5. The client pulls the backfill's commits like any other.
@@ -356,7 +356,7 @@ func testSchemaBumpWithBackfill(t *testing.T, open func(t *testing.T) ports.Stor
 }
 
 // slowFill paces the fill's batches so the client's writes interleave.
-type slowFill struct{ *backfill.Fill }
+type slowFill struct{ *checkpoint.Fill }
 
 func (s *slowFill) Scan(ctx context.Context, in ports.BackfillScan) (ports.BackfillBatch, error) {
 	in.Limit = 3

@@ -1,11 +1,11 @@
-package remoteop_test
+package operations_test
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/push"
-	"github.com/syncd-dev/syncd/domain/remoteop"
 )
 
 func TestCommandIdentity(t *testing.T) {
@@ -21,7 +21,7 @@ func TestCommandIdentity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, k := remoteop.CommandIdentity(tt.actor, tt.client, tt.op, tt.request)
+			c, k := operations.CommandIdentity(tt.actor, tt.client, tt.op, tt.request)
 			if c != tt.wantClient || k != tt.wantCommitID {
 				t.Fatalf("got %s %s, want %s %s", c, k, tt.wantClient, tt.wantCommitID)
 			}

@@ -1,4 +1,4 @@
-package backfill_test
+package checkpoint_test
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
-	"github.com/syncd-dev/syncd/app/backfill"
+	"github.com/syncd-dev/syncd/app/checkpoint"
 	"github.com/syncd-dev/syncd/app/push"
-	"github.com/syncd-dev/syncd/domain/checkpoint"
+	cpdomain "github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -79,10 +79,10 @@ func newFixture(t *testing.T, open func(t *testing.T) ports.Storage) *fixture {
 	return &fixture{t: t, ctx: ctx, st: st, sch: sch, svc: svc, clk: clk, tasks: sch.Table("tasks")}
 }
 
-func (f *fixture) runner(o backfill.Options) *backfill.Runner {
+func (f *fixture) runner(o checkpoint.Options) *checkpoint.Runner {
 	f.t.Helper()
-	o.Store, o.Commits, o.Schema, o.Clock = f.st.(backfill.Store), f.svc, f.sch, f.clk
-	r, err := backfill.New(o)
+	o.Store, o.Commits, o.Schema, o.Clock = f.st.(checkpoint.Store), f.svc, f.sch, f.clk
+	r, err := checkpoint.New(o)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func (f *fixture) ownWrites(name string) map[string]int {
 	}
 	out := map[string]int{}
 	for _, c := range span.Commits {
-		if c.ClientID == backfill.OwnClientID(name) {
+		if c.ClientID == checkpoint.OwnClientID(name) {
 			for _, ch := range c.Changes {
 				out[ch.RowID]++
 			}
@@ -147,16 +147,16 @@ func (f *fixture) ownWrites(name string) map[string]int {
 	return out
 }
 
-func (f *fixture) fill() *backfill.Fill {
+func (f *fixture) fill() *checkpoint.Fill {
 	f.t.Helper()
-	fl, err := backfill.NewFill(f.sch, "tasks", map[string]string{"estimate": "0"})
+	fl, err := checkpoint.NewFill(f.sch, "tasks", map[string]string{"estimate": "0"})
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	return fl
 }
 
-func (f *fixture) declare(r *backfill.Runner, name string) {
+func (f *fixture) declare(r *checkpoint.Runner, name string) {
 	f.t.Helper()
 	if _, err := r.Declare(f.ctx, part, name); err != nil {
 		f.t.Fatal(err)
@@ -204,15 +204,15 @@ func TestRunFillsEveryNullRowAndActivates(t *testing.T) {
 			}
 			f.seedTask(fmt.Sprintf("t%d", i), est)
 		}
-		var phases []backfill.Phase
-		var last backfill.Progress
-		r := f.runner(backfill.Options{BatchRows: 3, OnProgress: func(p backfill.Progress) { phases, last = append(phases, p.Phase), p }})
+		var phases []checkpoint.Phase
+		var last checkpoint.Progress
+		r := f.runner(checkpoint.Options{BatchRows: 3, OnProgress: func(p checkpoint.Progress) { phases, last = append(phases, p.Phase), p }})
 		f.declare(r, "estimates")
 		res, err := r.Run(f.ctx, part, "estimates", f.fill())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Outcome != backfill.OutcomeActivated || res.Checkpoint.State != checkpoint.StateActivated {
+		if res.Outcome != checkpoint.OutcomeActivated || res.Checkpoint.State != cpdomain.StateActivated {
 			t.Fatalf("result = %+v", res)
 		}
 		want := map[string]string{"t0": "10", "t1": "0", "t2": "0", "t3": "13", "t4": "0", "t5": "0", "t6": "16"}
@@ -223,14 +223,14 @@ func TestRunFillsEveryNullRowAndActivates(t *testing.T) {
 			t.Fatalf("backfill writes = %v", got)
 		}
 		cp, _, err := r.Get(f.ctx, part, "estimates")
-		if err != nil || cp.State != checkpoint.StateActivated || cp.ObservedRows != 7 || !backfill.PassComplete(cp) {
+		if err != nil || cp.State != cpdomain.StateActivated || cp.ObservedRows != 7 || !checkpoint.PassComplete(cp) {
 			t.Fatalf("stored = %+v, %v", cp, err)
 		}
-		if phases[0] != backfill.PhaseClaimed || phases[len(phases)-1] != backfill.PhaseActivated {
+		if phases[0] != checkpoint.PhaseClaimed || phases[len(phases)-1] != checkpoint.PhaseActivated {
 			t.Fatalf("phases = %v", phases)
 		}
 		b, _ := f.st.LogBounds(f.ctx, part)
-		if last.Checkpoint.State != checkpoint.StateActivated || last.Checkpoint.Watermark != last.Watermark || last.TargetSeq == 0 || last.TargetSeq > b.MaxSeq {
+		if last.Checkpoint.State != cpdomain.StateActivated || last.Checkpoint.Watermark != last.Watermark || last.TargetSeq == 0 || last.TargetSeq > b.MaxSeq {
 			t.Fatalf("last progress = %+v (log %+v)", last, b)
 		}
 		// Activated is terminal: another run cannot claim it.
@@ -253,19 +253,19 @@ func TestRunResumesAfterACrashFromTheStoredCursor(t *testing.T) {
 			}
 			return nil
 		}}
-		r := f.runner(backfill.Options{BatchRows: 3})
+		r := f.runner(checkpoint.Options{BatchRows: 3})
 		f.declare(r, "estimates")
 		if _, err := r.Run(f.ctx, part, "estimates", first); !errors.Is(err, crash) {
 			t.Fatalf("first run = %v", err)
 		}
 		cp, _, _ := r.Get(f.ctx, part, "estimates")
-		if cp.State != checkpoint.StateBackfilling || cp.Cursor != "scan:t5" || cp.ObservedRows != 6 {
+		if cp.State != cpdomain.StateBackfilling || cp.Cursor != "scan:t5" || cp.ObservedRows != 6 {
 			t.Fatalf("after the crash = %+v", cp)
 		}
 		// A new process resumes where the stored cursor points.
 		second := &hooked{Backfiller: f.fill()}
-		res, err := f.runner(backfill.Options{BatchRows: 3}).Run(f.ctx, part, "estimates", second)
-		if err != nil || res.Outcome != backfill.OutcomeActivated {
+		res, err := f.runner(checkpoint.Options{BatchRows: 3}).Run(f.ctx, part, "estimates", second)
+		if err != nil || res.Outcome != checkpoint.OutcomeActivated {
 			t.Fatalf("second run = %+v, %v", res, err)
 		}
 		if second.cursors[0] != "t5" {
@@ -292,19 +292,19 @@ func TestASecondClaimFencesTheFirstRunner(t *testing.T) {
 		for i := range 9 {
 			f.seedTask(fmt.Sprintf("t%d", i), nil)
 		}
-		r := f.runner(backfill.Options{BatchRows: 3})
+		r := f.runner(checkpoint.Options{BatchRows: 3})
 		f.declare(r, "estimates")
 		// While the first runner derives its second batch, another node
 		// claims the checkpoint.
 		first := &hooked{Backfiller: f.fill(), before: func(call int) error {
 			if call == 2 {
-				_, err := f.st.ClaimCheckpoint(f.ctx, checkpoint.Declaration{Partition: part, Name: "estimates", SchemaVersion: f.sch.Version}, 1)
+				_, err := f.st.ClaimCheckpoint(f.ctx, cpdomain.Declaration{Partition: part, Name: "estimates", SchemaVersion: f.sch.Version}, 1)
 				return err
 			}
 			return nil
 		}}
 		res, err := r.Run(f.ctx, part, "estimates", first)
-		if err != nil || res.Outcome != backfill.OutcomeSuperseded || res.Batches != 1 {
+		if err != nil || res.Outcome != checkpoint.OutcomeSuperseded || res.Batches != 1 {
 			t.Fatalf("first run = %+v, %v", res, err)
 		}
 		// Only its first batch landed: the second rolled back with its advance.
@@ -312,7 +312,7 @@ func TestASecondClaimFencesTheFirstRunner(t *testing.T) {
 			t.Fatalf("after the superseded run: %v", got)
 		}
 		res, err = r.Run(f.ctx, part, "estimates", f.fill())
-		if err != nil || res.Outcome != backfill.OutcomeActivated || res.Checkpoint.OwnerEpoch != 3 {
+		if err != nil || res.Outcome != checkpoint.OutcomeActivated || res.Checkpoint.OwnerEpoch != 3 {
 			t.Fatalf("next run = %+v, %v", res, err)
 		}
 		if got := f.ownWrites("estimates"); len(got) != 9 {
@@ -326,22 +326,22 @@ func TestRacingRunnersLeaveOneActivation(t *testing.T) {
 		for i := range 12 {
 			f.seedTask(fmt.Sprintf("t%02d", i), nil)
 		}
-		f.declare(f.runner(backfill.Options{}), "estimates")
+		f.declare(f.runner(checkpoint.Options{}), "estimates")
 		var wg sync.WaitGroup
-		results := make([]backfill.Result, 2)
+		results := make([]checkpoint.Result, 2)
 		errs := make([]error, 2)
 		for i := range results {
 			wg.Go(func() {
-				results[i], errs[i] = f.runner(backfill.Options{BatchRows: 2}).Run(f.ctx, part, "estimates", f.fill())
+				results[i], errs[i] = f.runner(checkpoint.Options{BatchRows: 2}).Run(f.ctx, part, "estimates", f.fill())
 			})
 		}
 		wg.Wait()
 		activated := 0
 		for i := range results {
 			switch {
-			case errs[i] == nil && results[i].Outcome == backfill.OutcomeActivated:
+			case errs[i] == nil && results[i].Outcome == checkpoint.OutcomeActivated:
 				activated++
-			case errs[i] == nil && results[i].Outcome == backfill.OutcomeSuperseded:
+			case errs[i] == nil && results[i].Outcome == checkpoint.OutcomeSuperseded:
 			case syncerr.CodeOf(errs[i]) == syncerr.StorageCheckpointNotDeclared:
 				// Claimed after the other activated.
 			default:
@@ -364,28 +364,28 @@ func TestStaleActivationCatchesUp(t *testing.T) {
 		for i := range 4 {
 			f.seedTask(fmt.Sprintf("t%d", i), nil)
 		}
-		var acts []checkpoint.Activation
+		var acts []cpdomain.Activation
 		var once sync.Once
-		var r *backfill.Runner
-		r = f.runner(backfill.Options{BatchRows: 3, OnProgress: func(p backfill.Progress) {
+		var r *checkpoint.Runner
+		r = f.runner(checkpoint.Options{BatchRows: 3, OnProgress: func(p checkpoint.Progress) {
 			switch p.Phase {
-			case backfill.PhaseCatchUp, backfill.PhaseScan:
-				if p.Phase == backfill.PhaseScan && !hasDone(f, r) {
+			case checkpoint.PhaseCatchUp, checkpoint.PhaseScan:
+				if p.Phase == checkpoint.PhaseScan && !hasDone(f, r) {
 					return
 				}
 				// A client writes a row with no estimate after the
 				// catch-up read, before the activation.
 				once.Do(func() { f.seedTask("late", nil) })
-			case backfill.PhaseActivation:
+			case checkpoint.PhaseActivation:
 				acts = append(acts, p.Activation)
 			}
 		}})
 		f.declare(r, "estimates")
 		res, err := r.Run(f.ctx, part, "estimates", f.fill())
-		if err != nil || res.Outcome != backfill.OutcomeActivated {
+		if err != nil || res.Outcome != checkpoint.OutcomeActivated {
 			t.Fatalf("run = %+v, %v", res, err)
 		}
-		if len(acts) < 2 || acts[0] != checkpoint.Stale || acts[len(acts)-1] != checkpoint.Activated {
+		if len(acts) < 2 || acts[0] != cpdomain.Stale || acts[len(acts)-1] != cpdomain.Activated {
 			t.Fatalf("activations = %v", acts)
 		}
 		if got := f.estimates()["late"]; got != "0" {
@@ -397,9 +397,9 @@ func TestStaleActivationCatchesUp(t *testing.T) {
 	})
 }
 
-func hasDone(f *fixture, r *backfill.Runner) bool {
+func hasDone(f *fixture, r *checkpoint.Runner) bool {
 	cp, _, _ := r.Get(f.ctx, part, "estimates")
-	return backfill.PassComplete(cp)
+	return checkpoint.PassComplete(cp)
 }
 
 func TestUnverifiableActivationRestartsThePass(t *testing.T) {
@@ -408,9 +408,9 @@ func TestUnverifiableActivationRestartsThePass(t *testing.T) {
 			f.seedTask(fmt.Sprintf("t%d", i), nil)
 		}
 		var once sync.Once
-		var r *backfill.Runner
-		r = f.runner(backfill.Options{BatchRows: 10, OnProgress: func(p backfill.Progress) {
-			if p.Phase != backfill.PhaseScan || !hasDone(f, r) {
+		var r *checkpoint.Runner
+		r = f.runner(checkpoint.Options{BatchRows: 10, OnProgress: func(p checkpoint.Progress) {
+			if p.Phase != checkpoint.PhaseScan || !hasDone(f, r) {
 				return
 			}
 			// After the pass, a client writes and the log is pruned past
@@ -429,7 +429,7 @@ func TestUnverifiableActivationRestartsThePass(t *testing.T) {
 		}})
 		f.declare(r, "estimates")
 		res, err := r.Run(f.ctx, part, "estimates", f.fill())
-		if err != nil || res.Outcome != backfill.OutcomeActivated || res.FullPasses != 2 {
+		if err != nil || res.Outcome != checkpoint.OutcomeActivated || res.FullPasses != 2 {
 			t.Fatalf("run = %+v, %v", res, err)
 		}
 		if got := f.estimates()["late"]; got != "0" {
@@ -441,7 +441,7 @@ func TestUnverifiableActivationRestartsThePass(t *testing.T) {
 func TestActivateNeedsACompletePass(t *testing.T) {
 	forEngines(t, func(t *testing.T, f *fixture) {
 		f.seedTask("t0", nil)
-		r := f.runner(backfill.Options{})
+		r := f.runner(checkpoint.Options{})
 		_, err := r.Activate(f.ctx, part, "estimates", []string{"tasks"})
 		if syncerr.CodeOf(err) != syncerr.StorageCheckpointNotDeclared {
 			t.Fatalf("activate undeclared = %v", err)
@@ -456,7 +456,7 @@ func TestActivateNeedsACompletePass(t *testing.T) {
 
 func TestRunRefusesWithoutABackfill(t *testing.T) {
 	f := newFixture(t, engines[0].open)
-	r := f.runner(backfill.Options{})
+	r := f.runner(checkpoint.Options{})
 	f.declare(r, "estimates")
 	if _, err := r.Run(f.ctx, part, "estimates", nil); syncerr.CodeOf(err) != syncerr.BackfillUnregistered {
 		t.Fatalf("run without a backfill = %v", err)
@@ -481,12 +481,12 @@ func TestNewFillRefusesWhatItCannotFill(t *testing.T) {
 		{"crdt column", "notes", map[string]string{"doc": `"x"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := backfill.NewFill(sch, tt.table, tt.set); syncerr.CodeOf(err) != syncerr.BackfillInvalidSpec {
+			if _, err := checkpoint.NewFill(sch, tt.table, tt.set); syncerr.CodeOf(err) != syncerr.BackfillInvalidSpec {
 				t.Fatalf("NewFill = %v", err)
 			}
 		})
 	}
-	if _, err := backfill.NewFill(sch, "notes", map[string]string{"count": "3", "title": `"untitled"`, "meta": `{"a":1}`}); err != nil {
+	if _, err := checkpoint.NewFill(sch, "notes", map[string]string{"count": "3", "title": `"untitled"`, "meta": `{"a":1}`}); err != nil {
 		t.Fatalf("valid fill refused: %v", err)
 	}
 }
@@ -494,7 +494,7 @@ func TestNewFillRefusesWhatItCannotFill(t *testing.T) {
 // conflicting writes a client's estimate into a row right after the
 // first batch was derived, before it commits.
 type conflicting struct {
-	*backfill.Fill
+	*checkpoint.Fill
 	f     *fixture
 	calls int
 }
@@ -519,11 +519,11 @@ func TestABatchInConflictIsDerivedAgain(t *testing.T) {
 		for i := range 3 {
 			f.seedTask(fmt.Sprintf("t%d", i), nil)
 		}
-		r := f.runner(backfill.Options{BatchRows: 10})
+		r := f.runner(checkpoint.Options{BatchRows: 10})
 		f.declare(r, "estimates")
 		c := &conflicting{Fill: f.fill(), f: f}
 		res, err := r.Run(f.ctx, part, "estimates", c)
-		if err != nil || res.Outcome != backfill.OutcomeActivated {
+		if err != nil || res.Outcome != checkpoint.OutcomeActivated {
 			t.Fatalf("run = %+v, %v", res, err)
 		}
 		if got := f.estimates(); fmt.Sprint(got) != "map[t0:0 t1:7 t2:0]" {

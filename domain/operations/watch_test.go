@@ -1,9 +1,9 @@
-package remoteop_test
+package operations_test
 
 import (
 	"testing"
 
-	"github.com/syncd-dev/syncd/domain/remoteop"
+	"github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 )
 
@@ -11,12 +11,12 @@ func TestDecodeWatchMessage(t *testing.T) {
 	kindW := `["kind",{"t":"string","v":"watch"}]`
 	kindU := `["kind",{"t":"string","v":"unwatch"}]`
 	wid := `["watchId",{"t":"string","v":"w1"}]`
-	m, err := remoteop.DecodeWatchMessage([]byte(obj(rev1, kindW, wid, client, opID, noParam)))
-	if err != nil || m.Kind != remoteop.KindWatch || m.WatchID != "w1" || m.ClientID != "c1" || m.OperationID != "tasks.byOwner" || m.Params.Kind() != remoteop.KindNull {
+	m, err := operations.DecodeWatchMessage([]byte(obj(rev1, kindW, wid, client, opID, noParam)))
+	if err != nil || m.Kind != operations.KindWatch || m.WatchID != "w1" || m.ClientID != "c1" || m.OperationID != "tasks.byOwner" || m.Params.Kind() != operations.KindNull {
 		t.Fatalf("watch: %+v %v", m, err)
 	}
-	m, err = remoteop.DecodeWatchMessage([]byte(obj(rev1, kindU, wid)))
-	if err != nil || m.Kind != remoteop.KindUnwatch || m.WatchID != "w1" {
+	m, err = operations.DecodeWatchMessage([]byte(obj(rev1, kindU, wid)))
+	if err != nil || m.Kind != operations.KindUnwatch || m.WatchID != "w1" {
 		t.Fatalf("unwatch: %+v %v", m, err)
 	}
 	for name, body := range map[string]string{
@@ -29,15 +29,15 @@ func TestDecodeWatchMessage(t *testing.T) {
 		"watch without params": obj(rev1, kindW, wid, client, opID),
 		"not a value":          `[]`,
 	} {
-		if _, err := remoteop.DecodeWatchMessage([]byte(body)); syncerr.CodeOf(err) != syncerr.OperationInvalid {
+		if _, err := operations.DecodeWatchMessage([]byte(body)); syncerr.CodeOf(err) != syncerr.OperationInvalid {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 }
 
 func TestEncodeWatchMessages(t *testing.T) {
-	got, err := remoteop.EncodeSnapshot("w1", remoteop.QueryResult{OperationID: "q",
-		Rows: []remoteop.Row{{{Key: "id", Value: str("a")}}}, MaxCommitSeq: 4})
+	got, err := operations.EncodeSnapshot("w1", operations.QueryResult{OperationID: "q",
+		Rows: []operations.Row{{{Key: "id", Value: str("a")}}}, MaxCommitSeq: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestEncodeWatchMessages(t *testing.T) {
 	want = obj(rev1, `["kind",{"t":"string","v":"watch_error"}]`, `["watchId",{"t":"string","v":"w1"}]`,
 		`["code",{"t":"string","v":"operation.unknown"}]`, `["message",{"t":"string","v":"unknown operation"}]`,
 		`["retryable",{"t":"boolean","v":false}]`)
-	if got := remoteop.EncodeWatchError("w1", syncerr.New(syncerr.OperationUnknown)); string(got) != want {
+	if got := operations.EncodeWatchError("w1", syncerr.New(syncerr.OperationUnknown)); string(got) != want {
 		t.Fatalf("watch_error\n got %s\nwant %s", got, want)
 	}
 }
