@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
@@ -138,7 +137,7 @@ func NewBlobService(p BlobServiceParams) (*blobs.Service, error) {
 	if p.Store == nil || p.Blobs == nil {
 		return nil, nil
 	}
-	m, err := newBlobMetrics(p.Metrics)
+	m, err := blobs.NewCounters(p.Metrics.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -220,80 +219,4 @@ func scheduleBlobGC(p BlobGCParams) {
 	}
 	schedule(p.Lifecycle, p.Scheduler, periodic.Job{Name: "blob sweep", Interval: p.Config.Blobs.SweepInterval,
 		Pass: p.Service.GC.Pass, Log: p.Log.Named("blobs")})
-}
-
-// blobMetrics feeds the blob use case's counters.
-type blobMetrics struct {
-	uploads   *prometheus.CounterVec
-	bytes     prometheus.Counter
-	grants    *prometheus.CounterVec
-	downloads *prometheus.CounterVec
-	claimed   prometheus.Counter
-	deleted   prometheus.Counter
-	passes    *prometheus.CounterVec
-}
-
-func newBlobMetrics(m *platform.Metrics) (*blobMetrics, error) {
-	b := &blobMetrics{
-		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "syncd_blob_uploads_total",
-			Help: "Blob uploads accepted, direct or through a presigned URL of the server, by result (stored: new bytes; existing: already stored).",
-		}, []string{"result"}),
-		bytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "syncd_blob_upload_bytes_total",
-			Help: "Bytes of the blobs uploads stored.",
-		}),
-		grants: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "syncd_blob_upload_grants_total",
-			Help: "Upload grants answered, by answer (url, present, none).",
-		}, []string{"answer"}),
-		downloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "syncd_blob_downloads_total",
-			Help: "Authorized blob downloads, by delivery (bytes: streamed here; url: a presigned URL answered; object: a native presigned URL served).",
-		}, []string{"delivery"}),
-		claimed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "syncd_blob_orphans_claimed_total",
-			Help: "Orphan blobs the sweep claimed for deletion.",
-		}),
-		deleted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "syncd_blob_swept_total",
-			Help: "Orphan blobs the sweep deleted.",
-		}),
-		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "syncd_blob_sweeps_total",
-			Help: "Scheduled orphan blob sweeps, by result (ok, error).",
-		}, []string{"result"}),
-	}
-	for _, c := range []prometheus.Collector{b.uploads, b.bytes, b.grants, b.downloads, b.claimed, b.deleted, b.passes} {
-		if err := m.Registry.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return b, nil
-}
-
-func (b *blobMetrics) Uploaded(created bool, n int64) {
-	if !created {
-		b.uploads.WithLabelValues("existing").Inc()
-		return
-	}
-	b.uploads.WithLabelValues("stored").Inc()
-	b.bytes.Add(float64(n))
-}
-
-func (b *blobMetrics) Granted(answer string) { b.grants.WithLabelValues(answer).Inc() }
-
-func (b *blobMetrics) Downloaded(delivery string) { b.downloads.WithLabelValues(delivery).Inc() }
-
-func (b *blobMetrics) Collected(r blobs.GCResult) {
-	b.claimed.Add(float64(r.Claimed))
-	b.deleted.Add(float64(r.Deleted))
-}
-
-func (b *blobMetrics) GCPassed(failed bool) {
-	result := "ok"
-	if failed {
-		result = "error"
-	}
-	b.passes.WithLabelValues(result).Inc()
 }
