@@ -24,7 +24,7 @@ func TestBannerTellsABrowserAppWhatItNeeds(t *testing.T) {
 			[]string{"SSP2 wire 3)", "Development authentication: send header X-Syncd-Actor"},
 			[]string{"wire 3 and 2", "Browser apps", "act as"}},
 		{"a browser app of wire 2 on another origin", func(c *config.Config) {
-			c.Sync.MinWireVersion = 2
+			c.Round.MinWireVersion = 2
 			c.HTTP.CORSOrigins = "http://localhost:5173"
 			c.DevAuth.Actor = "demo-user"
 		}, []string{"SSP2 wire 3 and 2)", "Browser apps may call it from: http://localhost:5173", `Requests without it act as "demo-user" (--dev-actor).`}, nil},

@@ -29,7 +29,7 @@ func TestRetentionSchedulerInServer(t *testing.T) {
 	if err := os.WriteFile(cfg.Schema, ssptest.IR(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Sync.PruneInterval = 20 * time.Millisecond
+	cfg.Retention.PruneInterval = 20 * time.Millisecond
 	var st ports.Storage
 	var ready *platform.Readiness
 	var m *platform.Metrics

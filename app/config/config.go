@@ -87,8 +87,11 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// HTTP holds the connection and admission bounds of the sync API.
 	HTTP HTTP
-	// Sync holds the per-request limits of POST /sync.
-	Sync Sync
+	// Round holds the per-request limits of a round; Pull the bounds of
+	// its pull half; Retention the commit log's pruning.
+	Round     Round
+	Pull      Pull
+	Retention Retention
 	// Segments holds the segment store and download settings.
 	Segments Segments
 	// Blobs holds the blob store, its limits and the blob GC (the
@@ -205,7 +208,9 @@ func Default() Config {
 		ShutdownDelay:     5 * time.Second,
 		ShutdownTimeout:   15 * time.Second,
 		HTTP:              DefaultHTTP(),
-		Sync:              DefaultSync(),
+		Round:             DefaultRound(),
+		Pull:              DefaultPull(),
+		Retention:         DefaultRetention(),
 		Segments:          DefaultSegments(),
 		Blobs:             DefaultBlobs(),
 		Realtime:          DefaultRealtime(),
@@ -298,7 +303,9 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
 	}
-	errs = append(errs, c.Sync.validate()...)
+	errs = append(errs, c.Round.validate()...)
+	errs = append(errs, c.Pull.validate(c.Retention)...)
+	errs = append(errs, c.Retention.validate()...)
 	errs = append(errs, c.Segments.validate()...)
 	errs = append(errs, c.Blobs.validate(c.Segments)...)
 	errs = append(errs, c.Realtime.validate()...)
@@ -310,7 +317,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Limits.validate()...)
 	errs = append(errs, c.validateExposure()...)
-	errs = append(errs, c.HTTP.validate(c.Sync)...)
+	errs = append(errs, c.HTTP.validate(c.Round)...)
 	errs = append(errs, c.HTTP.validateCORS(c.Auth)...)
 	if c.ShutdownDelay < 0 {
 		errs = append(errs, errors.New("--shutdown-delay must not be negative"))
@@ -413,7 +420,9 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", c.ShutdownDelay, "on SIGTERM, how long /readyz answers draining while the listeners keep serving, before they close (0: none)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "after the shutdown delay, how long in-flight requests may take to finish")
 	c.HTTP.flags(fs)
-	c.Sync.flags(fs)
+	c.Round.flags(fs)
+	c.Pull.flags(fs)
+	c.Retention.flags(fs)
 	c.Segments.flags(fs)
 	c.Blobs.flags(fs)
 	c.Realtime.flags(fs)

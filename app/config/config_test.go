@@ -124,8 +124,8 @@ func TestLoadPrecedence(t *testing.T) {
 		{"no inflight requests", []string{"--max-inflight-requests", "0"}, nil, nil, "--max-inflight-requests 0"},
 		{"negative shutdown delay", []string{"--shutdown-delay", "-1s"}, nil, nil, "--shutdown-delay"},
 		{"client record refresh", []string{"--client-record-refresh", "0"}, nil, func(t *testing.T, c config.Config) {
-			if c.Sync.ClientRecordRefresh != 0 {
-				t.Fatalf("got %s", c.Sync.ClientRecordRefresh)
+			if c.Pull.ClientRecordRefresh != 0 {
+				t.Fatalf("got %s", c.Pull.ClientRecordRefresh)
 			}
 		}, ""},
 		{"client record refresh past a tenth of the active window", []string{"--retention-active-window", "336h", "--client-record-refresh", "34h"}, nil, nil, "--client-record-refresh 34h"},
@@ -165,14 +165,14 @@ func TestLoadPrecedence(t *testing.T) {
 		{"auth lease keys without leases", []string{"--auth-lease-key-file", "/keys"}, nil, nil, "off without --auth-lease-ttl"},
 		{"negative auth lease ttl", []string{"--auth-lease-ttl", "-1m", "--auth-lease-key-file", "/keys"}, nil, nil, "--auth-lease-ttl -1m0s"},
 		{"catch-up threshold", []string{"--pull-catchup-changes", "0"}, []string{"SYNCD_PULL_CATCHUP_CHANGES=5"}, func(t *testing.T, c config.Config) {
-			if c.Sync.PullCatchUpChanges != 0 || config.DefaultSync().PullCatchUpChanges != 10_000 {
-				t.Fatalf("got %d", c.Sync.PullCatchUpChanges)
+			if c.Pull.CatchUpChanges != 0 || config.DefaultPull().CatchUpChanges != 10_000 {
+				t.Fatalf("got %d", c.Pull.CatchUpChanges)
 			}
 		}, ""},
 		{"negative catch-up threshold", []string{"--pull-catchup-changes", "-1"}, nil, nil, "--pull-catchup-changes"},
 		{"recent log off", []string{"--pull-recent-log-bytes", "0"}, []string{"SYNCD_PULL_RECENT_LOG_BYTES=5"}, func(t *testing.T, c config.Config) {
-			if c.Sync.PullRecentLogBytes != 0 || config.DefaultSync().PullRecentLogBytes != 16<<20 {
-				t.Fatalf("got %d", c.Sync.PullRecentLogBytes)
+			if c.Pull.RecentLogBytes != 0 || config.DefaultPull().RecentLogBytes != 16<<20 {
+				t.Fatalf("got %d", c.Pull.RecentLogBytes)
 			}
 		}, ""},
 		{"negative recent log", []string{"--pull-recent-log-bytes", "-1"}, nil, nil, "--pull-recent-log-bytes"},

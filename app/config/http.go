@@ -57,7 +57,7 @@ func (h *HTTP) flags(fs *flag.FlagSet) {
 	fs.Int64Var(&h.MaxInflightBodyBytes, "max-inflight-body-bytes", h.MaxInflightBodyBytes, "request-body memory all /sync requests, socket rounds and socket messages arriving, and the buffers of blob uploads and downloads may hold together, counted as bodies arrive (429 sync.rate_limited, or close 1013, above; at least --max-decoded-body-bytes)")
 }
 
-func (h HTTP) validate(s Sync) []error {
+func (h HTTP) validate(s Round) []error {
 	var errs []error
 	if h.BodyReadTimeout < 0 || h.IdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--body-read-timeout must not be negative and --idle-timeout must be positive"))

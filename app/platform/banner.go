@@ -78,7 +78,7 @@ Development authentication: send header %s: <user id> (optional %s, %s).`, dev.H
 
 // wireVersions names the admitted wire versions for the banner.
 func wireVersions(c config.Config) string {
-	if c.Sync.MinWireVersion <= 2 {
+	if c.Round.MinWireVersion <= 2 {
 		return "wire 3 and 2"
 	}
 	return "wire 3"

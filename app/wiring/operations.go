@@ -186,7 +186,7 @@ func newOperationsRoutes(p operationsRouteParams) ([]platform.RouteHandler, erro
 	if p.Hub != nil {
 		o := socketMessageOptions(p.Config, p.Transport, p.Clock)
 		// Watch messages are small JSON: a query's id and parameters.
-		o.MaxMessageBytes = min(p.Config.Sync.MaxDecodedBodyBytes, maxWatchMessageBytes)
+		o.MaxMessageBytes = min(p.Config.Round.MaxDecodedBodyBytes, maxWatchMessageBytes)
 		o.Log = log
 		routes = append(routes, platform.RouteHandler{Route: httpapi.RouteOperationsRealtime, Handler: httpapi.OperationsRealtimeEndpoint(p.Auth, o, admitWatches(p.Hub))})
 	}

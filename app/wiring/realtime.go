@@ -89,7 +89,7 @@ func NewRealtimeHub(p RealtimeHubParams) (*realtime.Hub, error) {
 	}
 	return realtime.New(realtime.Options{
 		Store: p.Store, Schema: p.Readiness.Schema, Resolver: p.Resolver, Leases: p.Leases, Rounds: p.Service,
-		MaxDeltaBytes: rc.MaxDeltaBytes, MaxRequestBytes: p.Config.Sync.MaxDecodedBodyBytes,
+		MaxDeltaBytes: rc.MaxDeltaBytes, MaxRequestBytes: p.Config.Round.MaxDecodedBodyBytes,
 		RoundTimeout: p.Config.HTTP.BodyReadTimeout, Inflight: inflight, SendBudgetBytes: rc.SendBudgetBytes,
 		PresenceRate: rc.PresenceRate, PresenceBurst: rc.PresenceBurst,
 		Heartbeat: rc.Heartbeat, IdleTimeout: rc.IdleTimeout, WriteTimeout: rc.WriteTimeout,
@@ -128,7 +128,7 @@ func newRealtimeRoutes(p realtimeRouteParams) ([]platform.RouteHandler, error) {
 	o := socketMessageOptions(p.Config, p.Transport, p.Clock)
 	// A round may come as one binary message (tag byte and request); text
 	// messages are control and presence, bounded by the presence cap.
-	o.MaxMessageBytes = p.Config.Sync.MaxDecodedBodyBytes + 1
+	o.MaxMessageBytes = p.Config.Round.MaxDecodedBodyBytes + 1
 	o.MaxTextBytes = p.Config.Realtime.MaxControlBytes()
 	o.Log = p.Log.Named("realtime")
 	h := httpapi.RealtimeEndpoint(p.Auth, o, p.Hub.Admit)

@@ -33,7 +33,7 @@ type RetentionParams struct {
 // scheduleRetention prunes the commit log every --prune-interval; off
 // without storage or with --prune-interval 0.
 func scheduleRetention(p RetentionParams) error {
-	if p.Store == nil || p.Config.Sync.PruneInterval <= 0 {
+	if p.Store == nil || p.Config.Retention.PruneInterval <= 0 {
 		return nil
 	}
 	m, err := retention.NewMetrics(p.Metrics.Registry)
@@ -45,15 +45,15 @@ func scheduleRetention(p RetentionParams) error {
 	if err != nil {
 		return err
 	}
-	schedule(p.Lifecycle, p.Scheduler, periodic.Job{Name: "prune pass", Interval: p.Config.Sync.PruneInterval, Pass: pr.Pass, Log: log})
+	schedule(p.Lifecycle, p.Scheduler, periodic.Job{Name: "prune pass", Interval: p.Config.Retention.PruneInterval, Pass: pr.Pass, Log: log})
 	return nil
 }
 
 // RetentionPolicy is the configured §4.6 policy.
 func RetentionPolicy(cfg config.Config) retention.Policy {
 	return retention.Policy{
-		ActiveWindow: cfg.Sync.RetentionActiveWindow,
-		ForceAge:     cfg.Sync.RetentionForceAge,
-		KeepCommits:  cfg.Sync.RetentionKeepCommits,
+		ActiveWindow: cfg.Retention.ActiveWindow,
+		ForceAge:     cfg.Retention.ForceAge,
+		KeepCommits:  cfg.Retention.KeepCommits,
 	}
 }

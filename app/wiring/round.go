@@ -83,8 +83,8 @@ func NewSyncTransport(cfg config.Config, clock platform.Clock) (*httpapi.Transpo
 		timeout = -1 // the transport's "no bound"
 	}
 	return httpapi.NewTransport(httpapi.TransportOptions{
-		MaxBodyBytes:        cfg.Sync.MaxBodyBytes,
-		MaxDecodedBodyBytes: cfg.Sync.MaxDecodedBodyBytes,
+		MaxBodyBytes:        cfg.Round.MaxBodyBytes,
+		MaxDecodedBodyBytes: cfg.Round.MaxDecodedBodyBytes,
 		Limits:              cfg.Limits.Domain(),
 		BodyReadTimeout:     timeout,
 		BlobMinRate:         cfg.Blobs.MinTransferRate,
@@ -121,12 +121,12 @@ func NewSyncService(p SyncServiceParams) (*round.Service, *push.Pipeline, error)
 	if p.Store == nil {
 		return nil, nil, nil
 	}
-	if p.Config.Sync.MinWireVersion < int(round.LowestMinWireVersion) && p.Config.Sync.MinWireVersion != 0 {
-		return nil, nil, fmt.Errorf("--min-wire-version %d: want 2 or 3", p.Config.Sync.MinWireVersion)
+	if p.Config.Round.MinWireVersion < int(round.LowestMinWireVersion) && p.Config.Round.MinWireVersion != 0 {
+		return nil, nil, fmt.Errorf("--min-wire-version %d: want 2 or 3", p.Config.Round.MinWireVersion)
 	}
-	if p.Config.Sync.MinWireVersion < int(round.MaxWireVersion) && p.Config.Sync.MinWireVersion != 0 {
+	if p.Config.Round.MinWireVersion < int(round.MaxWireVersion) && p.Config.Round.MinWireVersion != 0 {
 		p.Log.Warn("admitting wire-2 clients: their pushes get the wire-2 rules where wire 2 and wire 3 differ (scope columns, baseVersion ahead, upsert over a tombstone), the wire-3 column rules elsewhere",
-			zap.Int("min_wire_version", p.Config.Sync.MinWireVersion))
+			zap.Int("min_wire_version", p.Config.Round.MinWireVersion))
 	}
 	var pm *push.Metrics
 	if p.Metrics != nil && p.Metrics.Registry != nil {
@@ -147,7 +147,7 @@ func NewSyncService(p SyncServiceParams) (*round.Service, *push.Pipeline, error)
 		Blobs:           p.Blobs,
 		Listeners:       p.Listeners,
 		Events:          p.Events,
-		MaxOperations:   p.Config.Sync.MaxOperations,
+		MaxOperations:   p.Config.Round.MaxOperations,
 		Limits:          p.Config.Limits.Domain(),
 		Log:             p.Log.Named("sync"),
 		Now:             p.Clock.Now,
@@ -164,8 +164,8 @@ func NewSyncService(p SyncServiceParams) (*round.Service, *push.Pipeline, error)
 		Pull:           p.Pull,
 		Leases:         p.Leases,
 		Events:         p.Events,
-		MinWireVersion: uint16(p.Config.Sync.MinWireVersion),
-		MaxOperations:  p.Config.Sync.MaxOperations,
+		MinWireVersion: uint16(p.Config.Round.MinWireVersion),
+		MaxOperations:  p.Config.Round.MaxOperations,
 		Limits:         p.Config.Limits.Domain(),
 		HeadReuse:      touchInterval,
 		Log:            p.Log.Named("sync"),

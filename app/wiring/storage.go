@@ -113,7 +113,7 @@ func newStorage(cfg config.Config, clk ports.Clock, tp trace.TracerProvider) (co
 	if err != nil {
 		return nil, err
 	}
-	recent := cfg.Sync.PullRecentLogBytes
+	recent := cfg.Pull.RecentLogBytes
 	if recent == 0 {
 		recent = -1 // none kept
 	}

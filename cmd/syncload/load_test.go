@@ -53,7 +53,7 @@ func startServerWith(t *testing.T, schemaPath string, minWire, seedRows int, con
 	cfg.ShutdownDelay = 0
 	cfg.Schema, cfg.Auth = schemaPath, config.AuthDev
 	cfg.Database = filepath.Join(dir, "syncd.db")
-	cfg.Sync.MinWireVersion = minWire
+	cfg.Round.MinWireVersion = minWire
 	for _, f := range configure {
 		f(&cfg)
 	}

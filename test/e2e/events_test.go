@@ -401,7 +401,7 @@ func TestEventsOfScheduledPrunes(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
 		h := &hookLog{}
 		s := start(t, e, serverOpts{extra: []fx.Option{app.WithEventHook(h)}, config: func(c *config.Config) {
-			c.Sync.PruneInterval = 20 * time.Millisecond
+			c.Retention.PruneInterval = 20 * time.Millisecond
 		}})
 		c := call{}
 		ep := s.epoch(c)

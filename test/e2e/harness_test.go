@@ -218,7 +218,7 @@ func start(t *testing.T, e engine, so serverOpts) *server {
 	cfg.Schema, cfg.Auth = irPath, config.AuthDev
 	cfg.Database = filepath.Join(dir, "unused.db")
 	if so.minWire != 0 {
-		cfg.Sync.MinWireVersion = so.minWire
+		cfg.Round.MinWireVersion = so.minWire
 	}
 	if so.config != nil {
 		so.config(&cfg)

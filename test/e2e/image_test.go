@@ -183,7 +183,7 @@ func checkServedImage(t *testing.T, c *client.Client, ref *ssp2.SegmentRef, vers
 // commits behind.
 func caughtUp(t *testing.T, e engine) (*server, *client.Client, func(prefix string, n int)) {
 	t.Helper()
-	s := start(t, e, serverOpts{config: func(c *config.Config) { c.Sync.PullCatchUpChanges = 20 }})
+	s := start(t, e, serverOpts{config: func(c *config.Config) { c.Pull.CatchUpChanges = 20 }})
 	seedRows(t, s.store, s.sch, "proj", "alice", "a", 10, 10)
 	far := laneClient(t, s, "far", client.Options{Accept: rowsLane, LimitCommits: 10})
 	far.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})

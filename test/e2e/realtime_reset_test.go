@@ -19,7 +19,7 @@ func TestRealtimeResetBelowTheHorizon(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
 		var rf ports.ScopeRefresher
 		// Every pull writes its record, so the stored cursor is the pulled one.
-		s := start(t, e, serverOpts{extra: []fx.Option{fx.Populate(&rf)}, config: func(c *config.Config) { c.Sync.ClientRecordRefresh = 0 }})
+		s := start(t, e, serverOpts{extra: []fx.Option{fx.Populate(&rf)}, config: func(c *config.Config) { c.Pull.ClientRecordRefresh = 0 }})
 		ctx := context.Background()
 		owner := map[string][]string{"owner": {"alice"}}
 		r := newReplica(t, s, alice("rt-prune"), "c1")
