@@ -5,20 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"sync"
 
-	"github.com/syncd-dev/syncd/domain/commit"
-	"github.com/syncd-dev/syncd/domain/contentaddr"
+	"github.com/syncd-dev/syncd/app/segments"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/sqliteimage"
 	"github.com/syncd-dev/syncd/domain/ssp2"
-	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
-
-// blockRows is the SSG2 block size bootstrap pages are cut into (§5.2).
-const blockRows = 1000
 
 // resumeToken is the §4.7 bootstrap resume token.
 type resumeToken struct {
@@ -88,7 +81,7 @@ func (s *Service) bootstrap(ctx context.Context, e *emitter, r Request, p *plan,
 	imageLane := lim.Accept&ssp2.AcceptSQLite != 0 && sqliteimage.Eligible(p.table) && rowCursor == ""
 	if imageLane && !resumed {
 		var err error
-		if pin, err = s.scopePin(ctx, r, p, b); err != nil {
+		if pin, err = s.build.ScopePin(ctx, r.Partition, p.table.Name, p.effective, b); err != nil {
 			return err
 		}
 	}
@@ -105,8 +98,8 @@ func (s *Service) bootstrap(ctx context.Context, e *emitter, r Request, p *plan,
 			return e.frame(&ssp2.SubEnd{NextCursor: pin})
 		}
 	}
-	pg := pageSpec{
-		key: ports.SegmentKey{
+	pg := segments.PageRequest{
+		Key: ports.SegmentKey{
 			Partition:     r.Partition,
 			LogEpoch:      r.LogEpoch,
 			Table:         p.table.Name,
@@ -116,24 +109,25 @@ func (s *Service) bootstrap(ctx context.Context, e *emitter, r Request, p *plan,
 			AsOfCommitSeq: pin,
 			PageSize:      lim.SnapshotRows,
 		},
-		filter: p.effective,
-		header: rowcodec.SegmentHeader{Table: p.table.Name, SchemaVersion: r.Schema.Version, Columns: p.table.Columns},
-		accept: lim.Accept,
+		Filter:   p.effective,
+		Header:   rowcodec.SegmentHeader{Table: p.table.Name, SchemaVersion: r.Schema.Version, Columns: p.table.Columns},
+		Inline:   lim.Accept&ssp2.AcceptInlineRows != 0,
+		External: lim.Accept&ssp2.AcceptExternalRows != 0,
 	}
 	if rowCursor == "" {
-		pg.prefetched = p.firstPage
+		pg.Prefetched = p.firstPage
 	}
 	complete := false
 	for page := 0; page < lim.SnapshotPages; page++ {
 		if page > 0 && s.overBudget(e) {
 			break
 		}
-		pg.key.RowCursor = rowCursor
-		next, err := s.page(ctx, e, r, &pg)
+		pg.Key.RowCursor = rowCursor
+		next, err := s.page(ctx, e, r, &pg, lim.Accept)
 		if err != nil {
 			return err
 		}
-		pg.prefetched = nil
+		pg.Prefetched = nil
 		if next == "" {
 			complete = true
 			break
@@ -147,167 +141,42 @@ func (s *Service) bootstrap(ctx context.Context, e *emitter, r Request, p *plan,
 	return e.frame(end)
 }
 
-type pageSpec struct {
-	key    ports.SegmentKey
-	filter map[string][]string
-	header rowcodec.SegmentHeader
-	accept uint8
-	// prefetched, when set, is the page's scan (limit+1 rows after its
-	// row cursor) already read.
-	prefetched []commit.Row
-}
-
-// page delivers one snapshot page and returns the row cursor after it ("" on
-// the last page). A page stored under its publication key (or inlined
-// and cached a moment ago) is reused; a page is built at most once per key
-// in this process: a request that misses joins the key's flight, and the
-// one that leads it looks the key up again before building, since another
-// leader may have stored the page between the first lookup and the join.
-func (s *Service) page(ctx context.Context, e *emitter, r Request, pg *pageSpec) (string, error) {
-	canInline := pg.accept&ssp2.AcceptInlineRows != 0
-	canRef := pg.accept&ssp2.AcceptExternalRows != 0 && s.o.Segments != nil
-	if !canInline && !canRef {
-		return "", syncerr.Newf(syncerr.InternalError, "no segment store to deliver an external rows segment")
+// image serves the subscription's table as one sqlite image (§5.3),
+// built or reused by the segment builder, and reports whether it did;
+// when the builder declined, the rows lane serves the table.
+func (s *Service) image(ctx context.Context, e *emitter, r Request, p *plan, lim Limits, pin int64) (bool, error) {
+	key := ports.SegmentKey{
+		Partition:     r.Partition,
+		LogEpoch:      r.LogEpoch,
+		Table:         p.table.Name,
+		SchemaVersion: r.Schema.Version,
+		MediaType:     ports.SegmentSQLite,
+		ScopeDigest:   p.effective.Digest(),
+		AsOfCommitSeq: pin,
 	}
-	for {
-		next, done, err := s.reusePage(ctx, e, r, pg, canInline, canRef)
-		if done || err != nil {
-			return next, err
-		}
-		if !canRef {
-			// Inline only: a large page is neither stored nor cached, so
-			// waiting on another build would only serialize the builds.
-			return s.buildPage(ctx, e, r, pg, canInline, canRef)
-		}
-		wait, leader := s.flight.join(pg.key)
-		if leader {
-			// Built and left between our lookup and the join: reuse it.
-			next, done, err := s.reusePage(ctx, e, r, pg, canInline, canRef)
-			if !done && err == nil {
-				next, err = s.buildPage(ctx, e, r, pg, canInline, canRef)
-			}
-			s.flight.leave(pg.key)
-			return next, err
-		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	}
-}
-
-// reusePage delivers the page from the inline cache or the segment store
-// when either holds it; done reports whether it did.
-func (s *Service) reusePage(ctx context.Context, e *emitter, r Request, pg *pageSpec, canInline, canRef bool) (next string, done bool, err error) {
-	if canInline {
-		if c, ok := s.cache.get(pg.key, s.o.Now().UnixMilli()); ok {
-			s.o.Metrics.reused()
-			return c.next, true, e.raw(ssp2.TypeSegmentInline, c.b)
-		}
-	}
-	if !canRef {
-		return "", false, nil
-	}
-	pub, ok, err := s.o.Segments.Find(ctx, pg.key, s.o.Now().UnixMilli())
+	img, err := s.build.Image(ctx, segments.ImageRequest{Key: key, Table: p.table, Filter: p.effective, PageSize: lim.SnapshotRows})
 	if err != nil {
-		return "", true, fmt.Errorf("find segment: %w", err)
+		return false, err
 	}
-	if !ok {
-		return "", false, nil
+	if !img.Found {
+		p.firstPage = img.FirstPage
+		return false, nil
 	}
-	s.o.Metrics.reused()
-	next, err = s.deliverStored(ctx, e, r, pg, pub)
-	return next, true, err
+	return true, s.ref(ctx, e, r, key, lim.Accept, img.Publication)
 }
 
-// deliverStored emits a stored publication: inline when the client takes
-// inline rows and the bytes are small (or it takes nothing else), else as
-// a SEGMENT_REF.
-func (s *Service) deliverStored(ctx context.Context, e *emitter, r Request, pg *pageSpec, pub ports.SegmentPublication) (string, error) {
-	canInline := pg.accept&ssp2.AcceptInlineRows != 0
-	if canInline && pub.ByteLength <= int64(s.o.InlineMaxBytes) {
-		rc, size, err := s.o.Segments.Open(ctx, pub.SegmentID)
-		if err != nil {
-			return "", fmt.Errorf("open segment: %w", err)
-		}
-		e.seg.Reset()
-		e.seg.Grow(int(size))
-		_, err = io.Copy(&e.seg, rc)
-		_ = rc.Close()
-		if err != nil {
-			return "", fmt.Errorf("read segment: %w", err)
-		}
-		if err := e.raw(ssp2.TypeSegmentInline, e.seg.Bytes()); err != nil {
-			return "", err
-		}
-		return pub.NextRowCursor, nil
-	}
-	if err := s.ref(ctx, e, r, pg.key, pg.accept, pub); err != nil {
+// page delivers one snapshot page, built or reused by the segment
+// builder, inline or as a SEGMENT_REF, and returns the row cursor after
+// it ("" on the last page).
+func (s *Service) page(ctx context.Context, e *emitter, r Request, pg *segments.PageRequest, accept uint8) (string, error) {
+	out, err := s.build.Page(ctx, pg, &e.seg)
+	if err != nil {
 		return "", err
 	}
-	return pub.NextRowCursor, nil
-}
-
-// buildPage scans limit+1 rows after the page's row cursor, encodes the
-// page as an SSG2 rows segment and delivers it inline or stored.
-func (s *Service) buildPage(ctx context.Context, e *emitter, r Request, pg *pageSpec, canInline, canRef bool) (string, error) {
-	limit := pg.key.PageSize
-	rows := pg.prefetched
-	if rows == nil {
-		var err error
-		if rows, err = s.o.Store.ScanRows(ctx, r.Partition, ports.RowScan{
-			Table:       pg.key.Table,
-			ScopeFilter: pg.filter,
-			AfterRowID:  pg.key.RowCursor,
-			Limit:       limit + 1,
-		}); err != nil {
-			return "", fmt.Errorf("scan rows: %w", err)
-		}
+	if out.Ref {
+		return out.Next, s.ref(ctx, e, r, pg.Key, accept, out.Publication)
 	}
-	next := ""
-	if len(rows) > limit {
-		rows = rows[:limit]
-		next = rows[limit-1].RowID
-	}
-	e.seg.Reset()
-	w, err := rowcodec.NewSegmentWriter(&e.seg, pg.header)
-	if err != nil {
-		return "", fmt.Errorf("segment header: %w", err)
-	}
-	w.BlockRows = blockRows
-	for i := range rows {
-		if err := w.WriteEncodedRow(rows[i].Version, rows[i].Payload); err != nil {
-			return "", syncerr.Wrap(syncerr.InternalError, fmt.Errorf("stored row %s/%s: %w", pg.key.Table, rows[i].RowID, err))
-		}
-	}
-	if err := w.Close(); err != nil {
-		return "", fmt.Errorf("segment: %w", err)
-	}
-	s.o.Metrics.built()
-	b := e.seg.Bytes()
-	if canInline && (len(b) <= s.o.InlineMaxBytes || !canRef) {
-		if len(b) <= s.o.InlineMaxBytes {
-			s.cache.put(pg.key, b, next, s.o.Now().Add(s.o.SegmentTTL).UnixMilli())
-		}
-		return next, e.raw(ssp2.TypeSegmentInline, b)
-	}
-	// The store may keep the slice: hand it over and start a new buffer.
-	e.seg = bytes.Buffer{}
-	now := s.o.Now()
-	pub, err := s.o.Segments.Put(ctx, b, ports.SegmentPublication{
-		SegmentKey:    pg.key,
-		SegmentID:     contentaddr.Of(b),
-		NextRowCursor: next,
-		RowCount:      int64(len(rows)),
-		ByteLength:    int64(len(b)),
-		CreatedAtMs:   now.UnixMilli(),
-		ExpiresAtMs:   now.Add(s.o.SegmentTTL).UnixMilli(),
-	})
-	if err != nil {
-		return "", fmt.Errorf("store segment: %w", err)
-	}
-	return next, s.ref(ctx, e, r, pg.key, pg.accept, pub)
+	return out.Next, e.raw(ssp2.TypeSegmentInline, out.Bytes)
 }
 
 // ref writes a SEGMENT_REF for pub published under key, with a signed URL
@@ -338,33 +207,4 @@ func (s *Service) ref(ctx context.Context, e *emitter, r Request, key ports.Segm
 		}
 	}
 	return e.frame(f)
-}
-
-// flight lets one request build a page while others with the same key wait.
-type flight struct {
-	mu    sync.Mutex
-	calls map[ports.SegmentKey]*flightCall
-}
-
-type flightCall struct{ done chan struct{} }
-
-func (f *flight) join(k ports.SegmentKey) (<-chan struct{}, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if c, ok := f.calls[k]; ok {
-		return c.done, false
-	}
-	c := &flightCall{done: make(chan struct{})}
-	f.calls[k] = c
-	return c.done, true
-}
-
-func (f *flight) leave(k ports.SegmentKey) {
-	f.mu.Lock()
-	c := f.calls[k]
-	delete(f.calls, k)
-	f.mu.Unlock()
-	if c != nil {
-		close(c.done)
-	}
 }

@@ -5,9 +5,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/syncd-dev/syncd/app/segments"
 )
 
-// Metrics are the pull counters. A nil *Metrics records nothing.
+var _ segments.BuildMetrics = (*Metrics)(nil)
+
+// Metrics are the pull counters, those of the bootstrap segments the
+// segment builder makes included. A nil *Metrics records nothing.
 type Metrics struct {
 	builds   prometheus.Counter
 	reuses   prometheus.Counter
@@ -106,13 +111,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) built() {
+// PageBuilt implements segments.BuildMetrics: a rows page was built.
+func (m *Metrics) PageBuilt() {
 	if m != nil {
 		m.builds.Inc()
 	}
 }
 
-func (m *Metrics) reused() {
+// PageReused implements segments.BuildMetrics: a rows page was reused.
+func (m *Metrics) PageReused() {
 	if m != nil {
 		m.reuses.Inc()
 	}
@@ -221,7 +228,9 @@ func (m *Metrics) Value(name string) float64 {
 	return total
 }
 
-func (m *Metrics) imageBuilt(rows int64, bytes int, d time.Duration) {
+// ImageBuilt implements segments.BuildMetrics: an image was built and
+// stored.
+func (m *Metrics) ImageBuilt(rows int64, bytes int, d time.Duration) {
 	if m != nil {
 		m.imageBuilds.Inc()
 		m.imageRows.Add(float64(rows))
@@ -230,13 +239,16 @@ func (m *Metrics) imageBuilt(rows int64, bytes int, d time.Duration) {
 	}
 }
 
-func (m *Metrics) imageReused() {
+// ImageReused implements segments.BuildMetrics: a stored image was found.
+func (m *Metrics) ImageReused() {
 	if m != nil {
 		m.imageReuses.Inc()
 	}
 }
 
-func (m *Metrics) imageDeclined(reason string) {
+// ImageDeclined implements segments.BuildMetrics: the rows lane serves
+// an image-lane bootstrap.
+func (m *Metrics) ImageDeclined(reason string) {
 	if m != nil {
 		m.imageDeclines.WithLabelValues(reason).Inc()
 	}

@@ -4,9 +4,10 @@
 // its cursor rules and horizon re-check, bootstrap through whole-table
 // SQLite images at the scope pin for clients that take them and otherwise
 // through paged, resumable SSG2 rows segments (inline or stored and
-// referenced; both built once per publication key and reused), far-behind
-// catch-up through those segments, and the client record prepared after
-// all sections and written once the response passed the read-verify.
+// referenced; both built once per publication key and reused by the
+// segment builder of app/segments), far-behind catch-up through those
+// segments, and the client record prepared after all sections and
+// written once the response passed the read-verify.
 //
 // A pull writes its encoded sections into a Spool; the caller sends the
 // spool only after the serve gate was read again (SPEC §C.7).
@@ -28,12 +29,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/syncd-dev/syncd/app/segments"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -53,14 +54,6 @@ type Store interface {
 	PutClient(ctx context.Context, r ports.ClientRecord) error
 }
 
-// Segments is the part of the segment store bootstrap uses: publish and
-// find by publication key, and read stored bytes back to inline a reused
-// small page.
-type Segments interface {
-	ports.SegmentPublisher
-	Open(ctx context.Context, id string) (rc io.ReadCloser, size int64, err error)
-}
-
 // SignRequest asks for a native signed segment URL (SPEC §5.4).
 type SignRequest struct {
 	SegmentID   string
@@ -74,10 +67,9 @@ type URLSigner interface {
 	SignSegmentURL(ctx context.Context, r SignRequest) (url string, expiresAtMs int64, err error)
 }
 
-// Defaults of Options.
+// Defaults of Options (those of the segment builder's options are
+// app/segments' defaults).
 const (
-	DefaultInlineMaxBytes      = 256 << 10
-	DefaultSegmentTTL          = 24 * time.Hour
 	DefaultResponseBudgetBytes = 64 << 20
 	DefaultClientRefresh       = 30 * time.Second
 )
@@ -88,12 +80,12 @@ type Options struct {
 	// Segments stores pages delivered as SEGMENT_REF; nil serves inline
 	// pages only (a client without accept bit 0 then gets
 	// sync.internal_error for a bootstrap).
-	Segments Segments
+	Segments segments.Publisher
 	// Images builds sqlite images (§5.3) for clients that set accept bit
 	// 2; nil builds none (stored images are still served).
 	Images ports.ImageBuilder
 	// ImageScanRows is the keyset batch an image is built from (0 →
-	// DefaultImageScanRows).
+	// segments.DefaultImageScanRows).
 	ImageScanRows int
 	// Signer issues signed URLs (accept bit 3); nil issues none.
 	Signer URLSigner
@@ -139,24 +131,17 @@ type Options struct {
 
 // Service serves the pull part of sync requests.
 type Service struct {
-	o        Options
-	flight   flight
-	cache    *pageCache
-	declined declinedImages
-	buffers  spoolBuffers
-	counts   windowCounts
+	o Options
+	// build builds and publishes the bootstrap segments (app/segments).
+	build   *segments.Builder
+	buffers spoolBuffers
+	counts  windowCounts
 }
 
 // New validates opts and builds the Service.
 func New(o Options) (*Service, error) {
 	if o.Store == nil {
 		return nil, errors.New("pull: Store is required")
-	}
-	if o.InlineMaxBytes == 0 {
-		o.InlineMaxBytes = DefaultInlineMaxBytes
-	}
-	if o.SegmentTTL <= 0 {
-		o.SegmentTTL = DefaultSegmentTTL
 	}
 	if o.ResponseBudgetBytes == 0 {
 		o.ResponseBudgetBytes = DefaultResponseBudgetBytes
@@ -170,13 +155,22 @@ func New(o Options) (*Service, error) {
 	if o.ClientRefresh == 0 {
 		o.ClientRefresh = DefaultClientRefresh
 	}
-	if o.ImageScanRows <= 0 {
-		o.ImageScanRows = DefaultImageScanRows
+	build, err := segments.NewBuilder(segments.BuildOptions{
+		Store:            o.Store,
+		Segments:         o.Segments,
+		Images:           o.Images,
+		ImageScanRows:    o.ImageScanRows,
+		InlineMaxBytes:   o.InlineMaxBytes,
+		SegmentTTL:       o.SegmentTTL,
+		InlineCacheBytes: o.InlineCacheBytes,
+		Metrics:          o.Metrics,
+		Now:              o.Now,
+		Log:              o.Log,
+	})
+	if err != nil {
+		return nil, err
 	}
-	if o.InlineCacheBytes == 0 {
-		o.InlineCacheBytes = DefaultInlineCacheBytes
-	}
-	return &Service{o: o, flight: flight{calls: map[ports.SegmentKey]*flightCall{}}, cache: newPageCache(o.InlineCacheBytes)}, nil
+	return &Service{o: o, build: build}, nil
 }
 
 // NewSpool returns an empty response buffer with the configured bound.

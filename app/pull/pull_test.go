@@ -16,6 +16,7 @@ import (
 	"github.com/syncd-dev/syncd/adapters/segments/memseg"
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
 	"github.com/syncd-dev/syncd/app/pull"
+	"github.com/syncd-dev/syncd/app/segments"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
@@ -681,14 +682,14 @@ func TestInlinePagesBuiltOnce(t *testing.T) {
 // gatedFind holds the first Find that misses until released, so another
 // request can build and store the page between that lookup and its join.
 type gatedFind struct {
-	pull.Segments
+	segments.Publisher
 	fired   atomic.Bool
 	missed  chan struct{}
 	release chan struct{}
 }
 
 func (g *gatedFind) Find(ctx context.Context, k ports.SegmentKey, nowMs int64) (ports.SegmentPublication, bool, error) {
-	pub, ok, err := g.Segments.Find(ctx, k, nowMs)
+	pub, ok, err := g.Publisher.Find(ctx, k, nowMs)
 	if !ok && err == nil && !g.fired.Swap(true) {
 		close(g.missed)
 		<-g.release
@@ -708,7 +709,7 @@ func TestPageBuiltOnceAfterLateJoin(t *testing.T) {
 			g := &gatedFind{missed: make(chan struct{}), release: make(chan struct{})}
 			e := newEnv(t, func(o *pull.Options) {
 				o.InlineMaxBytes = 300
-				g.Segments = o.Segments
+				g.Publisher = o.Segments
 				o.Segments = g
 			})
 			e.seed("alice", "a", 30)

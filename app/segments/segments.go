@@ -1,13 +1,23 @@
-// Package segments is the segment download use case (SPEC §5.4, §5.5):
-// it decides whether a request may read a stored segment, either as the
-// authenticated actor naming its requested scopes, or as the bearer of a
-// native signed URL, and opens the bytes it may read.
+// Package segments holds the use cases of bootstrap segments: building
+// and publishing them, downloading them, and sweeping expired ones.
 //
+// Building (build.go, Builder): SSG2 rows pages (pages.go, SPEC §5.2)
+// and whole-table SQLite images at the scope pin (image.go, §5.3), each
+// built once per publication key in this process and reused from the
+// segment store; app/pull decides which lane a bootstrap takes and
+// writes what the Builder returns into the response.
+//
+// Downloads (this file, §5.4, §5.5): whether a request may read a stored
+// segment, either as the authenticated actor naming its requested scopes,
+// or as the bearer of a native signed URL, and the bytes it may read.
 // Every download is re-authorized: the actor's scopes are resolved again,
 // the effective scopes and their digest recomputed, and the digest must
 // belong to a publication of the segment in the caller's own partition and
 // live log epoch. A segment reference is not a capability; only a signed
 // URL is, for its short lifetime.
+//
+// The sweep (sweep.go, Sweeper) forgets expired publications and the
+// segments no publication is left for.
 package segments
 
 import (

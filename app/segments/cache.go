@@ -1,4 +1,4 @@
-package pull
+package segments
 
 import (
 	"container/list"

@@ -1,4 +1,4 @@
-package pull
+package segments
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
+	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/sqliteimage"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -21,118 +22,130 @@ import (
 // thousand rows cost PostgreSQL far more per row).
 const DefaultImageScanRows = 50_000
 
-// scopePin is the §4.7 pin of an image-lane bootstrap: the newest commit
-// whose change to the table carries a value of the subscription's first
-// effective scope variable (keys sorted), raised to the horizon and capped
-// at maxSeq. No change the subscription would receive lies above it, so
-// the snapshot there is the snapshot at maxSeq, and a stored image keeps
-// its key across commits outside the scope.
-func (s *Service) scopePin(ctx context.Context, r Request, p *plan, b ports.LogBounds) (int64, error) {
-	vars := make([]string, 0, len(p.effective))
-	for v := range p.effective {
+// ScopePin is the §4.7 pin of an image-lane bootstrap of table within
+// filter: the newest commit whose change to the table carries a value of
+// the filter's first scope variable (keys sorted), raised to the horizon
+// and capped at maxSeq. No change the subscription would receive lies
+// above it, so the snapshot there is the snapshot at maxSeq, and a stored
+// image keeps its key across commits outside the scope.
+func (s *Builder) ScopePin(ctx context.Context, partition, table string, filter map[string][]string, bounds ports.LogBounds) (int64, error) {
+	vars := make([]string, 0, len(filter))
+	for v := range filter {
 		vars = append(vars, v)
 	}
 	if len(vars) == 0 {
-		return b.MaxSeq, nil
+		return bounds.MaxSeq, nil
 	}
 	sort.Strings(vars)
-	seq, err := s.o.Store.LatestScopedChange(ctx, r.Partition, ports.ScopedChangeQuery{
-		Table: p.table.Name, Variable: vars[0], Values: p.effective[vars[0]], ThroughSeq: b.MaxSeq,
+	seq, err := s.o.Store.LatestScopedChange(ctx, partition, ports.ScopedChangeQuery{
+		Table: table, Variable: vars[0], Values: filter[vars[0]], ThroughSeq: bounds.MaxSeq,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("read scope pin: %w", err)
 	}
-	return min(max(seq, b.HorizonSeq), b.MaxSeq), nil
+	return min(max(seq, bounds.HorizonSeq), bounds.MaxSeq), nil
 }
 
-// image serves the subscription's table as one sqlite image (§5.3) and
-// reports whether it did. A stored image under the bootstrap's key is
-// reused; otherwise one request per key in this process builds it while
-// the others wait for it. It declines, leaving the table to the rows lane,
-// without a segment store or builder, when the snapshot fits one rows page
-// (the eligibility rule: inline rows pages already avoid the second round
-// trip), and when a row holds a value no image cell holds exactly.
-func (s *Service) image(ctx context.Context, e *emitter, r Request, p *plan, lim Limits, pin int64) (bool, error) {
+// ImageRequest asks for the whole-table sqlite image of one bootstrap
+// (SPEC §5.3).
+type ImageRequest struct {
+	// Key is the image's publication key: media sqlite, pinned at the
+	// scope pin, no row cursor or page size.
+	Key    ports.SegmentKey
+	Table  *schema.Table
+	Filter map[string][]string
+	// PageSize is the client's rows page (limitSnapshotRows): a snapshot
+	// within one page is declined to the rows lane.
+	PageSize int
+}
+
+// Image answers an ImageRequest.
+type Image struct {
+	// Found reports a stored image, found or built now, at Publication;
+	// otherwise the rows lane serves the table.
+	Found       bool
+	Publication ports.SegmentPublication
+	// FirstPage, when this request scanned the snapshot and declined it
+	// for fitting one rows page, holds those rows: the rows lane's first
+	// page needs no second scan.
+	FirstPage []commit.Row
+}
+
+// Image returns the stored image of r.Key. A stored image is reused;
+// otherwise one request per key in this process builds it while the
+// others wait for it. It declines, leaving the table to the rows lane,
+// without a segment store or builder, when the snapshot fits one rows
+// page (the eligibility rule: inline rows pages already avoid the second
+// round trip), and when a row holds a value no image cell holds exactly.
+func (s *Builder) Image(ctx context.Context, r ImageRequest) (Image, error) {
 	if s.o.Segments == nil {
-		return false, nil
-	}
-	key := ports.SegmentKey{
-		Partition:     r.Partition,
-		LogEpoch:      r.LogEpoch,
-		Table:         p.table.Name,
-		SchemaVersion: r.Schema.Version,
-		MediaType:     ports.SegmentSQLite,
-		ScopeDigest:   p.effective.Digest(),
-		AsOfCommitSeq: pin,
+		return Image{}, nil
 	}
 	for {
-		pub, ok, err := s.o.Segments.Find(ctx, key, s.o.Now().UnixMilli())
+		pub, ok, err := s.o.Segments.Find(ctx, r.Key, s.o.Now().UnixMilli())
 		if err != nil {
-			return false, fmt.Errorf("find image: %w", err)
+			return Image{}, fmt.Errorf("find image: %w", err)
 		}
 		if ok {
-			s.o.Metrics.imageReused()
-			return true, s.ref(ctx, e, r, key, lim.Accept, pub)
+			s.o.Metrics.ImageReused()
+			return Image{Found: true, Publication: pub}, nil
 		}
-		if s.o.Images == nil || s.declined.has(key, lim.SnapshotRows, s.o.Now()) {
-			return false, nil
+		if s.o.Images == nil || s.declined.has(r.Key, r.PageSize, s.o.Now()) {
+			return Image{}, nil
 		}
-		wait, leader := s.flight.join(key)
+		wait, leader := s.flight.join(r.Key)
 		if !leader {
 			select {
 			case <-wait:
 				continue // stored, or declined: look again
 			case <-ctx.Done():
-				return false, ctx.Err()
+				return Image{}, ctx.Err()
 			}
 		}
-		pub, ok, err = s.leadImage(ctx, r, p, lim, key)
-		s.flight.leave(key)
-		if err != nil || !ok {
-			return false, err
-		}
-		return true, s.ref(ctx, e, r, key, lim.Accept, pub)
+		img, err := s.leadImage(ctx, r)
+		s.flight.leave(r.Key)
+		return img, err
 	}
 }
 
-// leadImage builds and stores the image of key unless another leader
+// leadImage builds and stores the image of r.Key unless another leader
 // stored it since the lookup or the table is declined. The build runs
 // detached from the request's cancellation: other requests wait for it.
-func (s *Service) leadImage(ctx context.Context, r Request, p *plan, lim Limits, key ports.SegmentKey) (ports.SegmentPublication, bool, error) {
+func (s *Builder) leadImage(ctx context.Context, r ImageRequest) (Image, error) {
+	key := r.Key
 	if pub, ok, err := s.o.Segments.Find(ctx, key, s.o.Now().UnixMilli()); err != nil || ok {
-		return pub, ok, err
+		return Image{Found: ok, Publication: pub}, err
 	}
 	bctx := context.WithoutCancel(ctx)
-	rows, err := s.o.Store.ScanRows(bctx, r.Partition, ports.RowScan{Table: key.Table, ScopeFilter: p.effective, Limit: lim.SnapshotRows + 1})
+	rows, err := s.o.Store.ScanRows(bctx, key.Partition, ports.RowScan{Table: key.Table, ScopeFilter: r.Filter, Limit: r.PageSize + 1})
 	if err != nil {
-		return ports.SegmentPublication{}, false, fmt.Errorf("scan rows: %w", err)
+		return Image{}, fmt.Errorf("scan rows: %w", err)
 	}
-	if len(rows) <= lim.SnapshotRows {
-		s.declined.add(key, lim.SnapshotRows, s.o.Now().Add(s.o.SegmentTTL))
-		p.firstPage = rows // the rows lane's first page needs no second scan
-		s.o.Metrics.imageDeclined("one_page")
-		return ports.SegmentPublication{}, false, nil
+	if len(rows) <= r.PageSize {
+		s.declined.add(key, r.PageSize, s.o.Now().Add(s.o.SegmentTTL))
+		s.o.Metrics.ImageDeclined("one_page")
+		return Image{FirstPage: rows}, nil
 	}
 	start := s.o.Now()
-	img, n, err := s.buildImage(bctx, r, p, key, rows)
+	img, n, err := s.buildImage(bctx, r, rows)
 	if errors.Is(err, sqliteimage.ErrUnrepresentable) {
 		s.declined.add(key, declinedAlways, s.o.Now().Add(s.o.SegmentTTL))
-		s.o.Metrics.imageDeclined("unrepresentable")
+		s.o.Metrics.ImageDeclined("unrepresentable")
 		s.o.Log.Info("table served on the rows lane: a row has a value no sqlite image cell holds exactly",
 			zap.String("table", key.Table), zap.Error(err))
-		return ports.SegmentPublication{}, false, nil
+		return Image{}, nil
 	}
 	var be *imageBuildError
 	if errors.As(err, &be) {
 		// The builder failed (scratch space, the engine): the rows lane
 		// serves this bootstrap; the next one tries again.
-		s.o.Metrics.imageDeclined("build_failed")
+		s.o.Metrics.ImageDeclined("build_failed")
 		s.o.Log.Warn("sqlite image build failed; table served on the rows lane",
 			zap.String("table", key.Table), zap.Error(err))
-		return ports.SegmentPublication{}, false, nil
+		return Image{}, nil
 	}
 	if err != nil {
-		return ports.SegmentPublication{}, false, err
+		return Image{}, err
 	}
 	now := s.o.Now()
 	pub, err := s.o.Segments.Put(bctx, img, ports.SegmentPublication{
@@ -144,17 +157,18 @@ func (s *Service) leadImage(ctx context.Context, r Request, p *plan, lim Limits,
 		ExpiresAtMs: now.Add(s.o.SegmentTTL).UnixMilli(),
 	})
 	if err != nil {
-		return ports.SegmentPublication{}, false, fmt.Errorf("store image: %w", err)
+		return Image{}, fmt.Errorf("store image: %w", err)
 	}
-	s.o.Metrics.imageBuilt(n, len(img), s.o.Now().Sub(start))
-	return pub, true, nil
+	s.o.Metrics.ImageBuilt(n, len(img), s.o.Now().Sub(start))
+	return Image{Found: true, Publication: pub}, nil
 }
 
 // buildImage writes the whole snapshot, starting with the rows already
 // scanned, in row-id order. The next batch is scanned while the image
 // writes the current one.
-func (s *Service) buildImage(ctx context.Context, r Request, p *plan, key ports.SegmentKey, rows []commit.Row) ([]byte, int64, error) {
-	w, err := s.o.Images.NewImage(ctx, ports.ImageRequest{Table: p.table, SchemaVersion: key.SchemaVersion, AsOfCommitSeq: key.AsOfCommitSeq, ScopeDigest: key.ScopeDigest})
+func (s *Builder) buildImage(ctx context.Context, r ImageRequest, rows []commit.Row) ([]byte, int64, error) {
+	key := r.Key
+	w, err := s.o.Images.NewImage(ctx, ports.ImageRequest{Table: r.Table, SchemaVersion: key.SchemaVersion, AsOfCommitSeq: key.AsOfCommitSeq, ScopeDigest: key.ScopeDigest})
 	if err != nil {
 		return nil, 0, &imageBuildError{fmt.Errorf("start image: %w", err)}
 	}
@@ -162,7 +176,7 @@ func (s *Service) buildImage(ctx context.Context, r Request, p *plan, key ports.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan scanBatch, 1)
-	go s.scanAfter(ctx, r.Partition, key.Table, p.effective, rows[len(rows)-1].RowID, batches)
+	go s.scanAfter(ctx, key.Partition, key.Table, r.Filter, rows[len(rows)-1].RowID, batches)
 	for {
 		for i := range rows {
 			if err := w.Add(ctx, rows[i].Version, rows[i].Payload); err != nil {
@@ -203,7 +217,7 @@ type scanBatch struct {
 
 // scanAfter sends the rows after the given row id in keyset batches until
 // a short batch, an error or the context's end, then closes out.
-func (s *Service) scanAfter(ctx context.Context, partition, table string, filter map[string][]string, after string, out chan<- scanBatch) {
+func (s *Builder) scanAfter(ctx context.Context, partition, table string, filter map[string][]string, after string, out chan<- scanBatch) {
 	defer close(out)
 	for {
 		rows, err := s.o.Store.ScanRows(ctx, partition, ports.RowScan{Table: table, ScopeFilter: filter, AfterRowID: after, Limit: s.o.ImageScanRows})

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/syncd-dev/syncd/adapters/segments/imagebuilder"
@@ -189,31 +187,6 @@ func TestImageLaneWholeTable(t *testing.T) {
 	}
 }
 
-// An image built from several keyset batches (scanned while the previous
-// one is written) holds every row once, in order.
-func TestImageLaneBatches(t *testing.T) {
-	e := newEnv(t, func(o *pull.Options) {
-		withBuilder(t)(o)
-		o.ImageScanRows = 3
-	})
-	e.seed("alice", "a", 10)
-	e.seed("alice", "b", 6)
-	r := e.ok(withImage, aliceGrant, sub("s", -1))
-	if len(r.refs[0]) != 1 || r.refs[0][0].RowCount != 16 {
-		t.Fatalf("refs %+v", r.refs[0])
-	}
-	_, img := e.image(r.refs[0][0], e.sch.Table("projects"))
-	rows := e.rowsLane(rowsOnly, aliceGrant, sub("s", -1))
-	if len(img) != 16 || len(rows) != 16 {
-		t.Fatalf("image %d rows, rows lane %d", len(img), len(rows))
-	}
-	for id, want := range rows {
-		if got := img[id]; !bytes.Equal(got.payload, want.payload) || got.version != want.version {
-			t.Fatalf("row %s differs", id)
-		}
-	}
-}
-
 // The image holds every column type exactly as the rows lane does.
 func TestImageLaneEveryType(t *testing.T) {
 	e := newEnv(t, withBuilder(t))
@@ -370,29 +343,6 @@ func TestImageLaneEligibility(t *testing.T) {
 	}
 }
 
-// A row holding a value no image cell holds exactly (a NaN) leaves the
-// table on the rows lane, and that answer is remembered for the key.
-func TestImageLaneUnrepresentable(t *testing.T) {
-	e := newEnv(t, withBuilder(t))
-	notes := e.sch.Table("notes")
-	var rows []ssptest.Cols
-	for i := range 3 {
-		rows = append(rows, ssptest.Cols{"id": rowcodec.String(fmt.Sprint("n", i)), "title": rowcodec.Null(), "body": rowcodec.String("b"),
-			"count": rowcodec.Null(), "score": rowcodec.Float(math.NaN()), "done": rowcodec.Bool(false), "meta": rowcodec.Null(), "blob": rowcodec.Null(), "doc": rowcodec.Null()})
-	}
-	e.seedTable(notes, rows)
-	s := subSpec{id: "n", table: "notes", scopes: map[string][]string{"id": {"n0", "n1", "n2"}}, cursor: -1}
-	for range 2 {
-		r := e.ok(withImage, scopes.Allowed{"id": {"*"}}, s)
-		if len(r.refs[0]) != 0 || len(r.inline[0]) != 1 {
-			t.Fatalf("%d refs %d inline", len(r.refs[0]), len(r.inline[0]))
-		}
-	}
-	if n := e.m.Value("syncd_pull_image_declines_total"); n != 1 {
-		t.Fatalf("%v declines, want one (then remembered)", n)
-	}
-}
-
 // Tables with encrypted columns never use the image lane (§4.7, §5.11).
 func TestImageLaneEncryptedTable(t *testing.T) {
 	sch, err := schema.Load([]byte(`{"irVersion":1,"schemaVersion":1,"schemaVersions":[{"version":1,"migrations":["0001"]}],"tables":[
@@ -421,42 +371,6 @@ func TestImageLaneEncryptedTable(t *testing.T) {
 	}
 }
 
-// failingBuilder starts images whose every write fails.
-type failingBuilder struct{}
-
-func (failingBuilder) NewImage(context.Context, ports.ImageRequest) (ports.ImageWriter, error) {
-	return failingWriter{}, nil
-}
-
-type failingWriter struct{}
-
-func (failingWriter) Add(context.Context, int64, []byte) error { return errors.New("disk full") }
-func (failingWriter) Finish(context.Context) ([]byte, int64, error) {
-	return nil, 0, errors.New("disk full")
-}
-func (failingWriter) Abort() {}
-
-// A builder that fails serves the bootstrap on the rows lane, and the
-// next bootstrap tries the image again.
-func TestImageBuildFailureFallsBack(t *testing.T) {
-	e := newEnv(t, func(o *pull.Options) { o.Images = failingBuilder{} })
-	e.seed("alice", "a", 5)
-	for range 2 {
-		r := e.ok(withImage, aliceGrant, sub("s", -1))
-		for _, f := range r.refs[0] {
-			if f.MediaType == ssp2.MediaSQLite {
-				t.Fatal("an image from a failing builder")
-			}
-		}
-		if len(r.inline[0]) == 0 {
-			t.Fatal("no rows pages")
-		}
-	}
-	if n := e.m.Value("syncd_pull_image_declines_total"); n != 2 {
-		t.Fatalf("%v declines, want 2 (a failure is not remembered)", n)
-	}
-}
-
 // Without a builder the server serves an image some publisher stored
 // under the bootstrap's key, and the rows lane otherwise.
 func TestImageLaneWithoutBuilder(t *testing.T) {
@@ -480,35 +394,6 @@ func TestImageLaneWithoutBuilder(t *testing.T) {
 	r = e.ok(withImage, aliceGrant, sub("s", -1))
 	if len(r.refs[0]) != 1 || r.refs[0][0].SegmentID != pub.SegmentID || r.refs[0][0].MediaType != ssp2.MediaSQLite {
 		t.Fatalf("stored image not served: %+v", r.refs[0])
-	}
-}
-
-// A storm of image-lane bootstraps builds the image once.
-func TestImageBuiltOnceUnderStorm(t *testing.T) {
-	e := newEnv(t, withBuilder(t))
-	e.seed("alice", "a", 50)
-	var wg sync.WaitGroup
-	ids := make([]string, 8)
-	errs := make([]error, 8)
-	for i := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := e.pullAs(fmt.Sprint("c", i), withImage, aliceGrant, sub("s", -1))
-			if err == nil && len(r.refs[0]) == 1 {
-				ids[i] = r.refs[0][0].SegmentID
-			}
-			errs[i] = err
-		}()
-	}
-	wg.Wait()
-	for i := range ids {
-		if errs[i] != nil || ids[i] == "" || ids[i] != ids[0] {
-			t.Fatalf("client %d: %q %v", i, ids[i], errs[i])
-		}
-	}
-	if n := e.m.Value("syncd_pull_image_builds_total"); n != 1 {
-		t.Fatalf("%v builds", n)
 	}
 }
 
