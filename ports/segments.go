@@ -147,3 +147,17 @@ type ImageWriter interface {
 	// Abort discards an unfinished image; after Finish it does nothing.
 	Abort()
 }
+
+// SegmentURLRequest asks for a native signed segment URL (SPEC §5.4).
+type SegmentURLRequest struct {
+	SegmentID   string
+	ScopeDigest string
+	Partition   string
+	NowMs       int64
+}
+
+// SegmentURLSigner issues the signed segment URLs a pull hands clients
+// that set accept bit 3; the transport that serves the URL mints it.
+type SegmentURLSigner interface {
+	SignSegmentURL(ctx context.Context, r SegmentURLRequest) (url string, expiresAtMs int64, err error)
+}

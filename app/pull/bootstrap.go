@@ -198,7 +198,7 @@ func (s *Service) ref(ctx context.Context, e *emitter, r Request, key ports.Segm
 		f.NextRowCursor = ssp2.Some(pub.NextRowCursor)
 	}
 	if accept&ssp2.AcceptSignedURLs != 0 && s.o.Signer != nil {
-		url, exp, err := s.o.Signer.SignSegmentURL(ctx, SignRequest{SegmentID: pub.SegmentID, ScopeDigest: key.ScopeDigest, Partition: r.Partition, NowMs: s.o.Now().UnixMilli()})
+		url, exp, err := s.o.Signer.SignSegmentURL(ctx, ports.SegmentURLRequest{SegmentID: pub.SegmentID, ScopeDigest: key.ScopeDigest, Partition: r.Partition, NowMs: s.o.Now().UnixMilli()})
 		if err != nil {
 			return fmt.Errorf("sign segment url: %w", err)
 		}

@@ -414,7 +414,7 @@ func TestImageLaneSignedURL(t *testing.T) {
 
 type fixedSigner struct{}
 
-func (fixedSigner) SignSegmentURL(_ context.Context, r pull.SignRequest) (string, int64, error) {
+func (fixedSigner) SignSegmentURL(_ context.Context, r ports.SegmentURLRequest) (string, int64, error) {
 	return "https://cdn/" + r.SegmentID, r.NowMs + 1000, nil
 }
 

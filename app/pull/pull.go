@@ -54,19 +54,6 @@ type Store interface {
 	PutClient(ctx context.Context, r ports.ClientRecord) error
 }
 
-// SignRequest asks for a native signed segment URL (SPEC §5.4).
-type SignRequest struct {
-	SegmentID   string
-	ScopeDigest string
-	Partition   string
-	NowMs       int64
-}
-
-// URLSigner issues signed segment URLs for clients that set accept bit 3.
-type URLSigner interface {
-	SignSegmentURL(ctx context.Context, r SignRequest) (url string, expiresAtMs int64, err error)
-}
-
 // Defaults of Options (those of the segment builder's options are
 // app/segments' defaults).
 const (
@@ -88,7 +75,7 @@ type Options struct {
 	// segments.DefaultImageScanRows).
 	ImageScanRows int
 	// Signer issues signed URLs (accept bit 3); nil issues none.
-	Signer URLSigner
+	Signer ports.SegmentURLSigner
 	// InlineMaxBytes is the §5.7 inline threshold (0 → 256 KiB; negative:
 	// never inline a page a client can take as a SEGMENT_REF).
 	InlineMaxBytes int

@@ -182,7 +182,7 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 		return nil, err
 	}
 	schemaFn := func() *schema.Schema { return sch }
-	var signer pull.URLSigner
+	var signer ports.SegmentURLSigner
 	if in.signer != nil {
 		signer = urlSigner{in}
 	}
@@ -548,7 +548,7 @@ func (b blobService) DownloadBufferBytes(info ports.BlobInfo, length int64) int6
 // segment route, with the TTL of the moment (0: born expired).
 type urlSigner struct{ in *instance }
 
-func (u urlSigner) SignSegmentURL(_ context.Context, r pull.SignRequest) (string, int64, error) {
+func (u urlSigner) SignSegmentURL(_ context.Context, r ports.SegmentURLRequest) (string, int64, error) {
 	s := u.in.signer
 	now := time.UnixMilli(r.NowMs)
 	var tok string

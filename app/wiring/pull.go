@@ -30,9 +30,9 @@ type PullServiceParams struct {
 	Log      *zap.Logger
 	Clock    ports.Clock
 	Metrics  *pull.Metrics
-	Store    ports.Storage      `optional:"true"`
-	Segments ports.SegmentStore `optional:"true"`
-	Signer   pull.URLSigner     `optional:"true"`
+	Store    ports.Storage          `optional:"true"`
+	Segments ports.SegmentStore     `optional:"true"`
+	Signer   ports.SegmentURLSigner `optional:"true"`
 }
 
 // NewPullService builds the pull use case; nil without storage.

@@ -3,7 +3,6 @@ package wiring
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/uptrace/bun"
 	"go.uber.org/fx"
@@ -16,7 +15,6 @@ import (
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/internal/periodic"
 	"github.com/syncd-dev/syncd/app/platform"
-	"github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/app/segments"
 	"github.com/syncd-dev/syncd/domain/signedurl"
 	"github.com/syncd-dev/syncd/ports"
@@ -36,8 +34,7 @@ var SegmentsModule = fx.Module("syncd.segments",
 	fx.Provide(
 		NewSegmentStore,
 		NewSegmentSigner,
-		NewSegmentURLSigner,
-		newPullURLSigner,
+		newSegmentURLSigner,
 		NewSegmentService,
 		fx.Annotate(newSegmentRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
 	),
@@ -109,47 +106,13 @@ func NewSegmentSigner(cfg config.Config) (*signedurl.Signer, error) {
 	return s, nil
 }
 
-// SegmentURLSigner mints native signed URLs under --public-url.
-type SegmentURLSigner struct {
-	signer *signedurl.Signer
-	base   string
-	ttl    time.Duration
-}
-
-// NewSegmentURLSigner returns the signed-URL minter of bootstrap
-// descriptors; nil when signed URLs are off.
-func NewSegmentURLSigner(cfg config.Config, s *signedurl.Signer) *SegmentURLSigner {
+// newSegmentURLSigner mints the pull's native signed URLs under
+// --public-url; none when signed URLs are off (no key file).
+func newSegmentURLSigner(cfg config.Config, s *signedurl.Signer) ports.SegmentURLSigner {
 	if s == nil {
 		return nil
 	}
-	return &SegmentURLSigner{signer: s, base: cfg.Segments.PublicURL, ttl: cfg.Segments.SignedURLTTL}
-}
-
-// SignURL returns the signed URL of segmentID for the effective scope
-// digest authorized in partition at nowMs, and its expiry in unix
-// milliseconds. A nil signer returns "" (no URL).
-func (u *SegmentURLSigner) SignURL(segmentID, scopeDigest, partition string, nowMs int64) (string, int64) {
-	if u == nil {
-		return "", 0
-	}
-	tok, exp := u.signer.Mint(segmentID, scopeDigest, partition, time.UnixMilli(nowMs), u.ttl)
-	return u.base + "/segments/" + segmentID + "?" + httpapi.ParamSignedToken + "=" + tok, exp
-}
-
-// pullURLSigner adapts the minter to the pull's URLSigner port.
-type pullURLSigner struct{ u *SegmentURLSigner }
-
-// newPullURLSigner provides the pull's signer; nil when signed URLs are off.
-func newPullURLSigner(u *SegmentURLSigner) pull.URLSigner {
-	if u == nil {
-		return nil
-	}
-	return pullURLSigner{u}
-}
-
-func (p pullURLSigner) SignSegmentURL(_ context.Context, r pull.SignRequest) (string, int64, error) {
-	url, exp := p.u.SignURL(r.SegmentID, r.ScopeDigest, r.Partition, r.NowMs)
-	return url, exp, nil
+	return httpapi.NewSegmentURLs(s, cfg.Segments.PublicURL, cfg.Segments.SignedURLTTL)
 }
 
 // SegmentServiceParams are the inputs of the segment download use case.

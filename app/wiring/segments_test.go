@@ -21,7 +21,6 @@ import (
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/app/config"
-	"github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
 	"github.com/syncd-dev/syncd/domain/signedurl"
 	"github.com/syncd-dev/syncd/ports"
@@ -80,7 +79,7 @@ func TestSegmentSignerAndURLs(t *testing.T) {
 	if s, err := NewSegmentSigner(cfg); s != nil || err != nil {
 		t.Fatalf("no key file: %v %v", s, err)
 	}
-	if u := newPullURLSigner(NewSegmentURLSigner(cfg, nil)); u != nil {
+	if u := newSegmentURLSigner(cfg, nil); u != nil {
 		t.Fatalf("pull signer without a key: %v", u)
 	}
 	dir := t.TempDir()
@@ -104,10 +103,10 @@ func TestSegmentSignerAndURLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := newPullURLSigner(NewSegmentURLSigner(cfg, s))
+	u := newSegmentURLSigner(cfg, s)
 	id := contentaddr.Of([]byte("x"))
 	now := time.UnixMilli(1_700_000_000_500)
-	url, exp, err := u.SignSegmentURL(context.Background(), pull.SignRequest{SegmentID: id, ScopeDigest: "dd", Partition: "p1", NowMs: now.UnixMilli()})
+	url, exp, err := u.SignSegmentURL(context.Background(), ports.SegmentURLRequest{SegmentID: id, ScopeDigest: "dd", Partition: "p1", NowMs: now.UnixMilli()})
 	if err != nil {
 		t.Fatal(err)
 	}
