@@ -2,14 +2,12 @@ package wiring
 
 import (
 	"errors"
-	"sync"
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/app/checkpoint"
 	"github.com/syncd-dev/syncd/app/config"
-	"github.com/syncd-dev/syncd/app/events"
 	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/push"
 	cpdomain "github.com/syncd-dev/syncd/domain/checkpoint"
@@ -62,38 +60,7 @@ func NewCheckpointRunner(p CheckpointRunnerParams) (*checkpoint.Runner, error) {
 		}
 	}
 	return checkpoint.New(checkpoint.Options{Store: st, Commits: p.Sync, Schema: p.Schema, Clock: p.Clock,
-		Log: p.Log.Named("backfill"), Metrics: m, OnProgress: progressHooks(p.Progress, p.Events, p.Clock)})
-}
-
-// progressHooks is the runner's progress callback: the host's hook and,
-// when something listens, checkpoint.progress events timed from each
-// run's claim; nil when neither is there.
-func progressHooks(host CheckpointProgress, sink ports.EventSink, clock ports.Clock) func(checkpoint.Progress) {
-	if sink == nil {
-		if host == nil {
-			return nil
-		}
-		return host
-	}
-	var mu sync.Mutex
-	runs := map[[2]string]func(cpdomain.Checkpoint, int64){}
-	return func(pr checkpoint.Progress) {
-		if host != nil {
-			host(pr)
-		}
-		key := [2]string{pr.Partition, pr.Name}
-		mu.Lock()
-		report, ok := runs[key]
-		if !ok || pr.Phase == checkpoint.PhaseClaimed {
-			report = events.CheckpointReporter(sink, clock.Now)
-			runs[key] = report
-		}
-		if pr.Phase == checkpoint.PhaseActivated || pr.Phase == checkpoint.PhaseSuperseded {
-			delete(runs, key) // the run ended
-		}
-		mu.Unlock()
-		report(pr.Checkpoint, pr.TargetSeq)
-	}
+		Log: p.Log.Named("backfill"), Metrics: m, OnProgress: checkpoint.ProgressHooks(p.Progress, p.Events, p.Clock.Now)})
 }
 
 // CheckpointDeclarations provides the declarations of --checkpoints at

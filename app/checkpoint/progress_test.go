@@ -1,4 +1,4 @@
-package wiring
+package checkpoint_test
 
 import (
 	"testing"
@@ -15,14 +15,14 @@ type recordingSink struct{ got []event.Event }
 
 func (r *recordingSink) Emit(e event.Event) { r.got = append(r.got, e) }
 
-// TestBackfillProgressIsAnEvent: every step of a graph runner's backfill
+// TestBackfillProgressIsAnEvent: every step of a runner's backfill
 // is a checkpoint.progress event carrying the stored checkpoint and the
 // run's target, timed from the run's claim; the host's hook hears it too.
 func TestBackfillProgressIsAnEvent(t *testing.T) {
 	clk := testclock.New(time.UnixMilli(1_700_000_000_000))
 	sink := &recordingSink{}
 	var host []checkpoint.Phase
-	hook := progressHooks(func(p checkpoint.Progress) { host = append(host, p.Phase) }, sink, clk)
+	hook := checkpoint.ProgressHooks(func(p checkpoint.Progress) { host = append(host, p.Phase) }, sink, clk.Now)
 	cp := cpdomain.Checkpoint{Partition: "p1", Name: "fill", SchemaVersion: 2, State: cpdomain.StateBackfilling}
 	step := func(ph checkpoint.Phase, watermark int64, after time.Duration) {
 		clk.Advance(after)
@@ -51,7 +51,7 @@ func TestBackfillProgressIsAnEvent(t *testing.T) {
 			t.Fatalf("event %d = %+v; want watermark %d, elapsed %v", i, e, w.watermark, w.elapsed)
 		}
 	}
-	if progressHooks(nil, nil, clk) != nil {
+	if checkpoint.ProgressHooks(nil, nil, clk.Now) != nil {
 		t.Fatal("no host hook and no sink: want no callback")
 	}
 }
