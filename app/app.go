@@ -39,6 +39,7 @@ func Options(cfg config.Config, info platform.BuildInfo, log *zap.Logger, extra 
 		wiring.AdminModule,
 		wiring.SyncAPIModule,
 		wiring.RoundModule,
+		wiring.PushModule,
 		wiring.PullModule,
 		wiring.RetentionModule,
 		wiring.LeasesModule,
