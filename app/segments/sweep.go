@@ -5,26 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/ports"
 )
-
-// SweepMetrics counts the segments the sweep deleted.
-type SweepMetrics struct{ removed prometheus.Counter }
-
-// NewSweepMetrics registers the sweep's counter on reg.
-func NewSweepMetrics(reg prometheus.Registerer) (*SweepMetrics, error) {
-	m := &SweepMetrics{removed: prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "syncd_segments_swept_total",
-		Help: "Stored segments deleted after every publication of theirs expired.",
-	})}
-	if err := reg.Register(m.removed); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
 
 // Sweeper forgets expired segments: publications past their expiry and
 // the stored segments no publication is left for.
