@@ -1,4 +1,4 @@
-package wiring_test
+package app_test
 
 import (
 	"context"
