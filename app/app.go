@@ -33,6 +33,8 @@ func Options(cfg config.Config, info platform.BuildInfo, log *zap.Logger, extra 
 		fx.StartTimeout(startTimeout),
 		wiring.ChecksFirst,
 		wiring.CoreModule,
+		wiring.PeriodicModule,
+		wiring.SocketsModule,
 		wiring.EventsModule,
 		wiring.TracingModule,
 		wiring.AuthModule,

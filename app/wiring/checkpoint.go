@@ -18,9 +18,11 @@ import (
 // CheckpointModule provides *checkpoint.Runner, the Go API a host that
 // embeds the server uses to declare, run and activate backfill
 // checkpoints from its own code (its batches are server commits of the
-// graph's sync use case). It is built only when something asks for it.
+// graph's sync use case). The runner is built only when something asks
+// for it; the module also makes /readyz watch the declared checkpoints.
 var CheckpointModule = fx.Module("syncd.checkpoint",
 	fx.Provide(NewCheckpointRunner),
+	fx.Invoke(registerCheckpointWatch),
 )
 
 // CheckpointProgress is a host's hook (app.WithCheckpointProgress): when

@@ -27,10 +27,8 @@ var CoreModule = fx.Module("syncd.core",
 		platform.NewListeners,
 		platform.NewSchemaSource,
 		NewSchema,
-		NewSocketSlots,
-		NewPeriodicScheduler,
 	),
-	fx.Invoke(registerPreparer, registerChecks, registerCheckpointWatch, registerPoolMetrics),
+	fx.Invoke(registerPreparer, registerChecks, registerPoolMetrics),
 )
 
 // ChecksFirst orders the start: fx runs OnStart hooks in the order their

@@ -10,6 +10,10 @@ import (
 	"github.com/syncd-dev/syncd/app/platform"
 )
 
+// PeriodicModule provides the scheduler every capability's wiring file
+// schedules its periodic job on.
+var PeriodicModule = fx.Module("syncd.periodic", fx.Provide(NewPeriodicScheduler))
+
 // NewPeriodicScheduler is the one scheduler of the periodic jobs, on the
 // app clock.
 func NewPeriodicScheduler(clk platform.Clock, log *zap.Logger) (*periodic.Scheduler, error) {
