@@ -2,7 +2,7 @@
 // client records, commit metadata, reaction queue counts and lists, segment store
 // totals and readiness detail, as JSON for operators. It never reads row
 // payloads and never writes. The admin listener mounts it only behind the
-// bearer token (app.NewAdminHandler, --admin-api).
+// bearer token (platform.NewAdminHandler, --admin-api).
 package admin
 
 import (

@@ -35,7 +35,7 @@ type ListenersParams struct {
 
 // NewListeners binds --listen, --admin-listen and (when set)
 // --test-control-listen in an OnStart hook; a busy, unknown or refused
-// address fails the start, named by its flag. checksFirst constructs it
+// address fails the start, named by its flag. wiring.ChecksFirst constructs it
 // before the storage, so the hook runs before the database is touched.
 // Sockets no server took by the stop are closed then.
 func NewListeners(p ListenersParams) *Listeners {

@@ -13,7 +13,7 @@
 // when something is used.
 //
 // It exists only with syncd serve --test-control-listen, on a loopback
-// listener without authentication (see ../testcontrolfx.go).
+// listener without authentication (see ../wiring/testcontrol.go).
 package testcontrol
 
 import (
