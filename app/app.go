@@ -18,9 +18,17 @@ import (
 	"go.uber.org/zap"
 )
 
+// BuildInfo is what the server reports about its own build (the
+// syncd_build_info metric, the traces' resource); an embedding program passes
+// its own to Options or Run.
+type BuildInfo = platform.BuildInfo
+
+// ReadBuildInfo is the running program's build information under version.
+func ReadBuildInfo(version string) BuildInfo { return platform.ReadBuildInfo(version) }
+
 // Options is the whole server graph for cfg. extra adds modules (storage,
 // authentication, route handlers) and overrides.
-func Options(cfg config.Config, info platform.BuildInfo, log *zap.Logger, extra ...fx.Option) fx.Option {
+func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Option) fx.Option {
 	return fx.Options(
 		fx.Supply(cfg, info, log),
 		fx.WithLogger(platform.FxLogger),
@@ -65,7 +73,7 @@ const startTimeout = 2 * time.Minute
 
 // Run starts the graph, waits for SIGINT or SIGTERM (or an internal
 // shutdown), stops gracefully and returns the process exit code.
-func Run(cfg config.Config, info platform.BuildInfo, log *zap.Logger, extra ...fx.Option) int {
+func Run(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Option) int {
 	a := fx.New(Options(cfg, info, log, extra...))
 	if err := a.Err(); err != nil {
 		log.Error("cannot assemble the server", zap.String("error", dig.RootCause(err).Error()))

@@ -29,7 +29,6 @@ import (
 	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
-	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -46,7 +45,7 @@ func main() {
 		os.Exit(2)
 	}
 	cfg := Config(*listen, "127.0.0.1:0")
-	os.Exit(app.Run(cfg, platform.ReadBuildInfo("embed"), log, Options(*database)))
+	os.Exit(app.Run(cfg, app.ReadBuildInfo("embed"), log, Options(*database)))
 }
 
 // Config is the server configuration of this program: the demo schema,
