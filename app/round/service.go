@@ -316,8 +316,8 @@ type request struct {
 	// anew each time the request is served. It also keeps the request's
 	// first serve-gate read (the entry read, or for a push-only request
 	// the first push transaction's): the read-verify compares its token
-	// with the last read.
-	push *push.Batch
+	// with the last read. A value, so a round allocates no batch of its own.
+	push push.Batch
 	// headless: admitted at a remembered epoch without a request head
 	// (headmemo.go). mustHead: served again after a stale epoch, the
 	// request reads its head whatever is remembered by then (and is
@@ -335,7 +335,7 @@ func (rq *request) restart() {
 func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response, error) {
 	part := rq.id.Partition
 	running := rq.sch.Version
-	rq.push = &push.Batch{Identity: rq.id, ClientID: rq.hdr.ClientID, WireVersion: rq.wire, Schema: rq.sch,
+	rq.push = push.Batch{Identity: rq.id, ClientID: rq.hdr.ClientID, WireVersion: rq.wire, Schema: rq.sch,
 		Now: rq.now, Commits: rq.commits}
 	var head ports.RequestHead
 	if epoch, ok := s.headless(rq, pull); ok && !rq.mustHead {
@@ -452,7 +452,7 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	resp.Frames = append(resp.Frames, &ssp2.RespHeader{LatestSchemaVersion: ssp2.Some(running), LogEpoch: epoch})
 	rq.push.Scopes = rq.res
 	for _, c := range rq.commits {
-		result, details, err := s.o.Push.Commit(ctx, rq.push, c)
+		result, details, err := s.o.Push.Commit(ctx, &rq.push, c)
 		if err != nil {
 			return early(nil, err)
 		}
