@@ -111,10 +111,11 @@ type CommitValidation struct {
 
 // CommitValidator checks aggregate invariants once per commit, after every
 // operation is staged and before the log append (SPEC §6.8). A
-// *ValidationRejection attributes the rejection to its OpIndex (a negative
-// OpIndex means the first operation); any other error, or an OpIndex
-// outside the commit, is sync.constraint_violation with the message
-// "whole-commit validator failed".
+// *ValidationRejection attributes the rejection to its OpIndex (0, as
+// NewValidationRejection leaves it, is the first operation); any other
+// error, or an OpIndex outside the commit (negative included), is
+// sync.constraint_violation with the message "whole-commit validator
+// failed".
 type CommitValidator interface {
 	ValidateCommit(ctx context.Context, c CommitValidation) error
 }

@@ -790,10 +790,11 @@ func (a *applier) hookTerm(opIndex int, err error, fixed string, attributed bool
 		idx := opIndex
 		if attributed {
 			idx = rej.OpIndex
-			if idx < 0 {
-				idx = 0
-			}
-			if idx >= ops+len(a.origins) {
+			if idx < 0 || idx >= ops+len(a.origins) {
+				// §6.8: the index must name an operation of the commit;
+				// any other is a host bug, answered with the generic code.
+				a.p.log.Info("whole-commit rejection names no operation of the commit; rejected as sync.constraint_violation",
+					zap.String("partition", a.b.Identity.Partition), zap.Int("op_index", idx), zap.Int("operations", ops))
 				return codeTerm(0, syncerr.ConstraintViolation, fixed)
 			}
 			idx = a.origin(idx)

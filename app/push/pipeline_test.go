@@ -537,3 +537,51 @@ func TestPushNamesItsFirstRow(t *testing.T) {
 		})
 	}
 }
+
+// rejectAt is a whole-commit validator that rejects every commit with r.
+type rejectAt struct{ r *ports.ValidationRejection }
+
+func (v rejectAt) ValidateCommit(context.Context, ports.CommitValidation) error { return v.r }
+
+// TestCommitRejectionAttribution reads like SPEC §6.8 "Rejection
+// attribution": an attributed rejection names an operation of the commit;
+// a plain one lands on the first operation; an index outside the commit,
+// negative included, is a host bug answered with sync.constraint_violation.
+func TestCommitRejectionAttribution(t *testing.T) {
+	plain, err := ports.NewValidationRejection("app.rule", "no", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(i int) *ports.ValidationRejection {
+		r, err := ports.RejectOp(i, "app.rule", "no", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	tests := []struct {
+		name   string
+		r      *ports.ValidationRejection
+		wantAt int32
+		code   string
+	}{
+		{"plain: the first operation", plain, 0, "app.rule"},
+		{"attributed to the second operation", at(1), 1, "app.rule"},
+		{"attributed to the last operation", at(2), 2, "app.rule"},
+		{"negative index", at(-1), 0, "sync.constraint_violation"},
+		{"past the commit", at(3), 0, "sync.constraint_violation"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := roundtest.New(t, func(o *roundtest.Options) { o.Push.CommitValidator = rejectAt{tt.r} })
+			resp, _ := e.Must(e.Req(ssptest.Commit("k1",
+				ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1),
+				ssptest.Upsert("tasks", "t-1", e.Task("t-1", "p-1", "a"), -1),
+				ssptest.Upsert("tasks", "t-2", e.Task("t-2", "p-1", "b"), -1))))
+			roundtest.WantRejected(t, resp.Results[0], tt.wantAt, tt.code)
+			if row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-1"); row != nil {
+				t.Fatal("a write of the rejected commit landed")
+			}
+		})
+	}
+}
