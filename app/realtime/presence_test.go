@@ -26,7 +26,12 @@ type actorGrants struct {
 	m  map[string][]string
 }
 
-func (g *actorGrants) ResolveScopes(_ context.Context, r ports.ScopeRequest) (scopes.Allowed, error) {
+// ResolveScopes reads the request's identity from ctx, as the token and
+// development resolvers do, and fails without it.
+func (g *actorGrants) ResolveScopes(ctx context.Context, r ports.ScopeRequest) (scopes.Allowed, error) {
+	if id, ok := ports.IdentityFrom(ctx); !ok || id.ActorID != r.ActorID || id.Partition != r.Partition {
+		return nil, errors.New("no identity of the request in the context")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return scopes.Allowed{"owner": g.m[r.ActorID]}, nil

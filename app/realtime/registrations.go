@@ -59,6 +59,9 @@ type storedSub struct {
 // failure, or an outage no lease serves, fails closed: no registration.
 // An error is a failure to read the record.
 func (h *Hub) load(ctx context.Context, id ports.Identity, clientID string) (*ports.ClientRecord, []registration, error) {
+	// Resolvers read the identity from the context, as on a request; an
+	// admin refresh arrives on a context of its own, without the session's.
+	ctx = ports.WithIdentity(ctx, id)
 	rec, err := h.o.Store.GetClient(ctx, id.Partition, clientID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read client record: %w", err)
