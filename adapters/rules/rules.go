@@ -204,16 +204,11 @@ func (c *compiler) table(r *Rules, table string, line int, specs []ruleSpec) *ro
 	}
 	v := &rowValidator{r: r, table: table}
 	for _, s := range specs {
-		rej, ok := c.rejection(s)
-		prg, err := compile(env, c.file, s.id, s.rule, c.costLimit, wantBool)
-		if err != nil {
-			c.fail(err)
-			continue
-		}
+		e, rej, ok := c.rule(env, s)
 		if !ok {
 			continue
 		}
-		rr := &rowRule{evaluable: evaluable{id: s.id, line: s.line, prg: prg.prg}, rej: rej}
+		rr := &rowRule{evaluable: e, rej: rej}
 		rr.upsert = len(s.on) == 0 || slices.Contains(s.on, commit.OpUpsert)
 		rr.delete = slices.Contains(s.on, commit.OpDelete)
 		v.rules = append(v.rules, rr)
@@ -232,13 +227,8 @@ func (c *compiler) commit(r *Rules, specs []ruleSpec) *commitValidator {
 	}
 	v := &commitValidator{r: r}
 	for _, s := range specs {
-		rej, ok := c.rejection(s)
-		prg, err := compile(env, c.file, s.id, s.rule, c.costLimit, wantBool)
-		if err != nil {
-			c.fail(err)
-			continue
-		}
-		cr := &commitRule{evaluable: evaluable{id: s.id, line: s.line, prg: prg.prg}, rej: rej}
+		e, rej, ok := c.rule(env, s)
+		cr := &commitRule{evaluable: e, rej: rej}
 		if s.opIndex != nil {
 			idx, err := compile(env, c.file, s.id, *s.opIndex, c.costLimit, wantInt)
 			if err != nil {
@@ -255,6 +245,18 @@ func (c *compiler) commit(r *Rules, specs []ruleSpec) *commitValidator {
 		return nil
 	}
 	return v
+}
+
+// rule compiles a validator rule and its rejection; ok when both are
+// sound (the problems of both are reported).
+func (c *compiler) rule(env *cel.Env, s ruleSpec) (evaluable, ports.ValidationRejection, bool) {
+	rej, ok := c.rejection(s)
+	prg, err := compile(env, c.file, s.id, s.rule, c.costLimit, wantBool)
+	if err != nil {
+		c.fail(err)
+		return evaluable{}, rej, false
+	}
+	return evaluable{id: s.id, line: s.line, prg: prg.prg}, rej, ok
 }
 
 // rejection builds a rule's rejection once, refusing what

@@ -8,7 +8,6 @@ import (
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
-	"cel.dev/cel-go/interpreter"
 
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/ports"
@@ -41,7 +40,7 @@ func (s *scopeResolver) ResolveScopes(ctx context.Context, req ports.ScopeReques
 	if claims == nil {
 		claims = map[string]any{}
 	}
-	act := &scopesActivation{claims: claims, actor: types.String(req.ActorID),
+	act := &activation{claims: claims, actor: types.String(req.ActorID),
 		partition: types.String(req.Partition), clientID: types.String(req.ClientID)}
 	out, err := s.rule.eval(ctx, act)
 	if err == nil {
@@ -82,25 +81,3 @@ func toAllowed(v ref.Val) (scopes.Allowed, error) {
 	}
 	return out, nil
 }
-
-// scopesActivation binds the scopes rule's variables.
-type scopesActivation struct {
-	claims                     map[string]any
-	actor, partition, clientID types.String
-}
-
-func (a *scopesActivation) ResolveName(name string) (any, bool) {
-	switch name {
-	case "claims":
-		return a.claims, true
-	case "actor":
-		return a.actor, true
-	case "partition":
-		return a.partition, true
-	case "clientId":
-		return a.clientID, true
-	}
-	return nil, false
-}
-
-func (a *scopesActivation) Parent() interpreter.Activation { return nil }

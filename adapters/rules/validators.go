@@ -34,7 +34,7 @@ func (v *rowValidator) Table() string { return v.table }
 // the first false rule's rejection, or a *RuleError for a rule that
 // could not decide.
 func (v *rowValidator) ValidateRow(ctx context.Context, rv ports.RowValidation) error {
-	act := &rowActivation{op: opName(rv.Op), rowID: types.String(rv.RowID), row: rowMap(rv.Row), stored: rowMap(rv.Stored),
+	act := &activation{op: opName(rv.Op), rowID: types.String(rv.RowID), row: rowMap(rv.Row), stored: rowMap(rv.Stored),
 		actor: types.String(rv.ActorID), partition: types.String(rv.Partition)}
 	for _, rule := range v.rules {
 		if (rv.Op == commit.OpUpsert && !rule.upsert) || (rv.Op == commit.OpDelete && !rule.delete) {
@@ -71,7 +71,7 @@ type commitRule struct {
 
 // ValidateCommit implements ports.CommitValidator.
 func (v *commitValidator) ValidateCommit(ctx context.Context, c ports.CommitValidation) error {
-	act := &commitActivation{ops: opValues(c.Operations), clientID: types.String(c.ClientID),
+	act := &activation{ops: opValues(c.Operations), clientID: types.String(c.ClientID),
 		clientCommitID: types.String(c.ClientCommitID), actor: types.String(c.ActorID), partition: types.String(c.Partition)}
 	for _, rule := range v.rules {
 		ok, err := rule.evalBool(ctx, act)
@@ -145,14 +145,24 @@ func orNull(m map[string]any) any {
 	return m
 }
 
-// rowActivation binds a row rule's variables without a map per call.
-type rowActivation struct {
-	op, rowID, actor, partition types.String
-	row, stored                 map[string]any
+// activation binds a rule's variables without a map per evaluation.
+// Each environment declares only its own variables, so a rule never asks
+// for one its kind does not set.
+type activation struct {
+	actor, partition         types.String
+	op, rowID                types.String
+	row, stored              map[string]any
+	ops                      []any
+	clientID, clientCommitID types.String
+	claims                   map[string]any
 }
 
-func (a *rowActivation) ResolveName(name string) (any, bool) {
+func (a *activation) ResolveName(name string) (any, bool) {
 	switch name {
+	case "actor":
+		return a.actor, true
+	case "partition":
+		return a.partition, true
 	case "op":
 		return a.op, true
 	case "rowId":
@@ -161,36 +171,16 @@ func (a *rowActivation) ResolveName(name string) (any, bool) {
 		return orNull(a.row), true
 	case "stored":
 		return orNull(a.stored), true
-	case "actor":
-		return a.actor, true
-	case "partition":
-		return a.partition, true
-	}
-	return nil, false
-}
-
-func (a *rowActivation) Parent() interpreter.Activation { return nil }
-
-// commitActivation binds a commit rule's variables.
-type commitActivation struct {
-	ops                                        []any
-	clientID, clientCommitID, actor, partition types.String
-}
-
-func (a *commitActivation) ResolveName(name string) (any, bool) {
-	switch name {
 	case "ops":
 		return a.ops, true
 	case "clientId":
 		return a.clientID, true
 	case "clientCommitId":
 		return a.clientCommitID, true
-	case "actor":
-		return a.actor, true
-	case "partition":
-		return a.partition, true
+	case "claims":
+		return a.claims, true
 	}
 	return nil, false
 }
 
-func (a *commitActivation) Parent() interpreter.Activation { return nil }
+func (a *activation) Parent() interpreter.Activation { return nil }

@@ -1,12 +1,6 @@
 package config_test
 
-import (
-	"io"
-	"strings"
-	"testing"
-
-	"github.com/syncd-dev/syncd/app/config"
-)
+import "testing"
 
 func TestRulesSettings(t *testing.T) {
 	for _, tc := range []struct {
@@ -25,18 +19,12 @@ func TestRulesSettings(t *testing.T) {
 		{name: "unknown resolver", args: []string{"--scopes", "ldap"}, wantErr: `--scopes "ldap"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := config.Load(tc.args, tc.env, io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			cfg, ok := loadSettings(t, tc.args, tc.env, tc.wantErr)
+			if !ok {
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Config.Scopes != tc.wantScopes || res.Config.Rules.File != tc.wantFile {
-				t.Fatalf("got --scopes %q --rules %q", res.Config.Scopes, res.Config.Rules.File)
+			if cfg.Scopes != tc.wantScopes || cfg.Rules.File != tc.wantFile {
+				t.Fatalf("got --scopes %q --rules %q", cfg.Scopes, cfg.Rules.File)
 			}
 		})
 	}
