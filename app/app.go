@@ -62,6 +62,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		wiring.KeysModule,
 		wiring.TestControlModule,
 		wiring.CheckpointModule,
+		wiring.RulesModule,
 		fx.Options(extra...),
 		fx.Invoke(platform.RegisterBanner),
 		fx.Invoke(platform.RegisterDrain),

@@ -21,6 +21,10 @@ type Identity struct {
 	// IdentityFrom. nil when the credential carries none; what nil means
 	// is up to the resolver paired with the authenticator.
 	Scopes scopes.Allowed
+	// Claims are the credential's verified claims (a JWT's payload, as
+	// JSON decodes it), for resolvers that decide on them (--scopes
+	// rules). nil when the credential carries none. Read-only.
+	Claims map[string]any
 }
 
 // Authenticator maps a transport request to an Identity. It runs on

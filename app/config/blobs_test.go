@@ -1,8 +1,6 @@
 package config_test
 
 import (
-	"io"
-	"strings"
 	"testing"
 	"time"
 
@@ -70,17 +68,11 @@ func TestBlobSettings(t *testing.T) {
 		{name: "presign without a store", args: append([]string{"--blob-presign", "--blob-store", "none"}, signed...), wantErr: "needs a blob store"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := config.Load(tc.args, tc.env, io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			cfg, ok := loadSettings(t, tc.args, tc.env, tc.wantErr)
+			if !ok {
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.check(t, res.Config.Blobs)
+			tc.check(t, cfg.Blobs)
 		})
 	}
 }

@@ -48,6 +48,15 @@ const (
 	AuthHost = "host"
 )
 
+// Scope resolvers --scopes selects.
+const (
+	// ScopesAuth grants what the --auth mode grants (the JWT's scopes
+	// claim, the dev scopes header).
+	ScopesAuth = "auth"
+	// ScopesRules computes the grant with the scopes rule of --rules.
+	ScopesRules = "rules"
+)
+
 // Config is the whole `syncd serve` configuration.
 type Config struct {
 	// Listen is host:port of the sync API.
@@ -76,6 +85,10 @@ type Config struct {
 	DevAuth DevAuth
 	// JWT configures --auth jwt.
 	JWT JWT
+	// Scopes selects the scope resolver (auth or rules).
+	Scopes string
+	// Rules configures the declarative rules of --rules.
+	Rules Rules
 	// Dev turns on human-readable logs.
 	Dev bool
 	// LogLevel is debug, info, warn or error.
@@ -221,6 +234,7 @@ func Default() Config {
 		Limits:            DefaultLimits(),
 		JWT:               JWT{Leeway: DefaultJWTLeeway, JWKSRefresh: DefaultJWKSRefresh, JWKSMinRefetch: DefaultJWKSMinRefetch},
 		Fanout:            FanoutAuto,
+		Scopes:            ScopesAuth,
 
 		TestControlMaxInstances: DefaultTestControlMaxInstances,
 		TestControlMaxBytes:     DefaultTestControlMaxBytes,
@@ -298,6 +312,12 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--auth %q: want dev or jwt", c.Auth))
 	}
+	switch c.Scopes {
+	case ScopesAuth, ScopesRules:
+	default:
+		errs = append(errs, fmt.Errorf("--scopes %q: want auth or rules", c.Scopes))
+	}
+	errs = append(errs, c.Rules.validate(c.Scopes)...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -415,6 +435,8 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.StringVar(&c.JWT.ScopesClaim, "jwt-scopes-claim", c.JWT.ScopesClaim, "--auth jwt: claim holding the allowed scopes (default scopes)")
 	fs.StringVar(&c.JWT.TokenQueryParam, "jwt-token-query-param", c.JWT.TokenQueryParam, "--auth jwt: also read the token from this query parameter (WebSocket upgrades)")
 	fs.DurationVar(&c.JWT.Leeway, "jwt-leeway", c.JWT.Leeway, "--auth jwt: clock skew tolerated on exp, nbf and iat (a token issued further in the future is refused; 0: none)")
+	fs.StringVar(&c.Scopes, "scopes", c.Scopes, "scope resolver: auth (what --auth grants: the JWT scopes claim, the dev scopes header) or rules (the scopes rule of --rules)")
+	c.Rules.flags(fs)
 	fs.BoolVar(&c.Dev, "dev", c.Dev, "development mode: human-readable logs; implies --auth dev when --auth is unset")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", c.ShutdownDelay, "on SIGTERM, how long /readyz answers draining while the listeners keep serving, before they close (0: none)")

@@ -1,8 +1,6 @@
 package config_test
 
 import (
-	"io"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,18 +25,12 @@ func TestReactionSettings(t *testing.T) {
 		{name: "negative interval", args: []string{"--reaction-prune-interval", "-1s"}, wantErr: "--reaction-prune-interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := config.Load(tc.args, tc.env, io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			cfg, ok := loadSettings(t, tc.args, tc.env, tc.wantErr)
+			if !ok {
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Config.Reactions != tc.want {
-				t.Fatalf("got %+v, want %+v", res.Config.Reactions, tc.want)
+			if cfg.Reactions != tc.want {
+				t.Fatalf("got %+v, want %+v", cfg.Reactions, tc.want)
 			}
 		})
 	}

@@ -1,8 +1,6 @@
 package config_test
 
 import (
-	"io"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,17 +49,11 @@ func TestSegmentSettings(t *testing.T) {
 		{name: "zero segment ttl", args: []string{"--segment-ttl", "0s"}, wantErr: "--segment-ttl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := config.Load(tc.args, nil, io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			cfg, ok := loadSettings(t, tc.args, nil, tc.wantErr)
+			if !ok {
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.check(t, res.Config.Segments)
+			tc.check(t, cfg.Segments)
 		})
 	}
 }

@@ -23,6 +23,8 @@ type AuthParams struct {
 	Schema    *schema.Schema
 	Log       *zap.Logger
 	Clock     platform.Clock
+	// RulesScopes is the scopes rule of --rules, if any (--scopes rules).
+	RulesScopes ports.ScopeResolver `name:"syncd.rules_scopes" optional:"true"`
 }
 
 // AuthResult provides the identity ports.
@@ -37,8 +39,25 @@ type AuthResult struct {
 // variable unless the request narrows it; jwt verifies bearer tokens and
 // grants their scopes claim. With --jwt-jwks-url the key set is fetched
 // when the app starts (failing the start unless --jwt-jwks-lazy) and
-// refreshed until it stops.
+// refreshed until it stops. --scopes rules then replaces the resolver
+// with the scopes rule of --rules.
 func NewAuth(p AuthParams) (AuthResult, error) {
+	res, err := newAuth(p)
+	if err != nil {
+		return AuthResult{}, err
+	}
+	switch p.Config.Scopes {
+	case config.ScopesRules:
+		if p.RulesScopes == nil {
+			return AuthResult{}, fmt.Errorf("--scopes rules: %s has no scopes rule", p.Config.Rules.File)
+		}
+		res.Resolver = p.RulesScopes
+	}
+	return res, nil
+}
+
+// newAuth builds what --auth selects.
+func newAuth(p AuthParams) (AuthResult, error) {
 	switch p.Config.Auth {
 	case config.AuthDev:
 		a, err := devauth.NewAuthenticator(devauth.Options{

@@ -1,6 +1,8 @@
 package wiring
 
 import (
+	"context"
+
 	"github.com/syncd-dev/syncd/adapters/crdt/yjsdoc"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/platform"
@@ -16,6 +18,9 @@ const (
 	GroupRowValidators   = "syncd.row_validators"
 	GroupCRDTMergers     = "syncd.crdt_mergers"
 	GroupCommitListeners = "syncd.commit_listeners"
+	// GroupCommitValidators holds the commit validators of the server's
+	// own rule sources (--rules), run after the host's one.
+	GroupCommitValidators = "syncd.commit_validators"
 )
 
 // PushModule provides the commit pipeline (SPEC §A.2) every write goes
@@ -38,6 +43,7 @@ type PushPipelineParams struct {
 	RowValidators   []ports.RowValidator     `group:"syncd.row_validators"`
 	Mergers         []ports.CRDTMerger       `group:"syncd.crdt_mergers"`
 	CommitValidator ports.CommitValidator    `optional:"true"`
+	RuleValidators  []ports.CommitValidator  `group:"syncd.commit_validators"`
 	ReactionPlanner ports.ReactionPlanner    `optional:"true"`
 	Blobs           ports.BlobChecker        `optional:"true"`
 	Listeners       []ports.CommitListener   `group:"syncd.commit_listeners"`
@@ -63,7 +69,7 @@ func NewPushPipeline(p PushPipelineParams) (*push.Pipeline, error) {
 		Store:           p.Store,
 		Declarations:    p.Declarations,
 		RowValidators:   p.RowValidators,
-		CommitValidator: p.CommitValidator,
+		CommitValidator: commitValidators(p.CommitValidator, p.RuleValidators),
 		ReactionPlanner: p.ReactionPlanner,
 		Mergers:         withBuiltinMergers(p.Mergers),
 		Blobs:           p.Blobs,
@@ -95,4 +101,34 @@ func withBuiltinMergers(host []ports.CRDTMerger) []ports.CRDTMerger {
 		}
 	}
 	return out
+}
+
+// commitValidators joins the host's commit validator and the rule
+// sources' into the pipeline's one: each runs in turn, and the first
+// error decides. nil when there is none.
+func commitValidators(host ports.CommitValidator, more []ports.CommitValidator) ports.CommitValidator {
+	var all chainedCommitValidators
+	for _, v := range append([]ports.CommitValidator{host}, more...) {
+		if v != nil {
+			all = append(all, v)
+		}
+	}
+	switch len(all) {
+	case 0:
+		return nil
+	case 1:
+		return all[0]
+	}
+	return all
+}
+
+type chainedCommitValidators []ports.CommitValidator
+
+func (c chainedCommitValidators) ValidateCommit(ctx context.Context, v ports.CommitValidation) error {
+	for _, one := range c {
+		if err := one.ValidateCommit(ctx, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -17,7 +17,9 @@
 // The actor, partition and allowed-scope claims are configurable. The
 // scopes claim is an object mapping each scope variable to a list of
 // strings; the Authenticator puts it on ports.Identity.Scopes and the
-// Resolver reads it back from the request context.
+// Resolver reads it back from the request context. The verified claims
+// themselves go on ports.Identity.Claims, for resolvers that compute
+// scopes from them.
 package jwt
 
 import (
@@ -510,7 +512,7 @@ func (a *Authenticator) identity(c gojwt.MapClaims) (ports.Identity, error) {
 	if !ok || actor == "" {
 		return ports.Identity{}, fmt.Errorf("claim %q: want a non-empty string", a.actorClaim)
 	}
-	id := ports.Identity{ActorID: actor, Partition: a.defPartition}
+	id := ports.Identity{ActorID: actor, Partition: a.defPartition, Claims: c}
 	if v, present := c[a.partitionClaim]; present {
 		p, ok := v.(string)
 		if !ok || p == "" {

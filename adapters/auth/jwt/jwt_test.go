@@ -115,6 +115,13 @@ func signHeader(t *testing.T, key []byte, header map[string]any, claims gojwt.Ma
 	return s
 }
 
+func orDefault(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}
+
 func base(extra gojwt.MapClaims) gojwt.MapClaims {
 	c := gojwt.MapClaims{
 		"sub": "alice",
@@ -295,6 +302,11 @@ func TestAuthenticate(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Authenticate: %v", err)
 			}
+			// The verified claims ride along for claim-reading resolvers.
+			if got.Claims["nbf"] == nil || got.Claims[orDefault(opts.ActorClaim, "sub")] != got.ActorID {
+				t.Fatalf("claims = %v", got.Claims)
+			}
+			got.Claims = nil
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("identity = %+v, want %+v", got, tc.want)
 			}
