@@ -182,7 +182,7 @@ func TestLoadPrecedence(t *testing.T) {
 		{"bad database", []string{"--database", "mysql://x"}, nil, nil, "unsupported URL scheme"},
 		{"bad env value", nil, []string{"SYNCD_DEV=maybe"}, nil, "SYNCD_DEV"},
 		{"bad log level", []string{"--log-level", "loud"}, nil, nil, "--log-level"},
-		{"unknown flag", []string{"--nope"}, nil, nil, "unknown flag --nope; --help lists them"},
+		{"unknown flag", []string{"--xyzzy"}, nil, nil, "unknown flag --xyzzy; --help lists them"},
 		{"misspelt flag", []string{"--prune-intervall", "5m"}, nil, nil, "did you mean --prune-interval?"},
 		{"duration without a unit", []string{"--prune-interval", "5"}, nil, nil, "a duration needs a unit, e.g. 5m"},
 		{"bad number", []string{"--max-inflight-requests", "x"}, nil, nil, "want a whole number"},
