@@ -21,7 +21,8 @@ const (
 // PushModule provides the commit pipeline (SPEC §A.2) every write goes
 // through: a round's push, server commits, remote commands and backfill
 // batches; with the host's validators, mergers, reaction planner and
-// commit listeners provided into the groups above (app.Provide*).
+// commit listeners provided into the groups above (app.Provide*), and
+// the whole-commit validators of GroupCommitValidators after the host's.
 var PushModule = fx.Module("syncd.push",
 	fx.Provide(NewPushPipeline),
 )
@@ -38,11 +39,13 @@ type PushPipelineParams struct {
 	RowValidators   []ports.RowValidator     `group:"syncd.row_validators"`
 	Mergers         []ports.CRDTMerger       `group:"syncd.crdt_mergers"`
 	CommitValidator ports.CommitValidator    `optional:"true"`
-	ReactionPlanner ports.ReactionPlanner    `optional:"true"`
-	Blobs           ports.BlobChecker        `optional:"true"`
-	Listeners       []ports.CommitListener   `group:"syncd.commit_listeners"`
-	Metrics         *platform.Metrics        `optional:"true"`
-	Events          ports.EventSink          `optional:"true"`
+	// CommitValidators run after the host's CommitValidator.
+	CommitValidators []ports.CommitValidator `group:"syncd.commit_validators"`
+	ReactionPlanner  ports.ReactionPlanner   `optional:"true"`
+	Blobs            ports.BlobChecker       `optional:"true"`
+	Listeners        []ports.CommitListener  `group:"syncd.commit_listeners"`
+	Metrics          *platform.Metrics       `optional:"true"`
+	Events           ports.EventSink         `optional:"true"`
 }
 
 // NewPushPipeline builds the commit pipeline; nil without storage.
@@ -63,7 +66,7 @@ func NewPushPipeline(p PushPipelineParams) (*push.Pipeline, error) {
 		Store:           p.Store,
 		Declarations:    p.Declarations,
 		RowValidators:   p.RowValidators,
-		CommitValidator: p.CommitValidator,
+		CommitValidator: push.CommitValidators(append([]ports.CommitValidator{p.CommitValidator}, p.CommitValidators...)...),
 		ReactionPlanner: p.ReactionPlanner,
 		Mergers:         withBuiltinMergers(p.Mergers),
 		Blobs:           p.Blobs,
