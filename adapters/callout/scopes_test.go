@@ -15,25 +15,8 @@ import (
 	"github.com/syncd-dev/syncd/adapters/callout"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/testclock"
 )
-
-// manualClock is a clock a test moves.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // scopesBackend answers resolve-scopes with answer (a func of the actor),
 // counting the calls and keeping the last request.
@@ -66,7 +49,7 @@ func (b *scopesBackend) handler(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, b.answer(actor))
 }
 
-func newResolver(t *testing.T, b *scopesBackend, clk *manualClock, mut func(*callout.ScopesOptions)) *callout.ScopeResolver {
+func newResolver(t *testing.T, b *scopesBackend, clk *testclock.Manual, mut func(*callout.ScopesOptions)) *callout.ScopeResolver {
 	t.Helper()
 	srv := backend(t, map[string]http.HandlerFunc{"resolve-scopes": b.handler})
 	o := callout.ScopesOptions{Client: newClient(t, srv.URL, nil), Timeout: 2 * time.Second, TTL: time.Minute, Now: clk.Now}
@@ -85,7 +68,7 @@ func newResolver(t *testing.T, b *scopesBackend, clk *manualClock, mut func(*cal
 // asked again; InvalidateScopes drops one actor's or the whole
 // partition's at once.
 func TestResolveScopesCachesPerActorForTheTTL(t *testing.T) {
-	clk := &manualClock{t: time.Unix(1_800_000_000, 0)}
+	clk := testclock.New(time.Unix(1_800_000_000, 0))
 	b := &scopesBackend{answer: func(actor string) string { return `{"scopes":{"owner":["` + actor + `"]}}` }}
 	r := newResolver(t, b, clk, nil)
 	ctx := context.Background()
@@ -116,26 +99,25 @@ func TestResolveScopesCachesPerActorForTheTTL(t *testing.T) {
 	if g := ask("acme", "alice"); g["owner"][0] != "alice" {
 		t.Fatalf("cached grant changed: %v", g)
 	}
-	clk.advance(time.Minute)
-	ask("acme", "alice")
-	ask("acme", "bob")
-	ask("other", "alice")
-	if n := b.calls.Load(); n != 6 {
-		t.Fatalf("past the TTL: %d callouts, want 6", n)
+	everyone := func() {
+		for _, who := range [][2]string{{"acme", "alice"}, {"acme", "bob"}, {"other", "alice"}} {
+			ask(who[0], who[1])
+		}
 	}
-	r.InvalidateScopes("acme", "alice")
-	ask("acme", "alice")
-	ask("acme", "bob")
-	ask("other", "alice")
-	if n := b.calls.Load(); n != 7 {
-		t.Fatalf("after dropping alice: %d callouts, want 7", n)
-	}
-	r.InvalidateScopes("acme", "")
-	ask("acme", "alice")
-	ask("acme", "bob")
-	ask("other", "alice")
-	if n := b.calls.Load(); n != 9 {
-		t.Fatalf("after dropping the partition: %d callouts, want 9", n)
+	for _, step := range []struct {
+		name  string
+		do    func()
+		calls int64
+	}{
+		{"past the TTL", func() { clk.Advance(time.Minute) }, 6},
+		{"after dropping alice", func() { r.InvalidateScopes("acme", "alice") }, 7},
+		{"after dropping the partition", func() { r.InvalidateScopes("acme", "") }, 9},
+	} {
+		step.do()
+		everyone()
+		if n := b.calls.Load(); n != step.calls {
+			t.Fatalf("%s: %d callouts, want %d", step.name, n, step.calls)
+		}
 	}
 }
 
@@ -145,7 +127,7 @@ func TestResolveScopesCachesPerActorForTheTTL(t *testing.T) {
 // grant is not served past its TTL during one. {"scopes": {}} is a grant
 // of nothing, not an outage.
 func TestResolveScopesOutageIsTheLeaseSignal(t *testing.T) {
-	clk := &manualClock{t: time.Unix(1_800_000_000, 0)}
+	clk := testclock.New(time.Unix(1_800_000_000, 0))
 	answer := `{"scopes":{"owner":["alice"]}}`
 	var mu sync.Mutex
 	b := &scopesBackend{answer: func(string) string { mu.Lock(); defer mu.Unlock(); return answer }}
@@ -154,7 +136,7 @@ func TestResolveScopesOutageIsTheLeaseSignal(t *testing.T) {
 	if _, err := r.ResolveScopes(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	clk.advance(time.Minute)
+	clk.Advance(time.Minute)
 	for _, bad := range []string{`{"scopes":null}`, `{}`, `{"scopes":{"owner":"alice"}}`, `{"scope":{}}`, `not json`} {
 		mu.Lock()
 		answer = bad
@@ -185,7 +167,7 @@ func TestResolveScopesOutageIsTheLeaseSignal(t *testing.T) {
 // TestInvalidationBeatsAnAnswerInFlight: an answer asked for before an
 // invalidation is not kept, so the next resolution asks again.
 func TestInvalidationBeatsAnAnswerInFlight(t *testing.T) {
-	clk := &manualClock{t: time.Unix(1_800_000_000, 0)}
+	clk := testclock.New(time.Unix(1_800_000_000, 0))
 	b := &scopesBackend{answer: func(string) string { return `{"scopes":{}}` }, gate: make(chan struct{})}
 	r := newResolver(t, b, clk, nil)
 	req := ports.ScopeRequest{Partition: "acme", ActorID: "alice"}
@@ -207,12 +189,12 @@ func TestInvalidationBeatsAnAnswerInFlight(t *testing.T) {
 // TestScopeCacheIsBounded: past MaxEntries the cache makes room, expired
 // entries first, so many actors never grow it without bound.
 func TestScopeCacheIsBounded(t *testing.T) {
-	clk := &manualClock{t: time.Unix(1_800_000_000, 0)}
+	clk := testclock.New(time.Unix(1_800_000_000, 0))
 	b := &scopesBackend{answer: func(string) string { return `{"scopes":{}}` }}
 	r := newResolver(t, b, clk, func(o *callout.ScopesOptions) { o.MaxEntries = 3 })
 	for i, actor := range []string{"a", "b", "c", "d", "e"} {
 		if i == 3 {
-			clk.advance(2 * time.Minute)
+			clk.Advance(2 * time.Minute)
 		}
 		if _, err := r.ResolveScopes(context.Background(), ports.ScopeRequest{Partition: "p", ActorID: actor}); err != nil {
 			t.Fatal(err)

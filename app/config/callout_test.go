@@ -3,7 +3,6 @@ package config_test
 import (
 	"bytes"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -58,23 +57,7 @@ func TestCalloutSettings(t *testing.T) {
 		{"an unknown scope source", []string{"--scopes", "claims"}, []string{`--scopes "claims"`, "auth or callout"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := config.Load(tt.args, nil, &bytes.Buffer{})
-			if tt.wantErr == nil {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("accepted, want an error naming %q", tt.wantErr)
-			}
-			for _, f := range tt.wantErr {
-				if !strings.Contains(err.Error(), f) {
-					t.Errorf("error %q lacks %q", err, f)
-				}
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantLoad(t, tt.args, tt.wantErr) })
 	}
 }
 
