@@ -51,8 +51,8 @@ type Options struct {
 	// BaseURL is --callout-url: http(s)://host[:port][/path]; each
 	// callback posts to BaseURL/<path>.
 	BaseURL string
-	// Keys sign every callout (the first is no more special than the
-	// rest: each key adds a signature); none leaves callouts unsigned.
+	// Keys sign every callout, each adding a signature, so a backend
+	// holding any one of them verifies; none leaves callouts unsigned.
 	// SetKeys replaces them.
 	Keys [][]byte
 	// MaxConcurrency bounds the callouts in flight (default 64); a
@@ -166,9 +166,6 @@ func (c *Client) SetKeys(keys ...[]byte) error {
 	return nil
 }
 
-// Signed reports whether callouts are signed.
-func (c *Client) Signed() bool { return c.keys.Load() != nil }
-
 // Close drops the pooled idle connections.
 func (c *Client) Close() {
 	if c.own != nil {
@@ -247,7 +244,7 @@ func (c *Client) Call(ctx context.Context, cb Callback, in any, decide Decide) e
 	defer cancel()
 	x := c.begin(ctx, cb)
 	status, answer, err := c.exchange(x.ctx, cb, body)
-	outcome := OutcomeOK
+	var outcome Outcome
 	if err != nil {
 		outcome = failure(parent, ctx, err)
 	} else {
