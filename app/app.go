@@ -46,6 +46,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		wiring.EventsModule,
 		wiring.TracingModule,
 		wiring.AuthModule,
+		wiring.CalloutModule,
 		wiring.AdminModule,
 		wiring.SyncAPIModule,
 		wiring.RoundModule,

@@ -64,6 +64,16 @@ type ScopeResolver interface {
 	ResolveScopes(ctx context.Context, req ScopeRequest) (scopes.Allowed, error)
 }
 
+// ScopeInvalidator is a ScopeResolver that keeps answers (a cache of
+// its grant source). InvalidateScopes drops what it keeps for actorID in
+// partition (for every actor of the partition when actorID is ""), so
+// the next resolution asks the source again: the host's grants changed.
+// POST /admin/realtime/refresh-scopes calls it before re-resolving the
+// live sessions.
+type ScopeInvalidator interface {
+	InvalidateScopes(partition, actorID string)
+}
+
 // ErrResolverOutage is what a ScopeResolver returns (alone, wrapped with
 // %w, or as an *OutageError) when its grant source is temporarily
 // unavailable, as opposed to failing. It opts the request into lease

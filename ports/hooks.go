@@ -82,6 +82,14 @@ type RowValidator interface {
 	ValidateRow(ctx context.Context, v RowValidation) error
 }
 
+// ErrValidatorUnavailable is what a row or commit validator returns
+// (wrapped with %w) when it cannot decide now: the service its rule asks
+// timed out or is down, as opposed to rejecting. The commit is then
+// neither applied nor rejected: its push fails request-level with the
+// retryable sync.rate_limited, nothing of it is stored, and the client's
+// retry runs the validator again.
+var ErrValidatorUnavailable = errors.New("write validator unavailable")
+
 // OperationEvidence is one operation of a commit as the whole-commit
 // validator and the reaction planner see it (SPEC §6.8).
 type OperationEvidence struct {

@@ -46,13 +46,17 @@ const (
 	// ports.Authenticator and ports.ScopeResolver themselves (fx.Decorate,
 	// see examples/embed); the server refuses to start without them.
 	AuthHost = "host"
+	// AuthCallout asks the backend of --callout-url (docs/callout.md).
+	AuthCallout = "callout"
 )
 
-// Scope resolvers --scopes selects.
+// Scope sources (--scopes): where a request's allowed scopes come from.
 const (
-	// ScopesAuth grants what the --auth mode grants (the JWT's scopes
-	// claim, the dev scopes header).
+	// ScopesAuth: the --auth mode's own grant (the JWT claim, the dev
+	// header, the authenticate callout's answer; a host's resolver).
 	ScopesAuth = "auth"
+	// ScopesCallout: the backend's resolve-scopes, beside any --auth.
+	ScopesCallout = "callout"
 	// ScopesRules computes the grant with the scopes rule of --rules.
 	ScopesRules = "rules"
 )
@@ -78,15 +82,18 @@ type Config struct {
 	// the running schema version, comma-separated partition/name: it
 	// serves while they backfill (see CheckpointList).
 	Checkpoints string
-	// Auth selects request authentication (dev or jwt). Empty resolves to
+	// Auth selects request authentication (dev, jwt or callout). Empty resolves to
 	// dev for the embedded demo schema and is an error otherwise.
 	Auth string
+	// Scopes is where allowed scopes come from: ScopesAuth,
+	// ScopesCallout or ScopesRules.
+	Scopes string
+	// Callout configures the callouts to the team's backend.
+	Callout Callout
 	// DevAuth configures --auth dev.
 	DevAuth DevAuth
 	// JWT configures --auth jwt.
 	JWT JWT
-	// Scopes selects the scope resolver (auth or rules).
-	Scopes string
 	// Rules configures the declarative rules of --rules.
 	Rules Rules
 	// Dev turns on human-readable logs.
@@ -117,7 +124,7 @@ type Config struct {
 	// Reactions holds the durable reactions' retention.
 	Reactions Reactions
 	// KeyReloadInterval is how often the key files (signed URLs, auth
-	// leases, JWT) are read again for a rotation (0: only on SIGHUP).
+	// leases, JWT, callouts) are read again for a rotation (0: only on SIGHUP).
 	KeyReloadInterval time.Duration
 	// Limits bound identifiers and request shape.
 	Limits Limits
@@ -235,6 +242,7 @@ func Default() Config {
 		JWT:               JWT{Leeway: DefaultJWTLeeway, JWKSRefresh: DefaultJWKSRefresh, JWKSMinRefetch: DefaultJWKSMinRefetch},
 		Fanout:            FanoutAuto,
 		Scopes:            ScopesAuth,
+		Callout:           DefaultCallout(),
 
 		TestControlMaxInstances: DefaultTestControlMaxInstances,
 		TestControlMaxBytes:     DefaultTestControlMaxBytes,
@@ -301,21 +309,21 @@ func (c *Config) Validate() error {
 		if c.DemoSchema() || c.Dev {
 			c.Auth = AuthDev
 		} else {
-			errs = append(errs, errors.New("--auth is required with --schema (dev or jwt; --dev implies dev)"))
+			errs = append(errs, errors.New("--auth is required with --schema (dev, jwt or callout; --dev implies dev)"))
 		}
-	case AuthDev, AuthHost:
+	case AuthDev, AuthHost, AuthCallout:
 	case AuthJWT:
 		errs = append(errs, c.JWT.validateKey()...)
 		if c.JWT.Leeway < 0 {
 			errs = append(errs, fmt.Errorf("--jwt-leeway %s: must not be negative", c.JWT.Leeway))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("--auth %q: want dev or jwt", c.Auth))
+		errs = append(errs, fmt.Errorf("--auth %q: want dev, jwt or callout", c.Auth))
 	}
 	switch c.Scopes {
-	case ScopesAuth, ScopesRules:
+	case ScopesAuth, ScopesCallout, ScopesRules:
 	default:
-		errs = append(errs, fmt.Errorf("--scopes %q: want auth or rules", c.Scopes))
+		errs = append(errs, fmt.Errorf("--scopes %q: want auth, callout or rules", c.Scopes))
 	}
 	errs = append(errs, c.Rules.validate(c.Scopes)...)
 	switch c.LogLevel {
@@ -337,6 +345,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Limits.validate()...)
 	errs = append(errs, c.validateExposure()...)
+	errs = append(errs, c.validateCallout()...)
 	errs = append(errs, c.HTTP.validate(c.Round)...)
 	errs = append(errs, c.HTTP.validateCORS(c.Auth)...)
 	if c.ShutdownDelay < 0 {
@@ -419,7 +428,8 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.StringVar(&c.Operations, "operations", c.Operations, "JSON file declaring registered remote queries against the synced tables for POST <mount>/operations (see docs/operations.md)")
 	fs.StringVar(&c.Mount, "mount", c.Mount, "route prefix of the sync API, e.g. /api/sync (default empty)")
 	fs.StringVar(&c.Checkpoints, "checkpoints", c.Checkpoints, "backfill checkpoints this process declares at the running schema version, comma-separated partition/name: it serves while they backfill (see syncd checkpoint)")
-	fs.StringVar(&c.Auth, "auth", c.Auth, "request authentication: dev or jwt (default dev with the demo schema or --dev, required otherwise)")
+	fs.StringVar(&c.Auth, "auth", c.Auth, "request authentication: dev, jwt or callout (the backend of --callout-url; default dev with the demo schema or --dev, required otherwise)")
+	fs.StringVar(&c.Scopes, "scopes", c.Scopes, "where a request's allowed scopes come from: auth (what --auth grants: the JWT claim, the dev header, the authenticate callout's answer), callout (the backend of --callout-url, beside any --auth) or rules (the scopes rule of --rules)")
 	fs.StringVar(&c.DevAuth.Actor, "dev-actor", c.DevAuth.Actor, "--auth dev: actor of requests without an X-Syncd-Actor header (default: refuse them)")
 	fs.StringVar(&c.DevAuth.Partition, "dev-partition", c.DevAuth.Partition, "--auth dev: partition of requests without an X-Syncd-Partition header (default \"default\")")
 	fs.StringVar(&c.JWT.Algorithm, "jwt-algorithm", c.JWT.Algorithm, "--auth jwt: the accepted algorithm, HS256, RS256 or EdDSA (with --jwt-jwks-url optional: RS256, EdDSA or ES256)")
@@ -435,7 +445,6 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.StringVar(&c.JWT.ScopesClaim, "jwt-scopes-claim", c.JWT.ScopesClaim, "--auth jwt: claim holding the allowed scopes (default scopes)")
 	fs.StringVar(&c.JWT.TokenQueryParam, "jwt-token-query-param", c.JWT.TokenQueryParam, "--auth jwt: also read the token from this query parameter (WebSocket upgrades)")
 	fs.DurationVar(&c.JWT.Leeway, "jwt-leeway", c.JWT.Leeway, "--auth jwt: clock skew tolerated on exp, nbf and iat (a token issued further in the future is refused; 0: none)")
-	fs.StringVar(&c.Scopes, "scopes", c.Scopes, "scope resolver: auth (what --auth grants: the JWT scopes claim, the dev scopes header) or rules (the scopes rule of --rules)")
 	c.Rules.flags(fs)
 	fs.BoolVar(&c.Dev, "dev", c.Dev, "development mode: human-readable logs; implies --auth dev when --auth is unset")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
@@ -451,7 +460,8 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	c.Watches.flags(fs)
 	c.Leases.flags(fs)
 	c.Reactions.flags(fs)
-	fs.DurationVar(&c.KeyReloadInterval, "key-reload-interval", c.KeyReloadInterval, "how often --signed-url-key-file, --auth-lease-key-file and --jwt-key-file are read again, so a key rotates without a restart (also on SIGHUP; 0: only on SIGHUP)")
+	c.Callout.flags(fs)
+	fs.DurationVar(&c.KeyReloadInterval, "key-reload-interval", c.KeyReloadInterval, "how often --signed-url-key-file, --auth-lease-key-file, --jwt-key-file and --callout-key-file are read again, so a key rotates without a restart (also on SIGHUP; 0: only on SIGHUP)")
 	c.Limits.flags(fs)
 	c.exposureFlags(fs)
 	c.testControlFlags(fs)

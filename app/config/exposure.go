@@ -33,14 +33,7 @@ func (c *Config) exposureFlags(fs *flag.FlagSet) {
 // (localhost, 127.0.0.0/8, ::1). An empty host listens on every interface.
 func IsLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return err == nil && loopbackHost(host)
 }
 
 // validateExposure refuses unsafe exposure and settings that the chosen

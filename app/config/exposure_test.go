@@ -55,23 +55,28 @@ func TestExposureAndIgnoredSettings(t *testing.T) {
 		{"negative subscription limit", []string{"--max-subscriptions", "-1"}, []string{"--max-subscriptions"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := config.Load(tt.args, nil, &bytes.Buffer{})
-			if tt.wantErr == nil {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("accepted, want an error naming %q", tt.wantErr)
-			}
-			for _, f := range tt.wantErr {
-				if !strings.Contains(err.Error(), f) {
-					t.Errorf("error %q lacks %q", err, f)
-				}
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantLoad(t, tt.args, tt.wantErr) })
+	}
+}
+
+// wantLoad loads args: accepted when wantErr is nil, else refused with
+// an error holding every fragment of wantErr.
+func wantLoad(t *testing.T, args, wantErr []string) {
+	t.Helper()
+	_, err := config.Load(args, nil, &bytes.Buffer{})
+	if wantErr == nil {
+		if err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("accepted, want an error naming %q", wantErr)
+	}
+	for _, f := range wantErr {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("error %q lacks %q", err, f)
+		}
 	}
 }
 

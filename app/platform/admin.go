@@ -31,6 +31,10 @@ type AdminOptions struct {
 	Pprof bool
 	// Refresher, when set, serves POST /admin/realtime/refresh-scopes.
 	Refresher ports.ScopeRefresher
+	// Invalidator, when set, drops the resolver's kept grants of the
+	// refreshed actor (or partition) first, so the refresh asks the
+	// grant source.
+	Invalidator ports.ScopeInvalidator
 	// Leases, when set, serves POST /admin/leases/revoke.
 	Leases LeaseRevoker
 	// API, when set together with Token, serves the read-only admin API
@@ -51,7 +55,7 @@ const maxAdminBodyBytes = 64 << 10
 // and, with o.Pprof, /debug/pprof; with o.Refresher, POST
 // /admin/realtime/refresh-scopes re-resolves the realtime sessions of a
 // partition ({"partition": …, "actorId": … optional}; answers
-// {"sessions": n}); with o.Leases, POST /admin/leases/revoke revokes an
+// {"sessions": n}), after dropping what o.Invalidator keeps of them; with o.Leases, POST /admin/leases/revoke revokes an
 // auth lease ({"partition": …, "leaseId": …}; answers {"revoked": true,
 // "found": whether a stored lease carried the id}); with o.API and
 // o.Token, the admin API under
@@ -84,6 +88,9 @@ func NewAdminHandler(r *Readiness, m *Metrics, log *zap.Logger, o AdminOptions) 
 			if err := dec.Decode(&in); err != nil || in.Partition == "" {
 				admin.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"partition": "<partition>", "actorId": "<actor, optional>"}`})
 				return
+			}
+			if o.Invalidator != nil {
+				o.Invalidator.InvalidateScopes(in.Partition, in.ActorID)
 			}
 			n := o.Refresher.RefreshScopes(req.Context(), in.Partition, in.ActorID)
 			admin.WriteJSON(w, http.StatusOK, map[string]int{"sessions": n})

@@ -104,17 +104,27 @@ func TestReadAdminToken(t *testing.T) {
 	}
 }
 
-// refresher records the refreshes the admin endpoint asks for.
-type refresher struct{ calls [][2]string }
+// refresher records the invalidations and refreshes the admin endpoint
+// asks for, in order.
+type refresher struct {
+	calls [][2]string
+	steps []string
+}
 
 func (r *refresher) RefreshScopes(_ context.Context, partition, actorID string) int {
 	r.calls = append(r.calls, [2]string{partition, actorID})
+	r.steps = append(r.steps, "refresh "+partition+"/"+actorID)
 	return 3
+}
+
+func (r *refresher) InvalidateScopes(partition, actorID string) {
+	r.steps = append(r.steps, "invalidate "+partition+"/"+actorID)
 }
 
 // TestAdminRefreshScopes: POST /admin/realtime/refresh-scopes hands the
 // partition (and optional actor) to the scope refresher, behind the admin
-// token; a body without a partition is refused.
+// token, after the resolver's kept grants of it are dropped; a body
+// without a partition is refused.
 func TestAdminRefreshScopes(t *testing.T) {
 	const token = "0123456789abcdef-admin"
 	r := platform.NewReadiness(platform.NewClock())
@@ -137,7 +147,7 @@ func TestAdminRefreshScopes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rf := &refresher{}
-			h := platform.NewAdminHandler(r, m, zap.NewNop(), platform.AdminOptions{Token: token, Refresher: rf})
+			h := platform.NewAdminHandler(r, m, zap.NewNop(), platform.AdminOptions{Token: token, Refresher: rf, Invalidator: rf})
 			req := httptest.NewRequest(http.MethodPost, "/admin/realtime/refresh-scopes", strings.NewReader(tc.body))
 			if tc.auth != "" {
 				req.Header.Set("Authorization", tc.auth)
@@ -148,13 +158,17 @@ func TestAdminRefreshScopes(t *testing.T) {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tc.want, rec.Body)
 			}
 			if tc.want != 200 {
-				if len(rf.calls) != 0 {
-					t.Fatalf("refreshed %v on a refused request", rf.calls)
+				if len(rf.steps) != 0 {
+					t.Fatalf("%v on a refused request", rf.steps)
 				}
 				return
 			}
 			if len(rf.calls) != 1 || rf.calls[0] != tc.call || strings.TrimSpace(rec.Body.String()) != `{"sessions":3}` {
 				t.Fatalf("calls %v, body %s", rf.calls, rec.Body)
+			}
+			who := tc.call[0] + "/" + tc.call[1]
+			if len(rf.steps) != 2 || rf.steps[0] != "invalidate "+who || rf.steps[1] != "refresh "+who {
+				t.Fatalf("steps %v: the kept grants must go before the refresh", rf.steps)
 			}
 		})
 	}

@@ -558,12 +558,10 @@ func (a *applier) applyDelete(ctx context.Context, i int, t *schema.Table, op *s
 		return nil, fmt.Errorf("decode stored row %s/%s: %w", t.Name, op.RowID, err)
 	}
 	storedRow := rowValues(t, storedVals)
-	if term := a.validateRow(ctx, ports.RowValidation{
+	if term, err := a.validateRow(ctx, ports.RowValidation{
 		Op: commit.OpDelete, Table: t.Name, RowID: op.RowID, OpIndex: i, Stored: storedRow,
-	}); term != nil {
-		return term, nil
-	} else if err := ctx.Err(); err != nil {
-		return nil, err
+	}); term != nil || err != nil {
+		return term, err
 	}
 	if err := a.tx.DeleteRow(ctx, t.Name, op.RowID, i); err != nil {
 		return nil, err
@@ -700,10 +698,8 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 		rv.Stored = rowValues(t, storedVals)
 		ev.Stored, ev.StoredServerVersion = rv.Stored, stored.Version
 	}
-	if term := a.validateRow(ctx, rv); term != nil {
-		return term, nil
-	} else if err := ctx.Err(); err != nil {
-		return nil, err
+	if term, err := a.validateRow(ctx, rv); term != nil || err != nil {
+		return term, err
 	}
 	if err := a.tx.UpsertRow(ctx, t.Name, ports.RowWrite{
 		RowID: op.RowID, Version: d.Version, Scopes: storedScopes, Payload: payload,
@@ -762,22 +758,37 @@ func (a *applier) checkBlobs(ctx context.Context, i int, t *schema.Table, vals [
 	return ids, nil, nil
 }
 
-// validateRow runs the table's validators (SPEC §6.7).
-func (a *applier) validateRow(ctx context.Context, v ports.RowValidation) *termination {
+// validateRow runs the table's validators (SPEC §6.7). An error fails
+// the request: the context's, or a validator that could not decide
+// (validatorUnavailable).
+func (a *applier) validateRow(ctx context.Context, v ports.RowValidation) (*termination, error) {
 	vs := a.p.validators[v.Table]
-	if len(vs) == 0 {
-		return nil
-	}
 	v.ActorID, v.Partition, v.Tx = a.b.Identity.ActorID, a.b.Identity.Partition, a.reader
 	for _, val := range vs {
 		if err := val.ValidateRow(ctx, v); err != nil {
 			if ctx.Err() != nil {
-				return nil // the caller aborts on the context error
+				return nil, ctx.Err()
 			}
-			return a.hookTerm(v.OpIndex, err, msgRowValidatorFailed, false, 0)
+			if errors.Is(err, ports.ErrValidatorUnavailable) {
+				return nil, a.validatorUnavailable(v.OpIndex, err)
+			}
+			return a.hookTerm(v.OpIndex, err, msgRowValidatorFailed, false, 0), nil
 		}
 	}
-	return nil
+	return nil, ctx.Err()
+}
+
+// validatorUnavailable is the request-level failure of a validator that
+// could not decide (ports.ErrValidatorUnavailable): the retryable
+// sync.rate_limited. The commit's transaction rolls back and no result is
+// stored, so the client keeps the commit and its retry validates again;
+// a rejection, even a retryable one, would be final to a client (SPEC
+// §7.2 keeps only sync.idempotency_cache_miss queued).
+func (a *applier) validatorUnavailable(opIndex int, err error) error {
+	a.p.log.Warn("push validator unavailable; the request fails retryable and the commit is not applied",
+		zap.String("partition", a.b.Identity.Partition), zap.String("client_commit_id", a.pc.ClientCommitID),
+		zap.Int("op_index", opIndex), zap.Error(err))
+	return syncerr.Wrap(syncerr.RateLimited, err).WithMessage("write validator unavailable; retry later")
 }
 
 // hookTerm maps a hook error to the terminating record: a deliberate
@@ -818,6 +829,37 @@ func (a *applier) evidence() ports.CommitValidation {
 		ActorID: a.b.Identity.ActorID, Partition: a.b.Identity.Partition, Operations: a.ops, Tx: a.reader}
 }
 
+// CommitValidators is the one whole-commit validator (SPEC §6.8) the
+// pipeline runs, made of several: each runs in order and the first that
+// does not accept decides. Nil entries are skipped; none is nil (no
+// validator, no candidate work).
+func CommitValidators(vs ...ports.CommitValidator) ports.CommitValidator {
+	var out commitValidators
+	for _, v := range vs {
+		if v != nil {
+			out = append(out, v)
+		}
+	}
+	switch len(out) {
+	case 0:
+		return nil
+	case 1:
+		return out[0]
+	}
+	return out
+}
+
+type commitValidators []ports.CommitValidator
+
+func (vs commitValidators) ValidateCommit(ctx context.Context, c ports.CommitValidation) error {
+	for _, v := range vs {
+		if err := v.ValidateCommit(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // validateCommit runs the whole-commit validator (SPEC §6.8).
 func (a *applier) validateCommit(ctx context.Context) (*termination, error) {
 	err := a.p.o.CommitValidator.ValidateCommit(ctx, a.evidence())
@@ -826,6 +868,9 @@ func (a *applier) validateCommit(ctx context.Context) (*termination, error) {
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
+	}
+	if errors.Is(err, ports.ErrValidatorUnavailable) {
+		return nil, a.validatorUnavailable(0, err)
 	}
 	return a.hookTerm(0, err, msgCommitValidatorFailed, true, len(a.pc.Operations)), nil
 }

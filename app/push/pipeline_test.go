@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
+	"github.com/syncd-dev/syncd/app/push"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	dompush "github.com/syncd-dev/syncd/domain/push"
@@ -583,5 +585,99 @@ func TestCommitRejectionAttribution(t *testing.T) {
 				t.Fatal("a write of the rejected commit landed")
 			}
 		})
+	}
+}
+
+// switchValidator is a row or commit validator whose backend can be down.
+type switchValidator struct{ down bool }
+
+func (*switchValidator) Table() string { return "tasks" }
+
+func (s *switchValidator) ValidateRow(context.Context, ports.RowValidation) error { return s.check() }
+
+func (s *switchValidator) ValidateCommit(context.Context, ports.CommitValidation) error {
+	return s.check()
+}
+
+func (s *switchValidator) check() error {
+	if s.down {
+		return fmt.Errorf("rules service: %w", ports.ErrValidatorUnavailable)
+	}
+	return nil
+}
+
+// TestUnavailableValidatorFailsTheRequestRetryable: a validator that
+// cannot decide (ports.ErrValidatorUnavailable) neither applies nor
+// rejects its commit: the request fails with the retryable
+// sync.rate_limited, no result is stored, and the same commit applies
+// once the validator is back. An earlier commit of the request stays
+// applied and replays.
+func TestUnavailableValidatorFailsTheRequestRetryable(t *testing.T) {
+	for _, kind := range []string{"row", "commit"} {
+		t.Run(kind, func(t *testing.T) {
+			v := &switchValidator{}
+			e := roundtest.New(t, func(o *roundtest.Options) {
+				if kind == "row" {
+					o.Push.RowValidators = []ports.RowValidator{v}
+				} else {
+					o.Push.CommitValidator = v
+				}
+			})
+			first := ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))
+			second := ssptest.Commit("k2", ssptest.Upsert("tasks", "t-1", e.Task("t-1", "p-1", "a"), -1))
+			if kind == "commit" {
+				e.Must(e.Req(first))
+			}
+			v.down = true
+			_, _, err := e.Do(e.Req(first, second))
+			roundtest.WantCode(t, err, syncerr.RateLimited)
+			if se := syncerr.Public(err); !se.Entry().Retryable {
+				t.Fatalf("%v is not retryable", err)
+			}
+			e.NoRow(t, "t-1")
+			if _, ok, _ := e.Store.GetPushResult(context.Background(), "p1", "c1", "k2"); ok {
+				t.Fatal("the undecided commit's result was stored")
+			}
+			if row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-1"); row == nil {
+				t.Fatal("the earlier commit of the request was not applied")
+			}
+			v.down = false
+			resp, _ := e.Must(e.Req(first, second))
+			if resp.Results[0].Status != ssp2.PushCached || resp.Results[1].Status != ssp2.PushApplied {
+				t.Fatalf("retry: %+v, %+v", resp.Results[0], resp.Results[1])
+			}
+		})
+	}
+}
+
+// rejectAs rejects every commit with its code, counting its calls.
+type rejectAs struct {
+	code  string
+	calls *int
+}
+
+func (r rejectAs) ValidateCommit(context.Context, ports.CommitValidation) error {
+	*r.calls++
+	if r.code == "" {
+		return nil
+	}
+	return must(ports.RejectOp(0, r.code, "no", nil))
+}
+
+// TestCommitValidatorsRunInOrder: several whole-commit validators are
+// one (SPEC §6.8 has one): each runs in order, the first rejection
+// decides, and the ones after it do not run.
+func TestCommitValidatorsRunInOrder(t *testing.T) {
+	if push.CommitValidators(nil, nil) != nil {
+		t.Fatal("no validator must be nil: the pipeline skips its candidate work")
+	}
+	var a, b, c int
+	e := roundtest.New(t, func(o *roundtest.Options) {
+		o.Push.CommitValidator = push.CommitValidators(rejectAs{calls: &a}, nil, rejectAs{code: "app.second", calls: &b}, rejectAs{code: "app.third", calls: &c})
+	})
+	resp, _ := e.Must(e.Req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1))))
+	roundtest.WantRejected(t, resp.Results[0], 0, "app.second")
+	if a != 1 || b != 1 || c != 0 {
+		t.Fatalf("calls %d, %d, %d", a, b, c)
 	}
 }

@@ -183,11 +183,9 @@ func (a *applier) cascadeDelete(ctx context.Context, origin int, t *schema.Table
 		return nil, nil, fmt.Errorf("decode row %s/%s: %w", t.Name, child.RowID, err)
 	}
 	stored := rowValues(t, vals)
-	if term := a.validateRow(ctx, ports.RowValidation{Op: commit.OpDelete, Table: t.Name, RowID: child.RowID,
-		OpIndex: origin, Stored: stored}); term != nil {
-		return nil, term, nil
-	} else if err := ctx.Err(); err != nil {
-		return nil, nil, err
+	if term, err := a.validateRow(ctx, ports.RowValidation{Op: commit.OpDelete, Table: t.Name, RowID: child.RowID,
+		OpIndex: origin, Stored: stored}); term != nil || err != nil {
+		return nil, term, err
 	}
 	if err := a.tx.DeleteRow(ctx, t.Name, child.RowID, origin); err != nil {
 		return nil, nil, err
@@ -220,11 +218,9 @@ func (a *applier) setNull(ctx context.Context, origin int, t *schema.Table, chil
 		return nil, fmt.Errorf("encode row %s/%s: %w", t.Name, child.RowID, err)
 	}
 	row, stored := rowValues(t, merged), rowValues(t, storedVals)
-	if term := a.validateRow(ctx, ports.RowValidation{Op: commit.OpUpsert, Table: t.Name, RowID: child.RowID,
-		OpIndex: origin, Row: row, Stored: stored}); term != nil {
-		return term, nil
-	} else if err := ctx.Err(); err != nil {
-		return nil, err
+	if term, err := a.validateRow(ctx, ports.RowValidation{Op: commit.OpUpsert, Table: t.Name, RowID: child.RowID,
+		OpIndex: origin, Row: row, Stored: stored}); term != nil || err != nil {
+		return term, err
 	}
 	scopes := copyScopes(child.Scopes)
 	if err := a.tx.UpsertRow(ctx, t.Name, ports.RowWrite{RowID: child.RowID, Version: version, Scopes: scopes,

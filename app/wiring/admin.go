@@ -47,6 +47,9 @@ func newAdminAPI(r *platform.Readiness, log *zap.Logger, a adminParams) http.Han
 var AdminModule = fx.Module("syncd.admin",
 	fx.Invoke(func(p platform.ServerParams, cfg config.Config, r *platform.Readiness, m *platform.Metrics, a adminParams) error {
 		o := platform.AdminOptions{Pprof: cfg.Admin.Pprof, Refresher: a.Refresher}
+		if inv, ok := a.Resolver.(ports.ScopeInvalidator); ok {
+			o.Invalidator = inv
+		}
 		if a.Leases != nil {
 			o.Leases = a.Leases
 		}
@@ -71,7 +74,10 @@ var AdminModule = fx.Module("syncd.admin",
 type adminParams struct {
 	fx.In
 	Refresher ports.ScopeRefresher `optional:"true"`
-	Storage   ports.Storage        `optional:"true"`
+	// Resolver, when it keeps grants (ports.ScopeInvalidator), has them
+	// dropped by the refresh.
+	Resolver ports.ScopeResolver `optional:"true"`
+	Storage  ports.Storage       `optional:"true"`
 	// Reader, when provided, serves the admin lists; otherwise the
 	// storage does when it implements ports.AdminReader (a host that
 	// wraps its storage provides the reader beside it).

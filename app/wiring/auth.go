@@ -9,6 +9,7 @@ import (
 
 	devauth "github.com/syncd-dev/syncd/adapters/auth/dev"
 	jwtauth "github.com/syncd-dev/syncd/adapters/auth/jwt"
+	"github.com/syncd-dev/syncd/adapters/callout"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -25,6 +26,10 @@ type AuthParams struct {
 	Clock     platform.Clock
 	// RulesScopes is the scopes rule of --rules, if any (--scopes rules).
 	RulesScopes ports.ScopeResolver `name:"syncd.rules_scopes" optional:"true"`
+	// The callout adapters (CalloutModule), when --auth callout and
+	// --scopes callout ask for them.
+	CalloutAuth   *callout.Authenticator `optional:"true"`
+	CalloutScopes *callout.ScopeResolver `optional:"true"`
 }
 
 // AuthResult provides the identity ports.
@@ -34,15 +39,14 @@ type AuthResult struct {
 	Resolver      ports.ScopeResolver
 }
 
-// NewAuth builds the authenticator and scope resolver --auth selects:
-// dev trusts the request's own headers and grants every declared scope
-// variable unless the request narrows it; jwt verifies bearer tokens and
-// grants their scopes claim. With --jwt-jwks-url the key set is fetched
-// when the app starts (failing the start unless --jwt-jwks-lazy) and
-// refreshed until it stops. --scopes rules then replaces the resolver
-// with the scopes rule of --rules.
+// NewAuth builds the authenticator --auth selects and the scope resolver
+// --scopes selects. --scopes auth (the default) takes the grant --auth
+// gives: dev grants every declared scope variable unless the request
+// narrows it, jwt the token's scopes claim, callout the authenticate
+// answer's scopes. --scopes callout asks the backend of --callout-url
+// whatever --auth identified the request.
 func NewAuth(p AuthParams) (AuthResult, error) {
-	res, err := newAuth(p)
+	r, err := authByMode(p)
 	if err != nil {
 		return AuthResult{}, err
 	}
@@ -51,13 +55,22 @@ func NewAuth(p AuthParams) (AuthResult, error) {
 		if p.RulesScopes == nil {
 			return AuthResult{}, fmt.Errorf("--scopes rules: %s has no scopes rule", p.Config.Rules.File)
 		}
-		res.Resolver = p.RulesScopes
+		r.Resolver = p.RulesScopes
+	case config.ScopesCallout:
+		if p.CalloutScopes == nil {
+			return AuthResult{}, errNoCallout
+		}
+		r.Resolver = p.CalloutScopes
 	}
-	return res, nil
+	return r, nil
 }
 
-// newAuth builds what --auth selects.
-func newAuth(p AuthParams) (AuthResult, error) {
+// authByMode builds --auth's authenticator and its own resolver: dev
+// trusts the request's own headers; jwt verifies bearer tokens (with
+// --jwt-jwks-url the key set is fetched when the app starts, failing the
+// start unless --jwt-jwks-lazy, and refreshed until it stops); callout
+// asks the backend.
+func authByMode(p AuthParams) (AuthResult, error) {
 	switch p.Config.Auth {
 	case config.AuthDev:
 		a, err := devauth.NewAuthenticator(devauth.Options{
@@ -103,6 +116,11 @@ func newAuth(p AuthParams) (AuthResult, error) {
 			p.Lifecycle.Append(fx.Hook{OnStart: a.Start, OnStop: a.Stop})
 		}
 		return AuthResult{Authenticator: a, Resolver: jwtauth.NewResolver()}, nil
+	case config.AuthCallout:
+		if p.CalloutAuth == nil {
+			return AuthResult{}, errNoCallout
+		}
+		return AuthResult{Authenticator: p.CalloutAuth, Resolver: callout.IdentityScopes{}}, nil
 	case config.AuthHost:
 		// The embedding program decorates both ports with its own.
 		return AuthResult{}, nil
@@ -110,6 +128,10 @@ func newAuth(p AuthParams) (AuthResult, error) {
 		return AuthResult{}, fmt.Errorf("auth: unsupported mode %q", p.Config.Auth)
 	}
 }
+
+// errNoCallout refuses --auth callout or --scopes callout in a graph
+// without the callout adapters (CalloutModule and --callout-url).
+var errNoCallout = errors.New("--auth callout and --scopes callout need --callout-url and wiring.CalloutModule")
 
 // errNoAuthenticator refuses to mount a sync API route without identity.
 var errNoAuthenticator = errors.New("no ports.Authenticator: with --auth host the embedding program must supply one")

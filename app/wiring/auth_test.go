@@ -46,6 +46,10 @@ func TestNewAuth(t *testing.T) {
 			c.Auth, c.JWT.Algorithm, c.JWT.KeyFile = config.AuthJWT, "HS256", filepath.Join(t.TempDir(), "none")
 		}, true},
 		{"unknown", func(c *config.Config) { c.Auth = "none" }, true},
+		// The callout adapters come from CalloutModule; without them the
+		// modes refuse rather than serve without identity or grants.
+		{"callout without its adapters", func(c *config.Config) { c.Auth = config.AuthCallout }, true},
+		{"callout scopes without their adapter", func(c *config.Config) { c.Scopes = config.ScopesCallout; c.DevAuth.Actor = "alice" }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/syncd-dev/syncd/adapters/callout"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/domain/lease"
@@ -17,10 +18,10 @@ import (
 
 // KeysModule reloads the key files without a restart: every
 // --key-reload-interval and on SIGHUP it reads --signed-url-key-file,
-// --auth-lease-key-file and --jwt-key-file again and, when one changed
-// and every key in it is usable, swaps the keys in use (the newest signs,
-// every key verifies). A file that fails to load keeps the keys in use
-// and is logged at error.
+// --auth-lease-key-file, --jwt-key-file and --callout-key-file again and,
+// when one changed and every key in it is usable, swaps the keys in use
+// (the newest signs, every key verifies; every callout key signs). A
+// file that fails to load keeps the keys in use and is logged at error.
 //
 // The graph's *KeyReloader is that watcher; Check runs a pass at once.
 var KeysModule = fx.Module("syncd.keys",
@@ -38,6 +39,19 @@ type keyReloaderParams struct {
 	Signer    *signedurl.Signer   `optional:"true"`
 	LeaseKeys *lease.KeySet       `optional:"true"`
 	Auth      ports.Authenticator `optional:"true"`
+	Callout   *callout.Client     `optional:"true"`
+}
+
+// watchKeyFile watches a file of secret keys (platform.ReadKeyFile) and
+// hands a changed one to set.
+func watchKeyFile(r *platform.KeyReloader, flag, path string, set func(keys ...[]byte) error) {
+	r.Watch(flag, path, func() (int, error) {
+		keys, err := platform.ReadKeyFile(path)
+		if err != nil {
+			return 0, err
+		}
+		return len(keys), set(keys...)
+	})
 }
 
 func newKeyReloader(p keyReloaderParams) (*platform.KeyReloader, error) {
@@ -46,22 +60,13 @@ func newKeyReloader(p keyReloaderParams) (*platform.KeyReloader, error) {
 		return nil, err
 	}
 	if f := p.Config.Segments.SignedURLKeyFile; f != "" && p.Signer != nil {
-		r.Watch("--signed-url-key-file", f, func() (int, error) {
-			keys, err := platform.ReadKeyFile(f)
-			if err != nil {
-				return 0, err
-			}
-			return len(keys), p.Signer.SetKeys(keys...)
-		})
+		watchKeyFile(r, "--signed-url-key-file", f, p.Signer.SetKeys)
 	}
 	if f := p.Config.Leases.KeyFile; f != "" && p.LeaseKeys != nil {
-		r.Watch("--auth-lease-key-file", f, func() (int, error) {
-			keys, err := platform.ReadKeyFile(f)
-			if err != nil {
-				return 0, err
-			}
-			return len(keys), p.LeaseKeys.SetKeys(keys...)
-		})
+		watchKeyFile(r, "--auth-lease-key-file", f, p.LeaseKeys.SetKeys)
+	}
+	if f := p.Config.Callout.KeyFile; f != "" && p.Callout != nil {
+		watchKeyFile(r, "--callout-key-file", f, p.Callout.SetKeys)
 	}
 	if rl, ok := p.Auth.(platform.KeyFileReloader); ok && p.Config.JWT.KeyFile != "" {
 		r.Watch("--jwt-key-file", p.Config.JWT.KeyFile, rl.ReloadKeyFile)

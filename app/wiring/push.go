@@ -1,8 +1,6 @@
 package wiring
 
 import (
-	"context"
-
 	"github.com/syncd-dev/syncd/adapters/crdt/yjsdoc"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/platform"
@@ -18,15 +16,18 @@ const (
 	GroupRowValidators   = "syncd.row_validators"
 	GroupCRDTMergers     = "syncd.crdt_mergers"
 	GroupCommitListeners = "syncd.commit_listeners"
-	// GroupCommitValidators holds the commit validators of the server's
-	// own rule sources (--rules), run after the host's one.
+	// GroupCommitValidators holds the whole-commit validators of the
+	// server's own rule sources (--rules, the callouts): the pipeline runs
+	// the host's first, then these in order, and the first that does not
+	// accept decides (push.CommitValidators).
 	GroupCommitValidators = "syncd.commit_validators"
 )
 
 // PushModule provides the commit pipeline (SPEC §A.2) every write goes
 // through: a round's push, server commits, remote commands and backfill
 // batches; with the host's validators, mergers, reaction planner and
-// commit listeners provided into the groups above (app.Provide*).
+// commit listeners provided into the groups above (app.Provide*), and
+// the whole-commit validators of GroupCommitValidators after the host's.
 var PushModule = fx.Module("syncd.push",
 	fx.Provide(NewPushPipeline),
 )
@@ -43,12 +44,13 @@ type PushPipelineParams struct {
 	RowValidators   []ports.RowValidator     `group:"syncd.row_validators"`
 	Mergers         []ports.CRDTMerger       `group:"syncd.crdt_mergers"`
 	CommitValidator ports.CommitValidator    `optional:"true"`
-	RuleValidators  []ports.CommitValidator  `group:"syncd.commit_validators"`
-	ReactionPlanner ports.ReactionPlanner    `optional:"true"`
-	Blobs           ports.BlobChecker        `optional:"true"`
-	Listeners       []ports.CommitListener   `group:"syncd.commit_listeners"`
-	Metrics         *platform.Metrics        `optional:"true"`
-	Events          ports.EventSink          `optional:"true"`
+	// CommitValidators run after the host's CommitValidator.
+	CommitValidators []ports.CommitValidator `group:"syncd.commit_validators"`
+	ReactionPlanner  ports.ReactionPlanner   `optional:"true"`
+	Blobs            ports.BlobChecker       `optional:"true"`
+	Listeners        []ports.CommitListener  `group:"syncd.commit_listeners"`
+	Metrics          *platform.Metrics       `optional:"true"`
+	Events           ports.EventSink         `optional:"true"`
 }
 
 // NewPushPipeline builds the commit pipeline; nil without storage.
@@ -69,7 +71,7 @@ func NewPushPipeline(p PushPipelineParams) (*push.Pipeline, error) {
 		Store:           p.Store,
 		Declarations:    p.Declarations,
 		RowValidators:   p.RowValidators,
-		CommitValidator: commitValidators(p.CommitValidator, p.RuleValidators),
+		CommitValidator: push.CommitValidators(append([]ports.CommitValidator{p.CommitValidator}, p.CommitValidators...)...),
 		ReactionPlanner: p.ReactionPlanner,
 		Mergers:         withBuiltinMergers(p.Mergers),
 		Blobs:           p.Blobs,
@@ -101,34 +103,4 @@ func withBuiltinMergers(host []ports.CRDTMerger) []ports.CRDTMerger {
 		}
 	}
 	return out
-}
-
-// commitValidators joins the host's commit validator and the rule
-// sources' into the pipeline's one: each runs in turn, and the first
-// error decides. nil when there is none.
-func commitValidators(host ports.CommitValidator, more []ports.CommitValidator) ports.CommitValidator {
-	var all chainedCommitValidators
-	for _, v := range append([]ports.CommitValidator{host}, more...) {
-		if v != nil {
-			all = append(all, v)
-		}
-	}
-	switch len(all) {
-	case 0:
-		return nil
-	case 1:
-		return all[0]
-	}
-	return all
-}
-
-type chainedCommitValidators []ports.CommitValidator
-
-func (c chainedCommitValidators) ValidateCommit(ctx context.Context, v ports.CommitValidation) error {
-	for _, one := range c {
-		if err := one.ValidateCommit(ctx, v); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -1,8 +1,6 @@
 package wiring
 
 import (
-	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/platform"
-	"github.com/syncd-dev/syncd/ports"
 )
 
 func TestNewRules(t *testing.T) {
@@ -75,40 +72,5 @@ commitValidators:
 				t.Fatalf("err = %v, want %q", err, tc.wantErr)
 			}
 		})
-	}
-}
-
-type commitFunc func(ports.CommitValidation) error
-
-func (f commitFunc) ValidateCommit(_ context.Context, c ports.CommitValidation) error { return f(c) }
-
-func TestCommitValidatorsChain(t *testing.T) {
-	var ran []string
-	v := func(name string, err error) ports.CommitValidator {
-		return commitFunc(func(ports.CommitValidation) error { ran = append(ran, name); return err })
-	}
-	errHost, errRules := errors.New("host"), errors.New("rules")
-	if commitValidators(nil, nil) != nil {
-		t.Fatal("no validator is nil")
-	}
-	one := v("rules", nil)
-	if got := commitValidators(nil, []ports.CommitValidator{one}); got == nil {
-		t.Fatal("a single validator is dropped")
-	}
-	for _, tc := range []struct {
-		name  string
-		host  ports.CommitValidator
-		rules []ports.CommitValidator
-		want  error
-		ran   string
-	}{
-		{"host then rules", v("host", nil), []ports.CommitValidator{v("rules", nil)}, nil, "host,rules"},
-		{"the host's rejection decides", v("host", errHost), []ports.CommitValidator{v("rules", errRules)}, errHost, "host"},
-		{"the rules' rejection", v("host", nil), []ports.CommitValidator{v("rules", errRules)}, errRules, "host,rules"},
-	} {
-		ran = nil
-		if err := commitValidators(tc.host, tc.rules).ValidateCommit(context.Background(), ports.CommitValidation{}); err != tc.want || strings.Join(ran, ",") != tc.ran {
-			t.Errorf("%s: err %v, ran %v", tc.name, err, ran)
-		}
 	}
 }
