@@ -1,0 +1,146 @@
+// The team's rules for the todos demo schema (examples/todos): who a
+// request is, which lists each user may see and write, and what a todo
+// may hold. Each function takes the parsed callout body and returns
+// { status, body } (body omitted for an empty answer); server.mjs does
+// the HTTP, the signature check and the routing.
+//
+// The tables below stand in for the team's database: a real backend
+// looks the session up and reads list membership with an indexed query.
+
+// PARTITION is the one partition every user of the demo lives in: the
+// users share it, and the scopes keep their lists apart.
+export const PARTITION = "demo";
+
+// MAX_TITLE is the longest todo title, in characters (code points).
+export const MAX_TITLE = 80;
+
+// users: who may sign in, and who is suspended (signs in, but is refused).
+const users = new Map([
+  ["alice", { suspended: false }],
+  ["bob", { suspended: false }],
+  ["mallory", { suspended: true }],
+]);
+
+// lists: list id → owner. Who may see a list's todos is decided here,
+// not by the client: resolve-scopes grants each user the lists they own.
+const lists = new Map([
+  ["alice-groceries", "alice"],
+  ["alice-work", "alice"],
+  ["bob-home", "bob"],
+]);
+
+function listsOf(user) {
+  return [...lists].filter(([, owner]) => owner === user).map(([id]) => id);
+}
+
+// authenticate (POST BASE/authenticate): the request's Authorization
+// header carries "Bearer <user>", the stand-in for a session token. An
+// unknown user is 401 (sync.auth_required to the client), a suspended
+// one 403 (sync.forbidden).
+export function authenticate(req) {
+  const auth = req.headers?.authorization ?? [];
+  const m = auth.length === 1 ? /^Bearer\s+(\S+)$/i.exec(auth[0]) : null;
+  const user = m && users.get(m[1]);
+  if (!user) return { status: 401 };
+  if (user.suspended) return { status: 403 };
+  // No "scopes": with --scopes callout, resolve-scopes decides.
+  return { status: 200, body: { actorId: m[1], partition: PARTITION } };
+}
+
+// resolveScopes (POST BASE/resolve-scopes): a user's own lists (the
+// lists table's owner_id scope) and the todos of the lists they own (the
+// todos table's list_id scope). Anyone else gets nothing. The answer must
+// not depend on clientId: syncd caches it per (partition, actor).
+export function resolveScopes(req) {
+  const user = users.get(req.actorId);
+  if (req.partition !== PARTITION || !user || user.suspended) {
+    return { status: 200, body: { scopes: {} } };
+  }
+  return { status: 200, body: { scopes: { owner_id: [req.actorId], list_id: listsOf(req.actorId) } } };
+}
+
+// validate (POST BASE/validate): syncd asks for every write of a table
+// named by --callout-validate-tables ("kind": "row"), and for every commit
+// with --callout-validate-commits ("kind": "commit"). A todo's title is
+// required and at most MAX_TITLE characters; the rejection's code, message
+// and details reach the client as the push result.
+export function validate(req) {
+  if (req.kind === "row" && req.table === "todos" && req.op === "upsert") {
+    const reason = titleProblem(req.row?.title);
+    if (reason) return reject(reason);
+  }
+  return { status: 200, body: { accept: true } };
+}
+
+function titleProblem(title) {
+  if (typeof title !== "string" || title.trim() === "") return "required";
+  if ([...title].length > MAX_TITLE) return "too_long";
+  return null;
+}
+
+function reject(reason) {
+  const message = reason === "too_long" ? `a todo title has at most ${MAX_TITLE} characters` : "a todo needs a title";
+  return {
+    status: 200,
+    body: { reject: { code: `app.title_${reason}`, message, details: { fieldPaths: ["title"], reason } } },
+  };
+}
+
+// ---------------------------------------------------------------------
+// Commands and reactions.
+//
+// Version 1 of the contract (docs/callout.md) does not define these
+// callbacks yet. The functions below follow the shapes the feature
+// request describes and the Go host API they mirror (a command authorizes
+// and plans the mutations of one commit, REMOTE.md §3; a reaction is
+// delivered at least once with an idempotency key, SPEC §6.9). Check
+// their request and answer shapes against the contract once it names
+// them.
+
+// commands: name → handler, served at POST BASE/commands/<name>.
+export const commands = {
+  // addTodo appends a todo to one of the caller's lists:
+  // params {listId, todoId, title} → the todos row to upsert.
+  addTodo(req) {
+    const p = req.params ?? {};
+    if (req.partition !== PARTITION || lists.get(p.listId) !== req.actorId) {
+      return { status: 403, body: { code: "app.not_your_list", message: "the list is not yours" } };
+    }
+    if (typeof p.todoId !== "string" || p.todoId === "") {
+      return { status: 422, body: { code: "app.todo_id_required", message: "params.todoId is required" } };
+    }
+    const reason = titleProblem(p.title);
+    if (reason) return { status: 422, body: reject(reason).body.reject };
+    return {
+      status: 200,
+      body: {
+        mutations: [
+          {
+            table: "todos",
+            rowId: p.todoId,
+            values: { id: p.todoId, list_id: p.listId, title: p.title, done: false, position: 0, updated_at_ms: Date.now() },
+          },
+        ],
+      },
+    };
+  },
+};
+
+// delivered remembers the idempotency keys already handled: delivery is
+// at least once, so a retry of a delivered reaction must not act twice.
+// (A real backend keeps them in its database, beside the effect.)
+const delivered = new Set();
+
+// reactions: type → handler, served at POST BASE/reactions/<type>. A 2xx
+// completes the reaction; anything else makes syncd retry it later.
+export const reactions = {
+  // todoCompleted is where a team would send a notification.
+  todoCompleted(req, idempotencyKey) {
+    if (!idempotencyKey) return { status: 400, body: { error: "no idempotency key" } };
+    if (!delivered.has(idempotencyKey)) {
+      delivered.add(idempotencyKey);
+      console.log(`reaction ${req.type ?? "todoCompleted"} ${idempotencyKey}: ${JSON.stringify(req.payload ?? null)}`);
+    }
+    return { status: 204 };
+  },
+};
