@@ -32,7 +32,7 @@ func (r *Registry) QueryInTx(ctx context.Context, tx ports.TxReader, id string, 
 		return nil, err
 	}
 	rows, err := tx.QueryAuthoritative(ctx, ports.AuthoritativeQuery{Table: reg.plan.Table().Name, Where: conds,
-		OrderBy: reg.plan.OrderBy(), Limit: reg.plan.MaxRows() + 1})
+		OrderBy: reg.plan.OrderBy(), Limit: reg.plan.FetchLimit()})
 	if err != nil {
 		return nil, err
 	}
