@@ -78,6 +78,15 @@ type IndexScan struct {
 	Limit      int
 }
 
+// TxQueries runs the host's registered queries inside a push
+// transaction, by operation id or by a generated descriptor's name: the
+// queryAuthoritative a validator calls (SPEC §6.7, §6.8). Rows are the
+// candidate rows, staged writes included, within the commit's partition
+// and without a caller's scopes. *operations.Registry implements it.
+type TxQueries interface {
+	QueryInTx(ctx context.Context, tx TxReader, id string, params map[string]any) ([]CandidateRow, error)
+}
+
 // RowValidation is what a row validator sees for one operation (SPEC §6.7).
 type RowValidation struct {
 	Op      commit.Op
