@@ -70,8 +70,10 @@ type TxReader interface {
 type IndexScan struct {
 	Table string
 	Index string
-	// Values are one per index column: nil (the column IS NULL), string,
-	// int64, int, float64 or bool, of the column's type.
+	// Values are one per index column: nil (the column IS NULL) or a
+	// value of the column's type (string, int64, int, float64 or bool, as
+	// operations.ColumnValue types it). Only string, integer, float and
+	// boolean columns that are not encrypted can be looked up.
 	Values []any
 	// AfterRowID is exclusive; "" starts at the beginning.
 	AfterRowID string

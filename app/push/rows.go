@@ -217,36 +217,12 @@ func indexValue(c schema.Column, v any) (any, error) {
 	if v == nil {
 		return nil, nil
 	}
-	if c.Encrypted {
-		return nil, fmt.Errorf("column %q is encrypted and cannot be looked up", c.Name)
+	if !opdomain.Comparable(c) {
+		return nil, fmt.Errorf("column %q (%s, encrypted %t) cannot be looked up", c.Name, c.Type, c.Encrypted)
 	}
-	switch c.Type {
-	case schema.TypeString:
-		if s, ok := v.(string); ok {
-			return s, nil
-		}
-	case schema.TypeInteger:
-		switch x := v.(type) {
-		case int64:
-			return x, nil
-		case int:
-			return int64(x), nil
-		}
-	case schema.TypeFloat:
-		switch x := v.(type) {
-		case float64:
-			return x, nil
-		case int64:
-			return float64(x), nil
-		case int:
-			return float64(x), nil
-		}
-	case schema.TypeBoolean:
-		if b, ok := v.(bool); ok {
-			return b, nil
-		}
-	default:
-		return nil, fmt.Errorf("column %q of type %s cannot be looked up", c.Name, c.Type)
+	out, err := opdomain.ColumnValue(c.Type, v)
+	if err != nil {
+		return nil, fmt.Errorf("column %q: %w", c.Name, err)
 	}
-	return nil, fmt.Errorf("column %q takes a %s value, not %T", c.Name, c.Type, v)
+	return out, nil
 }

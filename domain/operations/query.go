@@ -109,11 +109,11 @@ type Plan struct {
 	names  []string                     // parameter names, sorted
 }
 
-// filterable reports whether filters and ordering may use a column of
-// type t: the types both engines compare alike (json is JSONB on
+// Comparable reports whether filters, ordering and index lookups may use
+// column c: of a type both engines compare alike (json is JSONB on
 // PostgreSQL and text on SQLite; bytes, crdt and encrypted values are
 // opaque).
-func filterable(c schema.Column) bool {
+func Comparable(c schema.Column) bool {
 	if c.Encrypted {
 		return false
 	}
@@ -192,7 +192,7 @@ func Compile(s *schema.Schema, q QuerySpec) (*Plan, error) {
 		if i < 0 {
 			return nil, bad("filter on unknown column %q", f.Column)
 		}
-		if !filterable(t.Columns[i]) {
+		if !Comparable(t.Columns[i]) {
 			return nil, bad("column %q of type %s cannot be filtered", f.Column, t.Columns[i].Type)
 		}
 		if f.Op.SQL() == "" {
@@ -203,9 +203,9 @@ func Compile(s *schema.Schema, q QuerySpec) (*Plan, error) {
 		case f.Param != "" && f.Literal != nil:
 			return nil, bad("filter on %q names a parameter and a literal", f.Column)
 		case f.Literal != nil:
-			v, err := literalValue(typ, f.Literal)
+			v, err := ColumnValue(typ, f.Literal)
 			if err != nil {
-				return nil, bad("filter on %q: %v", f.Column, err)
+				return nil, bad("filter on %q: literal %v", f.Column, err)
 			}
 			p.spec.Filters[k].Literal = v
 			continue
@@ -222,7 +222,7 @@ func Compile(s *schema.Schema, q QuerySpec) (*Plan, error) {
 		if i < 0 {
 			return nil, bad("order by unknown column %q", o.Column)
 		}
-		if !filterable(t.Columns[i]) {
+		if !Comparable(t.Columns[i]) {
 			return nil, bad("column %q of type %s cannot be ordered by", o.Column, t.Columns[i].Type)
 		}
 	}
@@ -233,43 +233,41 @@ func Compile(s *schema.Schema, q QuerySpec) (*Plan, error) {
 	return p, nil
 }
 
-// literalValue types a filter's fixed value for a column: strings for
-// string columns, integers (or integral floats) for integer columns,
-// numbers for float columns, booleans or SQLite's 0 and 1 for boolean
-// columns.
-func literalValue(t schema.ColumnType, v any) (any, error) {
-	switch t {
-	case schema.TypeString:
-		if s, ok := v.(string); ok {
-			return s, nil
-		}
-	case schema.TypeInteger:
-		switch x := v.(type) {
-		case int64:
+// ColumnValue types a Go value for a column of type t the way both
+// engines compare it: a string for a string column; an int64 or int, or
+// an integral float64, for an integer column; a number for a float
+// column; a bool, or SQLite's 0 and 1, for a boolean column.
+func ColumnValue(t schema.ColumnType, v any) (any, error) {
+	if i, ok := v.(int); ok {
+		v = int64(i)
+	}
+	switch x := v.(type) {
+	case string:
+		if t == schema.TypeString {
 			return x, nil
-		case float64:
-			if x == math.Trunc(x) && math.Abs(x) <= maxSafeInteger {
-				return int64(x), nil
-			}
 		}
-	case schema.TypeFloat:
-		switch x := v.(type) {
-		case int64:
+	case int64:
+		switch {
+		case t == schema.TypeInteger:
+			return x, nil
+		case t == schema.TypeFloat:
 			return float64(x), nil
-		case float64:
-			return x, nil
+		case t == schema.TypeBoolean && (x == 0 || x == 1):
+			return x == 1, nil
 		}
-	case schema.TypeBoolean:
-		switch x := v.(type) {
-		case bool:
+	case float64:
+		switch {
+		case t == schema.TypeFloat:
 			return x, nil
-		case int64:
-			if x == 0 || x == 1 {
-				return x == 1, nil
-			}
+		case t == schema.TypeInteger && x == math.Trunc(x) && math.Abs(x) <= maxSafeInteger:
+			return int64(x), nil
+		}
+	case bool:
+		if t == schema.TypeBoolean {
+			return x, nil
 		}
 	}
-	return nil, fmt.Errorf("literal %v (%T) does not fit column type %s", v, v, t)
+	return nil, fmt.Errorf("%v (%T) does not fit column type %s", v, v, t)
 }
 
 // ID returns the operation id.
