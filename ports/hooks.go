@@ -51,6 +51,42 @@ type TxReader interface {
 	// writes included (SPEC C.7 queryAuthoritative bound to the
 	// transaction). RunningVersion is not used.
 	QueryAuthoritative(ctx context.Context, q AuthoritativeQuery) ([]CandidateRow, error)
+	// ScanRowsByIndex is the trusted exact lookup through one declared
+	// index (SPEC §6.8 scanRowsByIndex), over the candidate state.
+	ScanRowsByIndex(ctx context.Context, q IndexScan) ([]CandidateRow, error)
+}
+
+// IndexScan is a trusted exact lookup through one declared index of a
+// materialized table (SPEC §6.8): the rows whose index columns equal
+// Values, in ascending row id order after AfterRowID. It belongs to
+// server code (validators, commands) and is never selectable by a
+// client: it bypasses scopes within the partition. Failures are
+// sync.storage.index_not_found (no such index),
+// sync.storage.index_value_count_mismatch (Values is not exactly one
+// value per index column, in the index's order: no prefix scans),
+// sync.storage.invalid_limit (Limit outside 1..1000) and
+// sync.storage.transaction_query_unsupported (a table that is not
+// materialized).
+type IndexScan struct {
+	Table string
+	Index string
+	// Values are one per index column: nil (the column IS NULL) or a
+	// value of the column's type (string, int64, int, float64 or bool, as
+	// operations.ColumnValue types it). Only string, integer, float and
+	// boolean columns that are not encrypted can be looked up.
+	Values []any
+	// AfterRowID is exclusive; "" starts at the beginning.
+	AfterRowID string
+	Limit      int
+}
+
+// TxQueries runs the host's registered queries inside a push
+// transaction, by operation id or by a generated descriptor's name: the
+// queryAuthoritative a validator calls (SPEC §6.7, §6.8). Rows are the
+// candidate rows, staged writes included, within the commit's partition
+// and without a caller's scopes. *operations.Registry implements it.
+type TxQueries interface {
+	QueryInTx(ctx context.Context, tx TxReader, id string, params map[string]any) ([]CandidateRow, error)
 }
 
 // RowValidation is what a row validator sees for one operation (SPEC §6.7).

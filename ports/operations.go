@@ -17,7 +17,9 @@ type AuthoritativeQuery struct {
 	Table string
 	// Where are the conditions, all of which a row must meet. Values are
 	// typed for their columns (string, int64, float64, bool); a row whose
-	// column is NULL meets no condition on it.
+	// column is NULL meets no condition on it, except an equality with a
+	// nil value, which only such rows meet (an index scan's NULL; bound
+	// parameters are never nil).
 	Where []operations.Condition
 	// ScopeFilter restricts the rows to those the caller could pull: for
 	// every key the row's stored value must be one of the values (RowScan's
@@ -27,6 +29,10 @@ type AuthoritativeQuery struct {
 	// OrderBy sorts the rows; strings in byte order. The row id breaks
 	// ties, so the answer is deterministic.
 	OrderBy []operations.Order
+	// AfterRowID, when set, keeps the rows whose row id is greater in
+	// byte order (an exclusive keyset cursor; an index scan pages with it
+	// and orders by the row id alone).
+	AfterRowID string
 	// Limit is at least 1 (else sync.storage.invalid_limit). The server
 	// passes its row cap plus one, so it can tell a larger result apart.
 	Limit int

@@ -425,7 +425,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "host:port of the admin listener (/livez, /readyz, /metrics, /debug/pprof)")
 	fs.StringVar(&c.Database, "database", c.Database, "SQLite file path, sqlite:PATH, or postgres:// URL")
 	fs.StringVar(&c.Schema, "schema", c.Schema, "schema IR file written by the Syncular CLI (syncular.ir.json); empty serves the embedded todos demo")
-	fs.StringVar(&c.Operations, "operations", c.Operations, "JSON file declaring registered remote queries against the synced tables for POST <mount>/operations (see docs/operations.md)")
+	fs.StringVar(&c.Operations, "operations", c.Operations, "JSON file declaring registered remote queries against the synced tables for POST <mount>/operations, and the typegen descriptors (syncular.queries.ir.json) to register (see docs/operations.md)")
 	fs.StringVar(&c.Mount, "mount", c.Mount, "route prefix of the sync API, e.g. /api/sync (default empty)")
 	fs.StringVar(&c.Checkpoints, "checkpoints", c.Checkpoints, "backfill checkpoints this process declares at the running schema version, comma-separated partition/name: it serves while they backfill (see syncd checkpoint)")
 	fs.StringVar(&c.Auth, "auth", c.Auth, "request authentication: dev, jwt or callout (the backend of --callout-url; default dev with the demo schema or --dev, required otherwise)")

@@ -44,6 +44,11 @@ type CommandContext struct {
 	// when absent or when the caller's resolved scopes do not authorize a
 	// write to it (command reads return only authorized rows).
 	GetRow func(ctx context.Context, table, rowID string) (ports.RowValues, error)
+	// ScanRowsByIndex is the trusted exact lookup through a declared index
+	// (SPEC §6.8), over the candidate state: unlike GetRow it is not
+	// restricted by the caller's scopes, so a command must not let the
+	// caller choose the table, the index or the values unchecked.
+	ScanRowsByIndex func(ctx context.Context, q ports.IndexScan) ([]ports.CandidateRow, error)
 }
 
 // Mutation is one row write a command returns.
@@ -92,7 +97,8 @@ func (s *Service) runCommand(ctx context.Context, id ports.Identity, req opdomai
 			cc := CommandContext{AuthContext: who, OperationID: reg.c.ID, RequestID: req.RequestID,
 				GetRow: func(ctx context.Context, table, rowID string) (ports.RowValues, error) {
 					return s.authorizedRow(ctx, r, res, table, rowID)
-				}}
+				},
+				ScanRowsByIndex: r.ScanRowsByIndex}
 			muts, err := reg.c.Run(ctx, cc, req.Params)
 			if err != nil {
 				if pub := syncerr.Public(err); pub.Code != syncerr.InternalError {

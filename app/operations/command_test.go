@@ -3,6 +3,7 @@ package operations_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -211,6 +212,31 @@ func TestCommandReadsOnlyAuthorizedRows(t *testing.T) {
 	}
 	if row, _ := f.store.GetRow(context.Background(), "part", "tasks", "t1"); row != nil {
 		t.Fatal("delete did not land")
+	}
+}
+
+func TestCommandScansADeclaredIndex(t *testing.T) {
+	f := newCommandFixture(t)
+	var found []string
+	f.run = func(c operations.CommandContext, _ opdomain.Value) ([]operations.Mutation, error) {
+		// t3 is outside alice's grant: the lookup is the server's own, not
+		// the caller's (GetRow would answer nil).
+		rows, err := c.ScanRowsByIndex(context.Background(), ports.IndexScan{Table: "tasks", Index: "tasks_project_title",
+			Values: []any{"p3", "c"}, Limit: 10})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			found = append(found, r.RowID)
+		}
+		if _, err := c.ScanRowsByIndex(context.Background(), ports.IndexScan{Table: "tasks", Index: "tasks_project_title",
+			Values: []any{"p3"}, Limit: 10}); syncerr.CodeOf(err) != syncerr.StorageIndexValueCount {
+			return nil, fmt.Errorf("prefix lookup: %v", err)
+		}
+		return []operations.Mutation{{Table: "tasks", Delete: true, RowID: "t1"}}, nil
+	}
+	if got := f.command("alice", "c1", "r1", ""); got.status != "applied" || !reflect.DeepEqual(found, []string{"t3"}) {
+		t.Fatalf("got %+v, found %v", got, found)
 	}
 }
 

@@ -10,7 +10,10 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// QueryInTx runs the registered query id on a push transaction's reader,
+var _ ports.TxQueries = (*Registry)(nil)
+
+// QueryInTx runs the registered query id (or Query.Name, such as a
+// generated descriptor's name) on a push transaction's reader,
 // for row and commit validators (SPEC §6.7, §6.8: queryAuthoritative
 // bound to the transaction). It reads on the transaction's connection
 // and sees the commit's staged writes, selects within the commit's
@@ -18,8 +21,11 @@ import (
 // refuses a result past the query's maxRows with
 // operation.result_too_large rather than deciding on part of it. Params
 // are typed as for a request (string, int64, int, float64, bool).
-func (r *Registry) QueryInTx(ctx context.Context, tx ports.TxReader, id string, params Params) ([]ports.CandidateRow, error) {
+func (r *Registry) QueryInTx(ctx context.Context, tx ports.TxReader, id string, params map[string]any) ([]ports.CandidateRow, error) {
 	reg := r.query(id)
+	if reg == nil && r != nil {
+		reg = r.names[id]
+	}
 	if reg == nil {
 		return nil, syncerr.Newf(syncerr.OperationUnknown, "no query operation %q", id)
 	}
@@ -32,7 +38,7 @@ func (r *Registry) QueryInTx(ctx context.Context, tx ports.TxReader, id string, 
 		return nil, err
 	}
 	rows, err := tx.QueryAuthoritative(ctx, ports.AuthoritativeQuery{Table: reg.plan.Table().Name, Where: conds,
-		OrderBy: reg.plan.OrderBy(), Limit: reg.plan.MaxRows() + 1})
+		OrderBy: reg.plan.OrderBy(), Limit: reg.plan.FetchLimit()})
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +48,7 @@ func (r *Registry) QueryInTx(ctx context.Context, tx ports.TxReader, id string, 
 	return rows, nil
 }
 
-func paramsValue(p Params) (opdomain.Value, error) {
+func paramsValue(p map[string]any) (opdomain.Value, error) {
 	keys := make([]string, 0, len(p))
 	for k := range p {
 		keys = append(keys, k)

@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 
 	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -52,6 +54,10 @@ type Query struct {
 	// scoped one): false is operation.forbidden, an error
 	// operation.execution_failed.
 	Authorize func(ctx context.Context, who AuthContext, p Params) (bool, error)
+	// Name is a second handle for in-process callers (QueryInTx): a
+	// generated descriptor's name, whose operation id carries the hash of
+	// its document. Requests use the id only. Optional.
+	Name string
 }
 
 // registered is a query compiled against the running schema.
@@ -64,13 +70,15 @@ type registered struct {
 type Registry struct {
 	queries  map[string]*registered
 	commands map[string]*registeredCommand
+	names    map[string]*registered // Query.Name
 }
 
 // NewRegistry compiles every query against s and registers the commands.
 // Ids must be non-empty and distinct across both kinds; a privileged
-// query needs Authorize, a command Authorize and Run.
+// query needs Authorize, a command Authorize and Run. A query's Name must
+// be distinct from every id and other name.
 func NewRegistry(s *schema.Schema, queries []Query, commands []Command) (*Registry, error) {
-	r := &Registry{queries: map[string]*registered{}, commands: map[string]*registeredCommand{}}
+	r := &Registry{queries: map[string]*registered{}, commands: map[string]*registeredCommand{}, names: map[string]*registered{}}
 	var errs []error
 	for _, c := range commands {
 		switch {
@@ -103,6 +111,18 @@ func NewRegistry(s *schema.Schema, queries []Query, commands []Command) (*Regist
 			continue
 		}
 		r.queries[p.ID()] = &registered{plan: p, q: q}
+		if q.Name != "" {
+			if r.names[q.Name] != nil {
+				errs = append(errs, fmt.Errorf("remote query %q: name %q registered twice", p.ID(), q.Name))
+				continue
+			}
+			r.names[q.Name] = r.queries[p.ID()]
+		}
+	}
+	for n := range r.names {
+		if r.queries[n] != nil || r.commands[n] != nil {
+			errs = append(errs, fmt.Errorf("remote query name %q is another operation's id", n))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -116,6 +136,20 @@ func (r *Registry) Len() int {
 		return 0
 	}
 	return len(r.queries) + len(r.commands)
+}
+
+// Descriptors returns "name=id" for every query registered under a
+// Name, sorted: the ids a reference client sends for its descriptors.
+func (r *Registry) Descriptors() []string {
+	if r == nil {
+		return nil
+	}
+	out := make([]string, 0, len(r.names))
+	for n, reg := range r.names {
+		out = append(out, n+"="+reg.plan.ID())
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (r *Registry) query(id string) *registered {
@@ -138,12 +172,17 @@ func (r *Registry) command(id string) *registeredCommand {
 //	  "columns": ["id", "title"],
 //	  "filters": [{"column": "project_id", "op": "eq", "param": "projectId"}],
 //	  "orderBy": [{"column": "title", "desc": false}],
-//	  "maxRows": 100}]}
+//	  "maxRows": 100}],
+//	 "descriptors": {"file": "syncular.queries.ir.json",
+//	  "register": [{"name": "tasksInProject", "maxRows": 500}]}}
 //
 // Every query of a file is scoped: it answers only rows the caller could
 // pull. Privileged queries need Go (an Authorize callback).
 type QueryFile struct {
 	Queries []FileQuery `json:"queries"`
+	// Descriptors registers named queries of upstream typegen's
+	// analyzed-query document (see LoadDescriptors).
+	Descriptors *FileDescriptors `json:"descriptors,omitempty"`
 }
 
 // FileQuery is one query of a QueryFile.
@@ -169,21 +208,27 @@ type FileOrder struct {
 	Desc   bool   `json:"desc,omitempty"`
 }
 
-// ParseQueryFile decodes a query file strictly (unknown fields, trailing
-// data and a missing queries list are refused) into scoped queries.
-func ParseQueryFile(data []byte) ([]Query, error) {
+// ParseQueryFile decodes a query file strictly: unknown fields, trailing
+// data and a file with neither a queries list nor a descriptors section
+// are refused.
+func ParseQueryFile(data []byte) (QueryFile, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var f QueryFile
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("operations file: %w", err)
+		return QueryFile{}, err
 	}
 	if dec.More() {
-		return nil, errors.New("operations file: trailing data")
+		return QueryFile{}, errors.New("trailing data")
 	}
-	if f.Queries == nil {
-		return nil, errors.New(`operations file: no "queries" list`)
+	if f.Queries == nil && f.Descriptors == nil {
+		return QueryFile{}, errors.New(`no "queries" list and no "descriptors"`)
 	}
+	return f, nil
+}
+
+// ScopedQueries returns the file's queries, each scoped.
+func (f QueryFile) ScopedQueries() []Query {
 	out := make([]Query, len(f.Queries))
 	for i, fq := range f.Queries {
 		spec := opdomain.QuerySpec{ID: fq.ID, Table: fq.Table, Columns: fq.Columns, MaxRows: fq.MaxRows}
@@ -195,14 +240,32 @@ func ParseQueryFile(data []byte) ([]Query, error) {
 		}
 		out[i] = Query{Spec: spec, Access: AccessScoped}
 	}
-	return out, nil
+	return out
 }
 
-// LoadQueryFile reads and parses a query file.
-func LoadQueryFile(path string) ([]Query, error) {
+// LoadQueryFile reads a query file: its queries, and the descriptors it
+// registers from a typegen document (a relative path is read beside the
+// file), checked against s so a failure names both files and the query.
+func LoadQueryFile(path string, s *schema.Schema) ([]Query, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("operations file: %w", err)
 	}
-	return ParseQueryFile(data)
+	f, err := ParseQueryFile(data)
+	if err != nil {
+		return nil, fmt.Errorf("operations file %s: %w", path, err)
+	}
+	qs := f.ScopedQueries()
+	if d := f.Descriptors; d != nil {
+		file := d.File
+		if file != "" && !filepath.IsAbs(file) {
+			file = filepath.Join(filepath.Dir(path), file)
+		}
+		dq, err := LoadDescriptors(file, d.Register, s)
+		if err != nil {
+			return nil, fmt.Errorf("operations file %s: %w", path, err)
+		}
+		qs = append(qs, dq...)
+	}
+	return qs, nil
 }

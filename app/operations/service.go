@@ -149,7 +149,7 @@ func (s *Service) runQuery(ctx context.Context, id ports.Identity, clientID stri
 	who := AuthContext{ActorID: id.ActorID, Partition: id.Partition, ClientID: clientID}
 	// 6. Authorization (REMOTE.md §2.1).
 	q := ports.AuthoritativeQuery{Table: t.Name, Where: conds, OrderBy: plan.OrderBy(),
-		Limit: plan.MaxRows() + 1, RunningVersion: s.o.Schema.Version}
+		Limit: plan.FetchLimit(), RunningVersion: s.o.Schema.Version}
 	switch reg.q.Access {
 	case AccessPrivileged:
 		allowed, err := reg.q.Authorize(ctx, who, params)

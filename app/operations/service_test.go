@@ -445,18 +445,20 @@ func TestNewRegistryRefuses(t *testing.T) {
 }
 
 func TestParseQueryFile(t *testing.T) {
-	qs, err := operations.ParseQueryFile([]byte(`{"queries": [{"id": "tasks.open", "table": "tasks", "columns": ["id"],
+	f, err := operations.ParseQueryFile([]byte(`{"queries": [{"id": "tasks.open", "table": "tasks", "columns": ["id"],
 	  "filters": [{"column": "project_id", "op": "eq", "param": "project"}], "orderBy": [{"column": "title", "desc": true}], "maxRows": 5}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
+	qs := f.ScopedQueries()
 	want := []operations.Query{{Spec: opdomain.QuerySpec{ID: "tasks.open", Table: "tasks", Columns: []string{"id"},
 		Filters: []opdomain.Filter{{Column: "project_id", Op: opdomain.OpEq, Param: "project"}},
 		OrderBy: []opdomain.Order{{Column: "title", Desc: true}}, MaxRows: 5}}}
 	if !reflect.DeepEqual(qs, want) {
 		t.Fatalf("got %+v", qs)
 	}
-	for _, bad := range []string{`{}`, `{"queries": [{"id": "q", "tabel": "tasks"}]}`, `{"queries": []} x`, `[`} {
+	for _, bad := range []string{`{}`, `{"queries": [{"id": "q", "tabel": "tasks"}]}`, `{"queries": []} x`, `[`,
+		`{"descriptors": {"file": "q.json", "register": [{"name": "q", "maxRows": 1, "access": "privileged"}]}}`} {
 		if _, err := operations.ParseQueryFile([]byte(bad)); err == nil {
 			t.Errorf("%s: parsed", bad)
 		}

@@ -3,9 +3,11 @@ package push
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/syncd-dev/syncd/domain/commit"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
@@ -170,4 +172,57 @@ func (r *txReader) QueryAuthoritative(ctx context.Context, q ports.Authoritative
 		return nil, err
 	}
 	return r.decodeAll(t, rows)
+}
+
+// ScanRowsByIndex implements ports.TxReader: the lookup's checks, then
+// the index's equalities and the row id cursor as one authoritative
+// query on the transaction, in row id order.
+func (r *txReader) ScanRowsByIndex(ctx context.Context, q ports.IndexScan) ([]ports.CandidateRow, error) {
+	t, err := r.table(q.Table)
+	if err != nil {
+		return nil, err
+	}
+	if q.Limit < 1 || q.Limit > maxScanLimit {
+		return nil, syncerr.Newf(syncerr.StorageInvalidLimit, "index scan limit %d outside 1..%d", q.Limit, maxScanLimit)
+	}
+	if !t.Materialize {
+		return nil, syncerr.Newf(syncerr.StorageTxQueryUnsupported, "index scan of %q, which is not materialized", q.Table)
+	}
+	i := slices.IndexFunc(t.Indexes, func(ix schema.Index) bool { return ix.Name == q.Index })
+	if i < 0 {
+		return nil, syncerr.Newf(syncerr.StorageIndexNotFound, "table %q declares no index %q", q.Table, q.Index)
+	}
+	ix := t.Indexes[i]
+	if len(q.Values) != len(ix.Columns) {
+		return nil, syncerr.Newf(syncerr.StorageIndexValueCount, "index %q has %d columns, the scan gives %d values", ix.Name, len(ix.Columns), len(q.Values))
+	}
+	where := make([]opdomain.Condition, len(ix.Columns))
+	for k, name := range ix.Columns {
+		v, err := indexValue(t.Columns[t.ColumnIndex(name)], q.Values[k])
+		if err != nil {
+			return nil, fmt.Errorf("index %q: %w", ix.Name, err)
+		}
+		where[k] = opdomain.Condition{Column: name, Op: opdomain.OpEq, Value: v}
+	}
+	rows, err := r.tx.QueryAuthoritative(ctx, ports.AuthoritativeQuery{Table: t.Name, Where: where, AfterRowID: q.AfterRowID, Limit: q.Limit})
+	if err != nil {
+		return nil, err
+	}
+	return r.decodeAll(t, rows)
+}
+
+// indexValue types one value of an index scan for its column: nil, or a
+// value of a type both engines compare alike.
+func indexValue(c schema.Column, v any) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if !opdomain.Comparable(c) {
+		return nil, fmt.Errorf("column %q (%s, encrypted %t) cannot be looked up", c.Name, c.Type, c.Encrypted)
+	}
+	out, err := opdomain.ColumnValue(c.Type, v)
+	if err != nil {
+		return nil, fmt.Errorf("column %q: %w", c.Name, err)
+	}
+	return out, nil
 }

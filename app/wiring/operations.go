@@ -34,6 +34,7 @@ const (
 var OperationsModule = fx.Module("syncd.operations",
 	fx.Provide(
 		NewOperationsRegistry,
+		newTxQueries,
 		NewOperationsService,
 		NewWatchHub,
 		fx.Annotate(newOperationsRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
@@ -54,7 +55,7 @@ type OperationsRegistryParams struct {
 func NewOperationsRegistry(p OperationsRegistryParams) (*operations.Registry, error) {
 	qs := append([]operations.Query(nil), p.Queries...)
 	if p.Config.Operations != "" {
-		file, err := operations.LoadQueryFile(p.Config.Operations)
+		file, err := operations.LoadQueryFile(p.Config.Operations, p.Schema)
 		if err != nil {
 			return nil, err
 		}
@@ -62,6 +63,10 @@ func NewOperationsRegistry(p OperationsRegistryParams) (*operations.Registry, er
 	}
 	return operations.NewRegistry(p.Schema, qs, p.Commands)
 }
+
+// newTxQueries offers the registry to validators as the transaction's
+// queryAuthoritative: registered queries by id or descriptor name.
+func newTxQueries(r *operations.Registry) ports.TxQueries { return r }
 
 // OperationsServiceParams are the inputs of the operations use case.
 type OperationsServiceParams struct {
@@ -90,7 +95,7 @@ func NewOperationsService(p OperationsServiceParams) (*operations.Service, error
 		pusher = p.Sync
 	}
 	log := p.Log.Named("operations")
-	log.Info("remote operations registered", zap.Int("queries", p.Registry.Len()))
+	log.Info("remote operations registered", zap.Int("queries", p.Registry.Len()), zap.Strings("descriptors", p.Registry.Descriptors()))
 	return operations.New(operations.Options{
 		Store:        p.Store,
 		Querier:      querier,

@@ -46,14 +46,19 @@ func (o Op) SQL() string {
 	return ""
 }
 
-// Filter compares a column with a parameter's value. Rows whose column
-// is NULL never match (SQL comparison semantics, the same on both
-// engines).
+// Filter compares a column with a parameter's value, or with a fixed
+// value. Rows whose column is NULL never match (SQL comparison
+// semantics, the same on both engines).
 type Filter struct {
 	Column string
 	Op     Op
 	// Param names the request parameter supplying the value.
 	Param string
+	// Literal is a fixed value instead of a parameter (Param empty): a
+	// string, int64, float64 or bool, typed for the column by Compile (a
+	// boolean column takes 0 and 1 as SQLite does). Generated descriptors
+	// carry such comparisons (WHERE done = 0).
+	Literal any
 }
 
 // Order sorts by a column. Strings sort in byte order on every engine.
@@ -71,10 +76,16 @@ type QuerySpec struct {
 	Table string
 	// Columns are the result columns in order; empty means every column.
 	Columns []string
+	// Names are the result rows' keys, one per entry of Columns; empty
+	// means the column names (a generated descriptor renames with AS).
+	Names   []string
 	Filters []Filter
 	// OrderBy sorts the rows; the row id breaks ties, so results are
 	// deterministic.
 	OrderBy []Order
+	// Limit keeps the first Limit rows of the order (a LIMIT clause); 0
+	// keeps every row. MaxRows applies to what it keeps.
+	Limit int
 	// MaxRows is the row cap, 1..MaxRowsLimit: a result with more rows
 	// fails with operation.result_too_large, never a partial result.
 	MaxRows int
@@ -93,15 +104,16 @@ type Plan struct {
 	spec   QuerySpec
 	table  *schema.Table
 	cols   []int                        // result column positions in the table
+	keys   []string                     // result keys, one per entry of cols
 	params map[string]schema.ColumnType // each parameter's type: its column's
 	names  []string                     // parameter names, sorted
 }
 
-// filterable reports whether filters and ordering may use a column of
-// type t: the types both engines compare alike (json is JSONB on
+// Comparable reports whether filters, ordering and index lookups may use
+// column c: of a type both engines compare alike (json is JSONB on
 // PostgreSQL and text on SQLite; bytes, crdt and encrypted values are
 // opaque).
-func filterable(c schema.Column) bool {
+func Comparable(c schema.Column) bool {
 	if c.Encrypted {
 		return false
 	}
@@ -114,9 +126,10 @@ func filterable(c schema.Column) bool {
 
 // Compile checks q against s: a non-empty id, a materialized table of s
 // (REMOTE.md §2: a table with materialize false cannot be queried),
-// distinct known result columns, filters and order on comparable
-// columns, each parameter bound to one column type, and maxRows within
-// 1..MaxRowsLimit.
+// distinct known result columns under distinct non-empty keys, filters
+// and order on comparable columns, each parameter bound to one column
+// type and each literal of its column's type, a limit that is not
+// negative, and maxRows within 1..MaxRowsLimit.
 func Compile(s *schema.Schema, q QuerySpec) (*Plan, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("remote query %q: %s", q.ID, fmt.Sprintf(format, args...))
@@ -134,8 +147,15 @@ func Compile(s *schema.Schema, q QuerySpec) (*Plan, error) {
 	if q.MaxRows < 1 || q.MaxRows > MaxRowsLimit {
 		return nil, bad("maxRows %d is outside 1..%d", q.MaxRows, MaxRowsLimit)
 	}
+	if q.Limit < 0 {
+		return nil, bad("limit %d is negative", q.Limit)
+	}
+	if len(q.Names) > 0 && len(q.Names) != len(q.Columns) {
+		return nil, bad("%d result names for %d result columns", len(q.Names), len(q.Columns))
+	}
 	p := &Plan{spec: q, table: t, params: map[string]schema.ColumnType{}}
 	p.spec.Columns = slices.Clone(q.Columns)
+	p.spec.Names = slices.Clone(q.Names)
 	p.spec.Filters = slices.Clone(q.Filters)
 	p.spec.OrderBy = slices.Clone(q.OrderBy)
 	if len(q.Columns) == 0 {
@@ -156,21 +176,42 @@ func Compile(s *schema.Schema, q QuerySpec) (*Plan, error) {
 		seen[name] = true
 		p.cols = append(p.cols, i)
 	}
-	for _, f := range q.Filters {
+	p.keys = p.spec.Columns
+	if len(q.Names) > 0 {
+		p.keys = p.spec.Names
+		seen = map[string]bool{}
+		for _, k := range q.Names {
+			if k == "" || seen[k] {
+				return nil, bad("result name %q is empty or repeated", k)
+			}
+			seen[k] = true
+		}
+	}
+	for k, f := range q.Filters {
 		i := t.ColumnIndex(f.Column)
 		if i < 0 {
 			return nil, bad("filter on unknown column %q", f.Column)
 		}
-		if !filterable(t.Columns[i]) {
+		if !Comparable(t.Columns[i]) {
 			return nil, bad("column %q of type %s cannot be filtered", f.Column, t.Columns[i].Type)
 		}
 		if f.Op.SQL() == "" {
 			return nil, bad("unknown filter op %q", f.Op)
 		}
-		if f.Param == "" {
+		typ := t.Columns[i].Type
+		switch {
+		case f.Param != "" && f.Literal != nil:
+			return nil, bad("filter on %q names a parameter and a literal", f.Column)
+		case f.Literal != nil:
+			v, err := ColumnValue(typ, f.Literal)
+			if err != nil {
+				return nil, bad("filter on %q: literal %v", f.Column, err)
+			}
+			p.spec.Filters[k].Literal = v
+			continue
+		case f.Param == "":
 			return nil, bad("filter on %q names no parameter", f.Column)
 		}
-		typ := t.Columns[i].Type
 		if prev, ok := p.params[f.Param]; ok && prev != typ {
 			return nil, bad("parameter %q compares with columns of types %s and %s", f.Param, prev, typ)
 		}
@@ -181,7 +222,7 @@ func Compile(s *schema.Schema, q QuerySpec) (*Plan, error) {
 		if i < 0 {
 			return nil, bad("order by unknown column %q", o.Column)
 		}
-		if !filterable(t.Columns[i]) {
+		if !Comparable(t.Columns[i]) {
 			return nil, bad("column %q of type %s cannot be ordered by", o.Column, t.Columns[i].Type)
 		}
 	}
@@ -192,6 +233,43 @@ func Compile(s *schema.Schema, q QuerySpec) (*Plan, error) {
 	return p, nil
 }
 
+// ColumnValue types a Go value for a column of type t the way both
+// engines compare it: a string for a string column; an int64 or int, or
+// an integral float64, for an integer column; a number for a float
+// column; a bool, or SQLite's 0 and 1, for a boolean column.
+func ColumnValue(t schema.ColumnType, v any) (any, error) {
+	if i, ok := v.(int); ok {
+		v = int64(i)
+	}
+	switch x := v.(type) {
+	case string:
+		if t == schema.TypeString {
+			return x, nil
+		}
+	case int64:
+		switch {
+		case t == schema.TypeInteger:
+			return x, nil
+		case t == schema.TypeFloat:
+			return float64(x), nil
+		case t == schema.TypeBoolean && (x == 0 || x == 1):
+			return x == 1, nil
+		}
+	case float64:
+		switch {
+		case t == schema.TypeFloat:
+			return x, nil
+		case t == schema.TypeInteger && x == math.Trunc(x) && math.Abs(x) <= maxSafeInteger:
+			return int64(x), nil
+		}
+	case bool:
+		if t == schema.TypeBoolean {
+			return x, nil
+		}
+	}
+	return nil, fmt.Errorf("%v (%T) does not fit column type %s", v, v, t)
+}
+
 // ID returns the operation id.
 func (p *Plan) ID() string { return p.spec.ID }
 
@@ -200,6 +278,16 @@ func (p *Plan) Table() *schema.Table { return p.table }
 
 // MaxRows returns the row cap.
 func (p *Plan) MaxRows() int { return p.spec.MaxRows }
+
+// FetchLimit is how many rows to ask storage for: the query's limit when
+// the cap cannot be passed under it, else one row past the cap, so a
+// larger result is told apart from one that fits.
+func (p *Plan) FetchLimit() int {
+	if p.spec.Limit > 0 && p.spec.Limit <= p.spec.MaxRows {
+		return p.spec.Limit
+	}
+	return p.spec.MaxRows + 1
+}
 
 // Columns returns the result column names in order.
 func (p *Plan) Columns() []string { return slices.Clone(p.spec.Columns) }
@@ -244,7 +332,11 @@ func (p *Plan) Bind(params Value) ([]Condition, error) {
 	}
 	out := make([]Condition, len(p.spec.Filters))
 	for i, f := range p.spec.Filters {
-		out[i] = Condition{Column: f.Column, Op: f.Op, Value: values[f.Param]}
+		v := f.Literal
+		if f.Param != "" {
+			v = values[f.Param]
+		}
+		out[i] = Condition{Column: f.Column, Op: f.Op, Value: v}
 	}
 	return out, nil
 }
@@ -295,7 +387,7 @@ func (p *Plan) Row(cells []any) (Row, error) {
 		if err != nil {
 			return nil, syncerr.Newf(syncerr.OperationQueryFailed, "column %q: %v", c.Name, err)
 		}
-		row[k] = Field{Key: c.Name, Value: v}
+		row[k] = Field{Key: p.keys[k], Value: v}
 	}
 	return row, nil
 }

@@ -75,6 +75,23 @@ func TestCompileRefusesInvalidSpecs(t *testing.T) {
 		}, "types"},
 		{"order by unknown column", func(q *operations.QuerySpec) { q.OrderBy = []operations.Order{{Column: "nope"}} }, "order by unknown"},
 		{"order by json", func(q *operations.QuerySpec) { q.OrderBy = []operations.Order{{Column: "meta"}} }, "cannot be ordered"},
+		{"negative limit", func(q *operations.QuerySpec) { q.Limit = -1 }, "negative"},
+		{"names without columns", func(q *operations.QuerySpec) { q.Names = []string{"x"} }, "result names"},
+		{"fewer names than columns", func(q *operations.QuerySpec) { q.Columns, q.Names = []string{"id", "done"}, []string{"x"} }, "result names"},
+		{"empty name", func(q *operations.QuerySpec) { q.Columns, q.Names = []string{"id"}, []string{""} }, "empty or repeated"},
+		{"repeated name", func(q *operations.QuerySpec) { q.Columns, q.Names = []string{"id", "done"}, []string{"x", "x"} }, "empty or repeated"},
+		{"a parameter and a literal", func(q *operations.QuerySpec) {
+			q.Filters = []operations.Filter{{Column: "id", Op: operations.OpEq, Param: "p", Literal: "x"}}
+		}, "a parameter and a literal"},
+		{"string literal on an integer column", func(q *operations.QuerySpec) {
+			q.Filters = []operations.Filter{{Column: "estimate", Op: operations.OpEq, Literal: "5"}}
+		}, "does not fit column type integer"},
+		{"2 on a boolean column", func(q *operations.QuerySpec) {
+			q.Filters = []operations.Filter{{Column: "done", Op: operations.OpEq, Literal: int64(2)}}
+		}, "does not fit column type boolean"},
+		{"fractional literal on an integer column", func(q *operations.QuerySpec) {
+			q.Filters = []operations.Filter{{Column: "estimate", Op: operations.OpEq, Literal: 1.5}}
+		}, "does not fit column type integer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,6 +178,61 @@ func TestBindTypesParametersByTheirColumn(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestLiteralsNamesAndLimit(t *testing.T) {
+	sc := querySchema(t)
+	p, err := operations.Compile(sc, operations.QuerySpec{ID: "q", Table: "tasks", MaxRows: 10, Limit: 3,
+		Columns: []string{"id", "project_id"}, Names: []string{"id", "projectId"},
+		Filters: []operations.Filter{
+			{Column: "done", Op: operations.OpEq, Literal: int64(0)},
+			{Column: "score", Op: operations.OpGt, Literal: int64(2)},
+			{Column: "estimate", Op: operations.OpLte, Literal: 7.0},
+			{Column: "project_id", Op: operations.OpEq, Param: "project"},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Params(); !reflect.DeepEqual(got, []string{"project"}) {
+		t.Fatalf("Params = %v", got)
+	}
+	conds, err := p.Bind(must(operations.Object(operations.Field{Key: "project", Value: str("p1")})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []operations.Condition{
+		{Column: "done", Op: operations.OpEq, Value: false},
+		{Column: "score", Op: operations.OpGt, Value: 2.0},
+		{Column: "estimate", Op: operations.OpLte, Value: int64(7)},
+		{Column: "project_id", Op: operations.OpEq, Value: "p1"},
+	}
+	if !reflect.DeepEqual(conds, want) {
+		t.Fatalf("Bind = %#v, want %#v", conds, want)
+	}
+	row, err := p.Row([]any{"t1", "p1", nil, 0.0, false, nil, nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row[0].Key != "id" || row[1].Key != "projectId" {
+		t.Fatalf("result keys %q, %q", row[0].Key, row[1].Key)
+	}
+	limits := []struct {
+		limit, maxRows, fetch int
+	}{
+		{0, 10, 11},  // no limit: one past the cap
+		{3, 10, 3},   // the limit keeps the answer within the cap
+		{10, 10, 10}, // a limit at the cap
+		{50, 10, 11}, // a limit past the cap: the cap decides
+	}
+	for _, tt := range limits {
+		p, err := operations.Compile(sc, operations.QuerySpec{ID: "q", Table: "tasks", MaxRows: tt.maxRows, Limit: tt.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.FetchLimit(); got != tt.fetch {
+			t.Errorf("limit %d, maxRows %d: FetchLimit %d, want %d", tt.limit, tt.maxRows, got, tt.fetch)
+		}
+	}
 }
 
 func TestRowNormalizesToTheDeclaredTypes(t *testing.T) {

@@ -21,6 +21,7 @@ func operationGroups() []group {
 			{"SnapshotCarriesMaxSeqAndGate", testQuerySnapshot},
 			{"NeverSeesStagedWrites", testQueryStaged},
 			{"InsideThePushTransactionSeesStagedWrites", testQueryInTx},
+			{"RowIDCursorAndNullEquality", testQueryCursorAndNull},
 			{"Refusals", testQueryRefusals},
 		}},
 	}
@@ -245,6 +246,61 @@ func testQueryRefusals(t *testing.T, h Harness) {
 			_, err := e.querier().QueryAuthoritative(e.ctx, "p1", tt.q)
 			wantCode(t, err, tt.want)
 		})
+	}
+}
+
+// testQueryCursorAndNull: AfterRowID keeps the rows after it in row id
+// order, and an equality with nil matches only NULL cells (the shape of
+// an index scan), on the read path and inside the push transaction.
+func testQueryCursorAndNull(t *testing.T, h Harness) {
+	e := open(t, h)
+	ref := `{"blobId":"b1","size":1}`
+	e.commitTasks("p1", 1, []task{
+		{id: "a", project: "p1", owner: "o1"},
+		{id: "b", project: "p1", owner: "o1", attachment: ref},
+		{id: "c", project: "p1", owner: "o2"},
+		{id: "d", project: "p1", owner: "o1"},
+	}, nil)
+	isNull := []operations.Condition{cond("attachment", operations.OpEq, nil)}
+	tests := []struct {
+		name string
+		q    ports.AuthoritativeQuery
+		want []string
+	}{
+		{"after a row id", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, AfterRowID: "a"}, []string{"b", "c", "d"}},
+		{"a page after a row id", ports.AuthoritativeQuery{Table: "tasks", Limit: 1, AfterRowID: "b"}, []string{"c"}},
+		{"after the last row", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, AfterRowID: "d"}, []string{}},
+		{"equality with nil", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, Where: isNull}, []string{"a", "c", "d"}},
+		{"with other conditions and the cursor", ports.AuthoritativeQuery{Table: "tasks", Limit: 10, AfterRowID: "a",
+			Where: append([]operations.Condition{cond("owner_id", operations.OpEq, "o1")}, isNull...)}, []string{"d"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := e.query("p1", tt.q); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+	errRollback := errors.New("roll back")
+	err := e.push("p1", func(tx ports.PushTx) error {
+		if err := tx.UpsertRow(e.ctx, "tasks", task{id: "e", project: "p1", owner: "o1"}.write(0)); err != nil {
+			return err
+		}
+		rows, err := tx.QueryAuthoritative(e.ctx, ports.AuthoritativeQuery{Table: "tasks", Limit: 2, AfterRowID: "c", Where: isNull})
+		if err != nil {
+			return err
+		}
+		got := []string{}
+		for _, r := range rows {
+			got = append(got, r.RowID)
+		}
+		if want := []string{"d", "e"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("in the transaction: got %v, want %v", got, want)
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatalf("push: %v", err)
 	}
 }
 

@@ -195,6 +195,13 @@ func TestEveryStartCheckRunsBeforeTheDatabase(t *testing.T) {
 	garbageIR := f.file(t, "garbage.ir.json", `{"irVersion": 1, "tables": "none"}`)
 	notADir := f.file(t, "segments-file", "a file where a directory should be")
 	shortSignKey := f.file(t, "short-sign.key", "too short")
+	descriptors, err := os.ReadFile(filepath.Join("..", "..", "app", "operations", "testdata", "todos.queries.ir.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.file(t, "todos.queries.ir.json", string(descriptors))
+	joinDescriptor := f.file(t, "operations.json",
+		`{"descriptors": {"file": "todos.queries.ir.json", "register": [{"name": "listProgress", "maxRows": 10}]}}`)
 
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -238,6 +245,8 @@ func TestEveryStartCheckRunsBeforeTheDatabase(t *testing.T) {
 			want: "no such file"},
 		{name: "schema file that does not compile", args: []string{"--schema", garbageIR},
 			want: "garbage.ir.json"},
+		{name: "registered descriptor that does not compile", args: []string{"--operations", joinDescriptor},
+			want: "listProgress"},
 		{name: "signed-URL key file missing", args: []string{"--signed-url-key-file", filepath.Join(f.dir, "absent.key"), "--public-url", "http://127.0.0.1:8787"},
 			want: "--signed-url-key-file"},
 		{name: "signed-URL key too short", args: []string{"--signed-url-key-file", shortSignKey, "--public-url", "http://127.0.0.1:8787"},

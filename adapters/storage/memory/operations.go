@@ -39,7 +39,8 @@ func (s *Store) QueryAuthoritative(ctx context.Context, name string, q ports.Aut
 }
 
 // queryRows evaluates q over one partition's data (nil: none) with the
-// SQL engines' semantics: NULL meets no condition, strings compare in
+// SQL engines' semantics: NULL meets no condition but an equality with
+// nil (IS NULL), the row id cursor is exclusive, strings compare in
 // byte order, NULLs sort first ascending, the row id breaks ties.
 func queryRows(t *schema.Table, d *data, q ports.AuthoritativeQuery) ([]commit.Row, error) {
 	if !t.Materialize {
@@ -53,7 +54,7 @@ func queryRows(t *schema.Table, d *data, q ports.AuthoritativeQuery) ([]commit.R
 		if where[k] = t.ColumnIndex(c.Column); where[k] < 0 {
 			return nil, syncerr.Newf(syncerr.StorageIndexNotFound, "table %q has no column %q", q.Table, c.Column)
 		}
-		if c.Op.SQL() == "" || c.Value == nil {
+		if c.Op.SQL() == "" || c.Value == nil && c.Op != operations.OpEq {
 			return nil, fmt.Errorf("condition on %q: op %q with value %v", c.Column, c.Op, c.Value)
 		}
 	}
@@ -69,6 +70,9 @@ func queryRows(t *schema.Table, d *data, q ports.AuthoritativeQuery) ([]commit.R
 	rt := d.tables[q.Table]
 	var hits []*storedRow
 	for _, id := range rt.sortedIDs() {
+		if q.AfterRowID != "" && id <= q.AfterRowID {
+			continue
+		}
 		r := rt.rows[id]
 		if q.ScopeFilter != nil && !matches(r.row.Scopes, q.ScopeFilter) {
 			continue
@@ -111,6 +115,9 @@ func cell(r *storedRow, i int) any {
 }
 
 func meets(v any, c operations.Condition) bool {
+	if c.Value == nil { // an index scan's NULL: IS NULL
+		return v == nil && c.Op == operations.OpEq
+	}
 	if v == nil {
 		return false
 	}

@@ -87,7 +87,8 @@ func (s *Store) authoritativeRows(ctx context.Context, q Querier, partition stri
 }
 
 // authoritativeSQL renders the statement: the partition, each condition
-// on its materialized column, one EXISTS probe of the row-scope index per
+// on its materialized column (an equality with nil as IS NULL), the row
+// id cursor, one EXISTS probe of the row-scope index per
 // restricted scope variable (the same stored values a pull matches), the
 // order with NULLs first ascending on both engines, the row id as the
 // tie-break, and the limit. Only identifiers of the compiled schema and
@@ -105,15 +106,23 @@ func (s *Store) authoritativeSQL(ts *tableSQL, partition string, aq ports.Author
 			return "", nil, false, syncerr.Newf(syncerr.StorageIndexNotFound, "table %q has no column %q", aq.Table, c.Column)
 		}
 		op := c.Op.SQL()
+		col := "r." + quoteIdent(c.Column)
+		if c.Value == nil && c.Op == operations.OpEq {
+			b.WriteString(" AND " + col + " IS NULL")
+			continue
+		}
 		if op == "" || c.Value == nil {
 			return "", nil, false, fmt.Errorf("condition on %q: op %q with value %v", c.Column, c.Op, c.Value)
 		}
-		col := "r." + quoteIdent(c.Column)
 		if ts.t.Columns[i].Type == schema.TypeString && c.Op != operations.OpEq && c.Op != operations.OpNe {
 			col = s.d.ByteOrder(col)
 		}
 		fmt.Fprintf(&b, " AND %s%s?", col, op)
 		args = append(args, s.d.BindValue(ts.t.Columns[i].Type, c.Value))
+	}
+	if aq.AfterRowID != "" {
+		fmt.Fprintf(&b, " AND r.%s>?", quoteIdent(colRowID))
+		args = append(args, aq.AfterRowID)
 	}
 	if aq.ScopeFilter != nil {
 		vars := make([]string, 0, len(aq.ScopeFilter))
