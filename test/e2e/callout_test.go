@@ -202,6 +202,25 @@ func (b *calloutBackend) command(w http.ResponseWriter, body []byte) {
 	}
 }
 
+// startCalloutBackend serves a backend that verifies signatures with key
+// on now's clock, alice granted her own projects, and returns it with
+// its base URL.
+func startCalloutBackend(t *testing.T, key string, now func() time.Time) (*calloutBackend, string) {
+	t.Helper()
+	be := &calloutBackend{keys: [][]byte{[]byte(key)}, now: now, owners: map[string][]string{}}
+	be.grant("alice", "alice")
+	hooks := httptest.NewServer(be)
+	t.Cleanup(hooks.Close)
+	return be, hooks.URL + "/hooks"
+}
+
+// calloutAuth points c's identity and scopes at the backend at base,
+// signing with keyFile.
+func calloutAuth(c *config.Config, base, keyFile string) {
+	c.Auth, c.Scopes = config.AuthCallout, config.ScopesCallout
+	c.Callout.URL, c.Callout.KeyFile = base, keyFile
+}
+
 func (b *calloutBackend) grant(actor string, owners ...string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -228,15 +247,11 @@ func TestCalloutsDriveTheStockServer(t *testing.T) {
 		}
 		clk := &stillClock{}
 		clk.ms.Store(1_800_000_000_000)
-		be := &calloutBackend{keys: [][]byte{[]byte(key)}, now: clk.Now, owners: map[string][]string{}}
-		be.grant("alice", "alice")
+		be, hooks := startCalloutBackend(t, key, clk.Now)
 		be.slowHangs.Store(true)
-		hooks := httptest.NewServer(be)
-		t.Cleanup(hooks.Close)
 		s := start(t, e, serverOpts{
 			config: func(c *config.Config) {
-				c.Auth, c.Scopes = config.AuthCallout, config.ScopesCallout
-				c.Callout.URL, c.Callout.KeyFile = hooks.URL+"/hooks", keyFile
+				calloutAuth(c, hooks, keyFile)
 				c.Callout.ValidateTables, c.Callout.ValidateCommits = "projects", true
 				c.Callout.ScopesTTL = time.Minute
 				// Generous bounds, so a loaded machine never times out an
@@ -254,13 +269,7 @@ func TestCalloutsDriveTheStockServer(t *testing.T) {
 		s.jsonError(s.post(call{}, req), http.StatusUnauthorized, syncerr.AuthRequired)
 		s.jsonError(s.post(call{bearer: "banned"}, req), http.StatusForbidden, syncerr.Forbidden)
 
-		h := http.Header{}
-		h.Set("Authorization", "Bearer alice")
-		c, err := client.New(client.Options{BaseURL: strings.TrimSuffix(s.url, "/sync"), Schema: s.sch, ClientID: "phone", Header: h})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+		c := aliceClient(t, s)
 		write := func(id, owner, name string) {
 			op, err := c.Upsert("projects", id, map[string]rowcodec.Value{"id": rowcodec.String(id), "owner": rowcodec.String(owner),
 				"name": rowcodec.String(name), "locked": rowcodec.Bool(false)}, -1)
@@ -394,36 +403,19 @@ func TestCalloutCommandsAndReactions(t *testing.T) {
 		if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		be := &calloutBackend{keys: [][]byte{[]byte(key)}, now: time.Now, owners: map[string][]string{}}
-		be.grant("alice", "alice")
-		hooks := httptest.NewServer(be)
-		t.Cleanup(hooks.Close)
+		be, hooks := startCalloutBackend(t, key, time.Now)
 		s := start(t, e, serverOpts{
 			config: func(c *config.Config) {
-				c.Auth, c.Scopes = config.AuthCallout, config.ScopesCallout
-				c.Callout.URL, c.Callout.KeyFile = hooks.URL+"/hooks", keyFile
+				calloutAuth(c, hooks, keyFile)
 				c.Callout.Commands, c.Callout.Reactions = "projects.rename,projects.garbage", "project.welcome"
 				// Generous bounds, so a loaded machine never times out an
 				// answering backend.
 				c.Callout.Timeout, c.Callout.CommandTimeout, c.Callout.ReactionTimeout = 10*time.Second, 10*time.Second, 10*time.Second
 			},
-			extra: []fx.Option{
-				// The harness's wrapper hides the engine's reaction queue.
-				fx.Decorate(func(st ports.Storage) ports.Storage {
-					g := st.(*gatedStore)
-					return reactiveStore{g, g.Storage.(ports.ReactionQueue)}
-				}),
-				app.ProvideReactionPlanner(func() welcomePlanner { return welcomePlanner{} }),
-			},
+			extra: []fx.Option{welcomeReactions()},
 		})
 		ctx := t.Context()
-		h := http.Header{}
-		h.Set("Authorization", "Bearer alice")
-		c, err := client.New(client.Options{BaseURL: strings.TrimSuffix(s.url, "/sync"), Schema: s.sch, ClientID: "phone", Header: h})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+		c := aliceClient(t, s)
 		op, err := c.Upsert("projects", "p-1", map[string]rowcodec.Value{"id": rowcodec.String("p-1"), "owner": rowcodec.String("alice"),
 			"name": rowcodec.String("one"), "locked": rowcodec.Bool(false)}, -1)
 		if err != nil {
@@ -533,6 +525,20 @@ func TestCalloutCommandsAndReactions(t *testing.T) {
 			}
 		}
 	})
+}
+
+// aliceClient is a client the backend authenticates as alice (its bearer
+// token), subscribed to her projects.
+func aliceClient(t *testing.T, s *server) *client.Client {
+	t.Helper()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer alice")
+	c, err := client.New(client.Options{BaseURL: strings.TrimSuffix(s.url, "/sync"), Schema: s.sch, ClientID: "phone", Header: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+	return c
 }
 
 // stillClock is a clock a test moves by hand whose sleeps never end
