@@ -1,8 +1,9 @@
 // Package callout answers the server's host callbacks from the team's own
 // backend, in any language, over HTTP (docs/callout.md): authentication
-// (auth.go), scope resolution (scopes.go) and write validation
-// (validate.go), each a JSON POST to a fixed path under one base URL,
-// behind the ports a Go host would implement.
+// (auth.go), scope resolution (scopes.go), write validation
+// (validate.go), remote-operation commands (commands.go) and durable
+// reaction webhooks (reactions.go), each a JSON POST to a fixed path under
+// one base URL, behind the ports a Go host would implement.
 //
 // Every callout goes through one Client: pooled connections, a bound on
 // the callouts in flight, a hard timeout per call that covers the wait for
@@ -179,6 +180,13 @@ type Callback struct {
 	Name    string
 	Path    string
 	Timeout time.Duration
+	// Target names what the callout serves within its kind (a command's
+	// name, a reaction's type): a span attribute and a log field, never a
+	// metric label, so the label set stays the contract's.
+	Target string
+	// Header holds this callout's own headers, sent beside every
+	// callout's (which win on a clash).
+	Header http.Header
 }
 
 // Outcome is how a callout ended, the outcome label of its metrics.
@@ -257,7 +265,7 @@ func (c *Client) Call(ctx context.Context, cb Callback, in any, decide Decide) e
 			err = errors.New("no answer")
 		}
 		err = &Outage{Callback: cb.Name, Outcome: outcome, Status: status, Err: err}
-		c.logOutage(parent, outcome, err)
+		c.logOutage(parent, cb, outcome, err)
 	}
 	x.end(outcome, status)
 	return err
@@ -276,6 +284,9 @@ func (c *Client) exchange(ctx context.Context, cb Callback, body []byte) (int, [
 		return 0, nil, err
 	}
 	h := req.Header
+	for k, vs := range cb.Header {
+		h[k] = vs
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json")
 	h.Set(contract.HeaderVersion, strconv.Itoa(contract.Version))
@@ -332,12 +343,15 @@ func failure(parent, ctx context.Context, err error) Outcome {
 
 // logOutage logs a callout without a usable answer: at warn, as it costs
 // a request its answer, but at debug when that request went away first.
-func (c *Client) logOutage(ctx context.Context, outcome Outcome, err error) {
+func (c *Client) logOutage(ctx context.Context, cb Callback, outcome Outcome, err error) {
 	lvl := zap.WarnLevel
 	if outcome == OutcomeCanceled {
 		lvl = zap.DebugLevel
 	}
 	fields := []zap.Field{zap.String("outcome", string(outcome)), zap.Error(err)}
+	if cb.Target != "" {
+		fields = append(fields, zap.String("target", cb.Target))
+	}
 	if id := ports.RequestID(ctx); id != "" {
 		fields = append(fields, zap.String("request_id", id))
 	}
@@ -356,8 +370,11 @@ type inflight struct {
 func (c *Client) begin(ctx context.Context, cb Callback) *inflight {
 	x := &inflight{c: c, cb: cb, ctx: ctx, start: c.now()}
 	if c.tracer != nil {
-		x.ctx, x.span = c.tracer.Start(ctx, "callout "+cb.Name, trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(http.MethodPost), attrCallback.String(cb.Name)))
+		attrs := []attribute.KeyValue{semconv.HTTPRequestMethodKey.String(http.MethodPost), attrCallback.String(cb.Name)}
+		if cb.Target != "" {
+			attrs = append(attrs, attrTarget.String(cb.Target))
+		}
+		x.ctx, x.span = c.tracer.Start(ctx, "callout "+cb.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	}
 	return x
 }
@@ -366,6 +383,7 @@ func (c *Client) begin(ctx context.Context, cb Callback) *inflight {
 const (
 	attrCallback = attribute.Key("syncd.callout.callback")
 	attrOutcome  = attribute.Key("syncd.callout.outcome")
+	attrTarget   = attribute.Key("syncd.callout.target")
 )
 
 func (x *inflight) end(outcome Outcome, status int) {
@@ -412,14 +430,43 @@ func decodeStrict(body []byte, v any) error {
 }
 
 // exactMembers checks the members of every object raw holds where t is a
-// struct: each one of its fields' JSON names, each once.
+// struct: each one of its fields' JSON names, each once; it looks into
+// the items of a list and the values of a map the same way, and a map's
+// keys must be distinct too.
 func exactMembers(raw json.RawMessage, t reflect.Type) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t.Kind() != reflect.Struct || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+	trimmed := bytes.TrimSpace(raw)
+	if bytes.Equal(trimmed, []byte("null")) {
 		return nil
 	}
+	switch t.Kind() {
+	case reflect.Struct:
+		return structMembers(trimmed, t)
+	case reflect.Map:
+		if len(trimmed) == 0 || trimmed[0] != '{' {
+			return nil // the type mismatch is Unmarshal's to report
+		}
+		return eachMember(trimmed, t.Name(), func(string) (reflect.Type, error) { return t.Elem(), nil })
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 || len(trimmed) == 0 || trimmed[0] != '[' {
+			return nil
+		}
+		var items []json.RawMessage
+		if err := json.Unmarshal(trimmed, &items); err != nil {
+			return fmt.Errorf("answer does not parse: %w", err)
+		}
+		for _, it := range items {
+			if err := exactMembers(it, t.Elem()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func structMembers(raw json.RawMessage, t reflect.Type) error {
 	fields := map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -427,9 +474,21 @@ func exactMembers(raw json.RawMessage, t reflect.Type) error {
 			fields[name] = f.Type
 		}
 	}
+	return eachMember(raw, t.Name(), func(name string) (reflect.Type, error) {
+		ft, ok := fields[name]
+		if !ok {
+			return nil, fmt.Errorf("answer has the unknown member %q", name)
+		}
+		return ft, nil
+	})
+}
+
+// eachMember walks the members of the object raw, refusing one named
+// twice, and checks each value against the type member gives its name.
+func eachMember(raw json.RawMessage, what string, member func(name string) (reflect.Type, error)) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return fmt.Errorf("answer: want an object of %s", t.Name())
+		return fmt.Errorf("answer: want an object of %s", what)
 	}
 	seen := map[string]bool{}
 	for dec.More() {
@@ -438,19 +497,19 @@ func exactMembers(raw json.RawMessage, t reflect.Type) error {
 			return fmt.Errorf("answer does not parse: %w", err)
 		}
 		name, _ := tok.(string)
-		ft, ok := fields[name]
-		switch {
-		case !ok:
-			return fmt.Errorf("answer has the unknown member %q", name)
-		case seen[name]:
+		ft, err := member(name)
+		if err != nil {
+			return err
+		}
+		if seen[name] {
 			return fmt.Errorf("answer has the member %q twice", name)
 		}
 		seen[name] = true
-		var member json.RawMessage
-		if err := dec.Decode(&member); err != nil {
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
 			return fmt.Errorf("answer does not parse: %w", err)
 		}
-		if err := exactMembers(member, ft); err != nil {
+		if err := exactMembers(value, ft); err != nil {
 			return err
 		}
 	}

@@ -79,32 +79,19 @@ func newClient(t *testing.T, base string, mut func(*callout.Options)) *callout.C
 	return c
 }
 
-// okAnswer decides {"ok": true} answers.
-func okAnswer(status int, body []byte) (callout.Outcome, error) {
-	if status != http.StatusOK {
-		return callout.OutcomeBadStatus, errors.New("status")
-	}
-	if strings.TrimSpace(string(body)) != `{"ok":true}` {
-		return callout.OutcomeMalformed, errors.New("not ok")
-	}
-	return callout.OutcomeOK, nil
+// hostile is a backend that misbehaves and the outcome it makes.
+type hostile struct {
+	name    string
+	handler http.HandlerFunc
+	want    callout.Outcome
 }
 
-func healthy(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, `{"ok":true}`) }
-
-// TestHostileBackendsCostACalloutItsTimeoutAndNothingElse: a backend that
-// hangs, answers 500, garbage or 10 MB, closes the connection or drips
-// its answer gives that callout an outage with the outcome saying why,
-// never reads more than the size limit, and while it is in flight another
-// partition's callout completes.
-func TestHostileBackendsCostACalloutItsTimeoutAndNothingElse(t *testing.T) {
-	const limit = 64 << 10
+// hostileBackends are the faults every callback is tested against: a
+// backend that hangs, answers 500, garbage or 10 MB (with a length or
+// chunked), or closes the connection.
+func hostileBackends() []hostile {
 	big := strings.Repeat("x", 10<<20)
-	tests := []struct {
-		name    string
-		handler func(w http.ResponseWriter, r *http.Request)
-		want    callout.Outcome
-	}{
+	return []hostile{
 		{"hangs", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, callout.OutcomeTimeout},
 		{"answers 500", func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "boom", http.StatusInternalServerError)
@@ -130,21 +117,43 @@ func TestHostileBackendsCostACalloutItsTimeoutAndNothingElse(t *testing.T) {
 				_ = conn.Close()
 			}
 		}, callout.OutcomeUnreachable},
-		{"drips its answer", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.WriteString(w, `{"ok":`)
-			w.(http.Flusher).Flush()
-			for r.Context().Err() == nil {
-				if _, err := io.WriteString(w, " "); err != nil {
-					return
-				}
-				w.(http.Flusher).Flush()
-				select {
-				case <-r.Context().Done():
-				case <-time.After(10 * time.Millisecond):
-				}
-			}
-		}, callout.OutcomeTimeout},
 	}
+}
+
+// okAnswer decides {"ok": true} answers.
+func okAnswer(status int, body []byte) (callout.Outcome, error) {
+	if status != http.StatusOK {
+		return callout.OutcomeBadStatus, errors.New("status")
+	}
+	if strings.TrimSpace(string(body)) != `{"ok":true}` {
+		return callout.OutcomeMalformed, errors.New("not ok")
+	}
+	return callout.OutcomeOK, nil
+}
+
+func healthy(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, `{"ok":true}`) }
+
+// TestHostileBackendsCostACalloutItsTimeoutAndNothingElse: a backend that
+// hangs, answers 500, garbage or 10 MB, closes the connection or drips
+// its answer gives that callout an outage with the outcome saying why,
+// never reads more than the size limit, and while it is in flight another
+// partition's callout completes.
+func TestHostileBackendsCostACalloutItsTimeoutAndNothingElse(t *testing.T) {
+	const limit = 64 << 10
+	tests := append(hostileBackends(), hostile{"drips its answer", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"ok":`)
+		w.(http.Flusher).Flush()
+		for r.Context().Err() == nil {
+			if _, err := io.WriteString(w, " "); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}, callout.OutcomeTimeout})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			arrived := make(chan struct{}, 1)

@@ -8,10 +8,13 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	dompush "github.com/syncd-dev/syncd/domain/push"
 )
 
 // Callout are the settings of the callouts to the team's backend
-// (docs/callout.md): --auth callout, --scopes callout and the validators.
+// (docs/callout.md): --auth callout, --scopes callout, the validators,
+// the remote commands and the reaction webhooks.
 type Callout struct {
 	// URL is the backend's base URL; each callback posts to URL/<path>.
 	URL string
@@ -36,6 +39,17 @@ type Callout struct {
 	// ValidateTimeout bounds a validate callout, which runs inside the
 	// push transaction: past it the push fails retryable, unapplied.
 	ValidateTimeout time.Duration
+	// Commands names the remote-operation commands the backend runs,
+	// comma-separated.
+	Commands string
+	// CommandTimeout bounds one command's callouts together; they run
+	// inside the push transaction, like a validator.
+	CommandTimeout time.Duration
+	// Reactions names the durable reaction types the backend receives as
+	// webhooks, comma-separated.
+	Reactions string
+	// ReactionTimeout bounds one reaction's webhook.
+	ReactionTimeout time.Duration
 	// MaxConcurrency bounds the callouts in flight.
 	MaxConcurrency int
 	// MaxResponseBytes bounds an answer.
@@ -45,11 +59,11 @@ type Callout struct {
 // DefaultCallout returns the defaults: no backend.
 func DefaultCallout() Callout {
 	return Callout{Timeout: 2 * time.Second, ScopesTTL: 30 * time.Second, ValidateTimeout: 200 * time.Millisecond,
-		MaxConcurrency: 64, MaxResponseBytes: 1 << 20}
+		CommandTimeout: 500 * time.Millisecond, ReactionTimeout: 10 * time.Second, MaxConcurrency: 64, MaxResponseBytes: 1 << 20}
 }
 
 func (c *Callout) flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.URL, "callout-url", c.URL, "base URL of the team's backend that answers --auth callout, --scopes callout and the --callout-validate-* validators with JSON over HTTP (docs/callout.md)")
+	fs.StringVar(&c.URL, "callout-url", c.URL, "base URL of the team's backend that answers --auth callout, --scopes callout, the --callout-validate-* validators, --callout-commands and --callout-reactions with JSON over HTTP (docs/callout.md)")
 	fs.StringVar(&c.KeyFile, "callout-key-file", c.KeyFile, "--callout-url: file of the keys (32+ bytes each, one per line) every callout is signed with, each key adding a signature (HMAC-SHA256 in Syncd-Signature); required unless --callout-url is a loopback address or --allow-insecure-callout")
 	fs.BoolVar(&c.AllowInsecure, "allow-insecure-callout", c.AllowInsecure, "--callout-url: call a non-loopback backend without --callout-key-file (anyone who reaches it can pose as the server)")
 	fs.StringVar(&c.ForwardHeaders, "callout-forward-headers", c.ForwardHeaders, "--auth callout: request headers forwarded to the authenticate callout beside Authorization and Cookie, comma-separated")
@@ -58,6 +72,10 @@ func (c *Callout) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ValidateTables, "callout-validate-tables", c.ValidateTables, "--callout-url: tables whose writes the backend validates (SPEC §6.7), comma-separated")
 	fs.BoolVar(&c.ValidateCommits, "callout-validate-commits", c.ValidateCommits, "--callout-url: the backend validates every commit as a whole (SPEC §6.8)")
 	fs.DurationVar(&c.ValidateTimeout, "callout-validate-timeout", c.ValidateTimeout, "--callout-url: bound of a validate callout; it runs inside the push transaction, so past it the push fails with the retryable sync.rate_limited and the commit is not applied")
+	fs.StringVar(&c.Commands, "callout-commands", c.Commands, "--callout-url: remote-operation commands (REMOTE.md) the backend runs at BASE/commands/<name>, comma-separated; their writes commit through the push pipeline")
+	fs.DurationVar(&c.CommandTimeout, "callout-command-timeout", c.CommandTimeout, "--callout-url: bound of one command's callouts together; they run inside the push transaction, so past it the command fails with the retryable sync.rate_limited and nothing of it is applied")
+	fs.StringVar(&c.Reactions, "callout-reactions", c.Reactions, "--callout-url: durable reaction types (SPEC §6.9) delivered as webhooks to BASE/reactions/<type>, comma-separated; a 2xx completes, anything else retries with backoff")
+	fs.DurationVar(&c.ReactionTimeout, "callout-reaction-timeout", c.ReactionTimeout, "--callout-url: bound of one reaction webhook; past it the attempt fails and is retried")
 	fs.IntVar(&c.MaxConcurrency, "callout-max-concurrency", c.MaxConcurrency, "--callout-url: callouts in flight at once; more wait within their timeout")
 	fs.Int64Var(&c.MaxResponseBytes, "callout-max-response-bytes", c.MaxResponseBytes, "--callout-url: largest answer read; a larger one is an outage")
 }
@@ -67,6 +85,12 @@ func (c Callout) ValidatedTables() []string { return splitList(c.ValidateTables,
 
 // ForwardedHeaders lists --callout-forward-headers.
 func (c Callout) ForwardedHeaders() []string { return splitList(c.ForwardHeaders, false) }
+
+// CommandNames lists --callout-commands.
+func (c Callout) CommandNames() []string { return splitList(c.Commands, false) }
+
+// ReactionTypes lists --callout-reactions.
+func (c Callout) ReactionTypes() []string { return splitList(c.Reactions, false) }
 
 // calloutUsed names the settings that call the backend.
 func (c *Config) calloutUsed() []string {
@@ -82,6 +106,12 @@ func (c *Config) calloutUsed() []string {
 	}
 	if c.Callout.ValidateCommits {
 		by = append(by, "--callout-validate-commits")
+	}
+	if c.Callout.Commands != "" {
+		by = append(by, "--callout-commands")
+	}
+	if c.Callout.Reactions != "" {
+		by = append(by, "--callout-reactions")
 	}
 	return by
 }
@@ -113,7 +143,7 @@ func (c *Config) validateCallout() []error {
 		return errs
 	}
 	if len(by) == 0 {
-		errs = append(errs, errors.New("--callout-url set, but nothing calls it: use --auth callout, --scopes callout, --callout-validate-tables or --callout-validate-commits"))
+		errs = append(errs, errors.New("--callout-url set, but nothing calls it: use --auth callout, --scopes callout, --callout-validate-tables, --callout-validate-commits, --callout-commands or --callout-reactions"))
 	}
 	u, err := url.Parse(k.URL)
 	switch {
@@ -142,6 +172,19 @@ func (c *Config) validateCallout() []error {
 	if k.ValidateTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--callout-validate-timeout %s: must be positive", k.ValidateTimeout))
 	}
+	if k.CommandTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--callout-command-timeout %s: must be positive", k.CommandTimeout))
+	}
+	if k.ReactionTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--callout-reaction-timeout %s: must be positive", k.ReactionTimeout))
+	}
+	errs = append(errs, distinctNames("--callout-commands", k.CommandNames(), nil)...)
+	errs = append(errs, distinctNames("--callout-reactions", k.ReactionTypes(), func(typ string) error {
+		if !dompush.ReactionType(typ) {
+			return fmt.Errorf("--callout-reactions: %q is not a reaction type (a letter, then letters, digits and . _ - : /, at most %d bytes)", typ, dompush.MaxReactionTypeBytes)
+		}
+		return nil
+	})...)
 	if k.ScopesTTL < 0 {
 		errs = append(errs, fmt.Errorf("--callout-scopes-ttl %s: must not be negative", k.ScopesTTL))
 	}
@@ -150,6 +193,25 @@ func (c *Config) validateCallout() []error {
 	}
 	if k.MaxResponseBytes < 1 {
 		errs = append(errs, fmt.Errorf("--callout-max-response-bytes %d: must be at least 1", k.MaxResponseBytes))
+	}
+	return errs
+}
+
+// distinctNames refuses a name listed twice and, with check, a name check
+// refuses.
+func distinctNames(flag string, names []string, check func(string) error) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			errs = append(errs, fmt.Errorf("%s: %q is listed twice", flag, n))
+		}
+		seen[n] = true
+		if check != nil {
+			if err := check(n); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errs
 }

@@ -28,6 +28,8 @@ func TestCalloutSettings(t *testing.T) {
 		{"scopes callout beside jwt", with("--auth", "jwt", "--jwt-algorithm", "HS256", "--jwt-key-file", "/k",
 			"--scopes", "callout", "--callout-url", "https://auth.internal", "--callout-key-file", "/ck"), nil},
 		{"validators only", []string{"--callout-validate-tables", "projects,tasks", "--callout-validate-commits", "--callout-url", "http://127.0.0.1:1"}, nil},
+		{"commands only", []string{"--callout-commands", "tasks.complete, tasks.archive", "--callout-url", "http://127.0.0.1:1"}, nil},
+		{"reactions only", []string{"--callout-reactions", "project.welcome,mail/send", "--callout-url", "http://127.0.0.1:1"}, nil},
 		{"signed public backend", with("--auth", "callout", "--callout-url", "https://auth.example.com/syncd", "--callout-key-file", "/k"), nil},
 		{"unsigned public backend allowed", with("--auth", "callout", "--callout-url", "http://10.0.0.7:8080", "--allow-insecure-callout"), nil},
 
@@ -38,6 +40,13 @@ func TestCalloutSettings(t *testing.T) {
 		{"scopes callout without a backend", []string{"--scopes", "callout"}, []string{"--scopes callout", "--callout-url"}},
 		{"validators without a backend", []string{"--callout-validate-tables", "t", "--callout-validate-commits"},
 			[]string{"--callout-validate-tables", "--callout-validate-commits", "--callout-url"}},
+		{"commands and reactions without a backend", []string{"--callout-commands", "c", "--callout-reactions", "r"},
+			[]string{"--callout-commands, --callout-reactions needs --callout-url"}},
+		{"a command listed twice", []string{"--callout-url", "http://127.0.0.1:1", "--callout-commands", "a,b,a"}, []string{`--callout-commands: "a" is listed twice`}},
+		{"a reaction type that is none", []string{"--callout-url", "http://127.0.0.1:1", "--callout-reactions", "ok,1st"},
+			[]string{`--callout-reactions: "1st" is not a reaction type`}},
+		{"zero command timeout", []string{"--callout-url", "http://127.0.0.1:1", "--callout-commands", "c", "--callout-command-timeout", "0s"}, []string{"--callout-command-timeout"}},
+		{"zero reaction timeout", []string{"--callout-url", "http://127.0.0.1:1", "--callout-reactions", "r", "--callout-reaction-timeout", "0s"}, []string{"--callout-reaction-timeout"}},
 		{"a backend nothing calls", []string{"--callout-url", "http://127.0.0.1:1"}, []string{"nothing calls it"}},
 		{"key file without a backend", []string{"--callout-key-file", "/k", "--allow-insecure-callout"}, []string{"--callout-key-file, --allow-insecure-callout", "only used with --callout-url"}},
 		{"insecure with a key file", with("--auth", "callout", "--callout-url", "http://127.0.0.1:1", "--callout-key-file", "/k", "--allow-insecure-callout"),
@@ -65,17 +74,19 @@ func TestCalloutDefaultsAndLists(t *testing.T) {
 	c := config.Default()
 	k := c.Callout
 	if c.Scopes != config.ScopesAuth || k.URL != "" || k.Timeout != 2*time.Second || k.ValidateTimeout != 200*time.Millisecond ||
-		k.ScopesTTL != 30*time.Second || k.MaxConcurrency != 64 || k.MaxResponseBytes != 1<<20 {
+		k.ScopesTTL != 30*time.Second || k.MaxConcurrency != 64 || k.MaxResponseBytes != 1<<20 ||
+		k.CommandTimeout != 500*time.Millisecond || k.ReactionTimeout != 10*time.Second {
 		t.Fatalf("defaults %+v, scopes %q", k, c.Scopes)
 	}
 	res, err := config.Load([]string{"--auth", "callout", "--callout-url", "http://127.0.0.1:9", "--callout-validate-tables", " projects, tasks ,",
-		"--callout-forward-headers", "X-Tenant,X-Device"}, []string{"SYNCD_CALLOUT_SCOPES_TTL=1m"}, &bytes.Buffer{})
+		"--callout-forward-headers", "X-Tenant,X-Device", "--callout-commands", "tasks.complete,", "--callout-reactions", " a, b"},
+		[]string{"SYNCD_CALLOUT_SCOPES_TTL=1m"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	k = res.Config.Callout
 	if !reflect.DeepEqual(k.ValidatedTables(), []string{"projects", "tasks"}) || !reflect.DeepEqual(k.ForwardedHeaders(), []string{"X-Tenant", "X-Device"}) ||
-		k.ScopesTTL != time.Minute {
-		t.Fatalf("lists %v, %v, ttl %s", k.ValidatedTables(), k.ForwardedHeaders(), k.ScopesTTL)
+		k.ScopesTTL != time.Minute || !reflect.DeepEqual(k.CommandNames(), []string{"tasks.complete"}) || !reflect.DeepEqual(k.ReactionTypes(), []string{"a", "b"}) {
+		t.Fatalf("lists %v, %v, %v, %v, ttl %s", k.ValidatedTables(), k.ForwardedHeaders(), k.CommandNames(), k.ReactionTypes(), k.ScopesTTL)
 	}
 }

@@ -879,7 +879,6 @@ func (a *applier) validateCommit(ctx context.Context) (*termination, error) {
 const (
 	maxReactionsPerCommit = 100
 	maxReactionKeyBytes   = 256
-	maxReactionTypeBytes  = 128
 	maxReactionPayload    = 64 << 10
 	maxReactionDepth      = 16
 	defaultMaxAttempts    = 10
@@ -927,8 +926,8 @@ func checkReaction(p ports.PlannedReaction) error {
 	switch {
 	case p.Key == "" || len(p.Key) > maxReactionKeyBytes:
 		return fmt.Errorf("reaction key must be 1..%d bytes", maxReactionKeyBytes)
-	case !codeLike(p.Type) || len(p.Type) > maxReactionTypeBytes:
-		return fmt.Errorf("reaction type %q must be a code-like name of at most %d bytes", p.Type, maxReactionTypeBytes)
+	case !dompush.ReactionType(p.Type):
+		return fmt.Errorf("reaction type %q must be a code-like name of at most %d bytes", p.Type, dompush.MaxReactionTypeBytes)
 	case p.Version <= 0:
 		return errors.New("reaction version must be positive")
 	case p.MaxAttempts < 0 || p.MaxAttempts > 100:
@@ -939,24 +938,6 @@ func checkReaction(p ports.PlannedReaction) error {
 		return fmt.Errorf("reaction payload deeper than %d levels", maxReactionDepth)
 	}
 	return nil
-}
-
-func codeLike(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
-		case r >= '0' && r <= '9', r == '.', r == '_', r == '-', r == ':', r == '/':
-			if i == 0 {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 func jsonDepth(b []byte) int {

@@ -12,7 +12,10 @@ import (
 
 	"github.com/syncd-dev/syncd/adapters/callout"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/operations"
 	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/reactions"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -22,9 +25,12 @@ import (
 // the authenticator of --auth callout and the resolver of --scopes
 // callout (AuthModule installs them), the row validators of
 // --callout-validate-tables and the commit validator of
-// --callout-validate-commits (provided into the push hooks' groups). A
-// host's own validators run beside them. Without --callout-url it binds
-// nothing.
+// --callout-validate-commits (provided into the push hooks' groups), the
+// commands of --callout-commands (into the remote commands' group) and
+// the reaction handlers of --callout-reactions (into the reaction
+// handlers' group). A host's own hooks run beside them; a command name or
+// reaction type both a host and the backend serve stops the start.
+// Without --callout-url it binds nothing.
 var CalloutModule = fx.Module("syncd.callout",
 	fx.Provide(
 		NewCalloutClient,
@@ -32,6 +38,8 @@ var CalloutModule = fx.Module("syncd.callout",
 		newCalloutScopes,
 		fx.Annotate(newCalloutRowValidators, fx.ResultTags(`group:"`+GroupRowValidators+`,flatten"`)),
 		fx.Annotate(newCalloutCommitValidators, fx.ResultTags(`group:"`+GroupCommitValidators+`,flatten"`)),
+		fx.Annotate(newCalloutCommands, fx.ResultTags(`group:"`+GroupRemoteCommands+`,flatten"`)),
+		fx.Annotate(newCalloutReactionHandlers, fx.ResultTags(`group:"`+GroupReactionHandlers+`,flatten"`)),
 	),
 )
 
@@ -75,7 +83,8 @@ func NewCalloutClient(p CalloutClientParams) (*callout.Client, error) {
 	}
 	p.Lifecycle.Append(fx.Hook{OnStop: func(context.Context) error { c.Close(); return nil }})
 	log.Info("callouts on", zap.String("url", k.URL), zap.Int("signing_keys", len(keys)),
-		zap.Duration("timeout", k.Timeout), zap.Duration("validate_timeout", k.ValidateTimeout), zap.Int("max_concurrency", k.MaxConcurrency))
+		zap.Duration("timeout", k.Timeout), zap.Duration("validate_timeout", k.ValidateTimeout), zap.Int("max_concurrency", k.MaxConcurrency),
+		zap.Strings("commands", k.CommandNames()), zap.Strings("reactions", k.ReactionTypes()))
 	if u, _ := url.Parse(k.URL); u != nil && u.Scheme == "http" && !config.IsLoopback(net.JoinHostPort(u.Hostname(), "0")) {
 		log.Warn("--callout-url is plain http to a non-loopback address: the forwarded credentials and the rows cross the network unencrypted")
 	}
@@ -144,4 +153,67 @@ func newCalloutCommitValidators(p calloutParams) ([]ports.CommitValidator, error
 		return nil, err
 	}
 	return []ports.CommitValidator{v.Commit()}, nil
+}
+
+// newCalloutCommands are the remote commands of --callout-commands: each
+// runs at BASE/commands/<name> inside its push transaction. The backend's
+// answer is both the command's authorization and its plan, so Authorize
+// admits every caller and a refusal comes from Run.
+func newCalloutCommands(p calloutParams) ([]operations.Command, error) {
+	names := p.Config.Callout.CommandNames()
+	if len(names) == 0 || p.Client == nil {
+		return nil, nil
+	}
+	cmds, err := callout.NewCommands(callout.CommandOptions{Client: p.Client, Schema: p.Schema,
+		Timeout: p.Config.Callout.CommandTimeout, Log: p.Log.Named("callout")})
+	if err != nil {
+		return nil, err
+	}
+	admit := func(context.Context, operations.AuthContext, opdomain.Value) (bool, error) { return true, nil }
+	out := make([]operations.Command, len(names))
+	for i, name := range names {
+		out[i] = operations.Command{ID: name, Authorize: admit,
+			Run: func(ctx context.Context, cc operations.CommandContext, params opdomain.Value) ([]operations.Mutation, error) {
+				writes, err := cmds.Run(ctx, callout.CommandCall{Name: name, RequestID: cc.RequestID, ActorID: cc.ActorID,
+					Partition: cc.Partition, ClientID: cc.ClientID, Params: params, GetRow: cc.GetRow})
+				if err != nil {
+					return nil, err
+				}
+				muts := make([]operations.Mutation, len(writes))
+				for j, w := range writes {
+					muts[j] = operations.Mutation{Table: w.Table, Delete: w.Delete, RowID: w.RowID, Values: w.Values}
+				}
+				return muts, nil
+			}}
+	}
+	return out, nil
+}
+
+type calloutReactionParams struct {
+	fx.In
+	Config  config.Config
+	Log     *zap.Logger
+	Client  *callout.Client       `optional:"true"`
+	Planner ports.ReactionPlanner `optional:"true"`
+}
+
+// newCalloutReactionHandlers are the webhooks of --callout-reactions,
+// delivered by the reaction runner (ReactionsModule). Reactions are
+// planned by a host's ReactionPlanner; without one nothing is ever
+// delivered, which is logged.
+func newCalloutReactionHandlers(p calloutReactionParams) ([]ports.ReactionHandler, error) {
+	types := p.Config.Callout.ReactionTypes()
+	if len(types) == 0 || p.Client == nil {
+		return nil, nil
+	}
+	hs, err := callout.NewReactionHandlers(callout.ReactionOptions{Client: p.Client, Timeout: p.Config.Callout.ReactionTimeout,
+		Lease: reactions.DefaultLeaseDuration}, types)
+	if err != nil {
+		return nil, fmt.Errorf("--callout-reactions: %w", err)
+	}
+	if p.Planner == nil {
+		p.Log.Named("callout").Warn("--callout-reactions is set, but no reaction planner is registered (a host's app.ProvideReactionPlanner): "+
+			"no reaction is planned, so none is delivered", zap.Strings("types", types))
+	}
+	return hs, nil
 }

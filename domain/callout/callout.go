@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +28,20 @@ const (
 	PathAuthenticate  = "authenticate"
 	PathResolveScopes = "resolve-scopes"
 	PathValidate      = "validate"
+	// PathCommands and PathReactions are the parents of one path per
+	// command name and reaction type (CommandPath, ReactionPath).
+	PathCommands  = "commands"
+	PathReactions = "reactions"
 )
+
+// CommandPath is the path of the callout of the remote command name:
+// commands/<name>, the name path-escaped (RFC 3986: a "/" in it is %2F),
+// so every name is one path segment.
+func CommandPath(name string) string { return PathCommands + "/" + url.PathEscape(name) }
+
+// ReactionPath is the path of the callout of the reaction type typ:
+// reactions/<type>, path-escaped like CommandPath.
+func ReactionPath(typ string) string { return PathReactions + "/" + url.PathEscape(typ) }
 
 // Headers of every callout.
 const (
@@ -39,6 +53,37 @@ const (
 	// serves, when there is one (the same id the server logs).
 	HeaderRequestID = "Syncd-Request-Id"
 )
+
+// Headers of a reaction's callout.
+const (
+	// HeaderIdempotencyKey carries the reaction's idempotency key, stable
+	// across its attempts, escaped by EscapeHeaderKey.
+	HeaderIdempotencyKey = "Syncd-Idempotency-Key"
+	// HeaderReactionAttempt carries the attempt, counting from 1.
+	HeaderReactionAttempt = "Syncd-Reaction-Attempt"
+)
+
+// EscapeHeaderKey renders an idempotency key as a header value: every
+// byte outside printable ASCII (space included) and every "%" as %XX, so
+// a key that holds neither (the usual case) travels as it is, and any key
+// is recovered by percent-decoding (decodeURIComponent in JavaScript,
+// url.PathUnescape in Go). A header cannot carry control characters, and
+// servers read the bytes past ASCII in differing charsets.
+func EscapeHeaderKey(key string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if c <= ' ' || c >= 0x7f || c == '%' {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
 
 // MinKeyBytes is the least length of a signing key: HMAC-SHA256 keys
 // shorter than its output weaken it (RFC 2104 §3).

@@ -2,6 +2,7 @@ package callout_test
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -85,3 +86,28 @@ func TestCheckKeys(t *testing.T) {
 // vectorSignature is HMAC-SHA256("0123456789abcdef0123456789abcdef",
 // `1800000000.{"accept":true}`), computed outside Go (Python's hmac).
 const vectorSignature = "bee32adf779ad2c4e0c4b41f9cf8e1d11f3b1feb4494878fc20e59b7e51739fa"
+
+// TestEscapeHeaderKeyRoundTrips: a key of printable ASCII without "%"
+// travels as it is; any other key is percent-decoded back exactly.
+func TestEscapeHeaderKeyRoundTrips(t *testing.T) {
+	tests := []struct{ key, want string }{
+		{`["acme","phone","c-1","welcome:p-1"]`, `["acme","phone","c-1","welcome:p-1"]`},
+		{`["acme","ph one","50%","é"]`, `["acme","ph%20one","50%25","%C3%A9"]`},
+		{"a\nb\x7f", "a%0Ab%7F"},
+	}
+	for _, tt := range tests {
+		got := callout.EscapeHeaderKey(tt.key)
+		if got != tt.want {
+			t.Errorf("EscapeHeaderKey(%q) = %q, want %q", tt.key, got, tt.want)
+		}
+		if back, err := url.PathUnescape(got); err != nil || back != tt.key {
+			t.Errorf("PathUnescape(%q) = %q, %v", got, back, err)
+		}
+	}
+	if p := callout.ReactionPath("mail/send"); p != "reactions/mail%2Fsend" {
+		t.Errorf("ReactionPath = %q", p)
+	}
+	if p := callout.CommandPath("tasks.complete"); p != "commands/tasks.complete" {
+		t.Errorf("CommandPath = %q", p)
+	}
+}

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,25 +19,33 @@ import (
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/config"
+	"github.com/syncd-dev/syncd/app/operations"
 	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/wiring"
 	"github.com/syncd-dev/syncd/client"
 	contract "github.com/syncd-dev/syncd/domain/callout"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
 // calloutBackend is the team's backend of the end-to-end test, in the
 // shape docs/callout.md gives one: it verifies every callout's signature
 // and answers authenticate (the bearer token is the actor), resolve-scopes
-// (the actor's owners, switchable to an outage) and validate (a project
+// (the actor's owners, switchable to an outage), validate (a project
 // named "bad" is rejected with details, one named "slow" hangs until the
 // callout gives up, a commit with a project named "nope" is rejected as a
-// whole).
+// whole), the commands projects.rename (reads the project, then writes
+// it renamed; refuses one the caller may not write) and projects.garbage
+// (answers what the contract does not define), and the reaction webhook
+// project.welcome (fails each reaction's first attempt with a 500).
 type calloutBackend struct {
 	keys [][]byte
 	now  func() time.Time
@@ -46,6 +56,14 @@ type calloutBackend struct {
 	slowHangs   atomic.Bool
 	mu          sync.Mutex
 	owners      map[string][]string // actor → owner values granted
+	commands    []string            // the command callouts' operation ids, in order
+	deliveries  []webhook           // the reaction webhooks, in order
+}
+
+// webhook is one reaction webhook as the backend saw it.
+type webhook struct {
+	key, attempt, bodyKey string
+	status                int
 }
 
 func (b *calloutBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -120,9 +138,87 @@ func (b *calloutBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			answer(map[string]bool{"accept": true})
 		}
+	case "/hooks/commands/projects.rename", "/hooks/commands/projects.garbage":
+		b.command(w, body)
+	case "/hooks/reactions/project.welcome":
+		var in struct{ IdempotencyKey string }
+		_ = json.Unmarshal(body, &in)
+		key, _ := url.PathUnescape(r.Header.Get(contract.HeaderIdempotencyKey))
+		b.mu.Lock()
+		first := true
+		for _, d := range b.deliveries {
+			first = first && d.key != key
+		}
+		status := http.StatusNoContent
+		if first {
+			status = http.StatusInternalServerError
+		}
+		b.deliveries = append(b.deliveries, webhook{key: key, attempt: r.Header.Get(contract.HeaderReactionAttempt), bodyKey: in.IdempotencyKey, status: status})
+		b.mu.Unlock()
+		w.WriteHeader(status)
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// command answers a command callout: projects.rename asks for the project
+// named by its id parameter, then writes it with its name parameter, or
+// refuses when the row came back null (absent, or not the caller's).
+func (b *calloutBackend) command(w http.ResponseWriter, body []byte) {
+	var in struct {
+		OperationID string
+		Params      struct{ V [][2]json.RawMessage }
+		Rows        []struct {
+			Table, RowID string
+			Row          map[string]any
+		}
+	}
+	_ = json.Unmarshal(body, &in)
+	b.mu.Lock()
+	b.commands = append(b.commands, in.OperationID)
+	b.mu.Unlock()
+	if in.OperationID == "projects.garbage" {
+		_, _ = io.WriteString(w, `{"writes":"all of them"}`)
+		return
+	}
+	params := map[string]string{}
+	for _, f := range in.Params.V {
+		var k string
+		var v struct{ V string }
+		_ = json.Unmarshal(f[0], &k)
+		_ = json.Unmarshal(f[1], &v)
+		params[k] = v.V
+	}
+	answer := func(v any) { _ = json.NewEncoder(w).Encode(v) }
+	switch {
+	case len(in.Rows) == 0:
+		answer(map[string]any{"read": []map[string]string{{"table": "projects", "rowId": params["id"]}}})
+	case in.Rows[0].Row == nil:
+		answer(map[string]any{"reject": map[string]string{"code": "operation.forbidden", "message": "not a project of yours"}})
+	default:
+		row := in.Rows[0].Row
+		row["name"] = params["name"]
+		answer(map[string]any{"writes": []map[string]any{{"table": "projects", "values": row}}})
+	}
+}
+
+// startCalloutBackend serves a backend that verifies signatures with key
+// on now's clock, alice granted her own projects, and returns it with
+// its base URL.
+func startCalloutBackend(t *testing.T, key string, now func() time.Time) (*calloutBackend, string) {
+	t.Helper()
+	be := &calloutBackend{keys: [][]byte{[]byte(key)}, now: now, owners: map[string][]string{}}
+	be.grant("alice", "alice")
+	hooks := httptest.NewServer(be)
+	t.Cleanup(hooks.Close)
+	return be, hooks.URL + "/hooks"
+}
+
+// calloutAuth points c's identity and scopes at the backend at base,
+// signing with keyFile.
+func calloutAuth(c *config.Config, base, keyFile string) {
+	c.Auth, c.Scopes = config.AuthCallout, config.ScopesCallout
+	c.Callout.URL, c.Callout.KeyFile = base, keyFile
 }
 
 func (b *calloutBackend) grant(actor string, owners ...string) {
@@ -151,15 +247,11 @@ func TestCalloutsDriveTheStockServer(t *testing.T) {
 		}
 		clk := &stillClock{}
 		clk.ms.Store(1_800_000_000_000)
-		be := &calloutBackend{keys: [][]byte{[]byte(key)}, now: clk.Now, owners: map[string][]string{}}
-		be.grant("alice", "alice")
+		be, hooks := startCalloutBackend(t, key, clk.Now)
 		be.slowHangs.Store(true)
-		hooks := httptest.NewServer(be)
-		t.Cleanup(hooks.Close)
 		s := start(t, e, serverOpts{
 			config: func(c *config.Config) {
-				c.Auth, c.Scopes = config.AuthCallout, config.ScopesCallout
-				c.Callout.URL, c.Callout.KeyFile = hooks.URL+"/hooks", keyFile
+				calloutAuth(c, hooks, keyFile)
 				c.Callout.ValidateTables, c.Callout.ValidateCommits = "projects", true
 				c.Callout.ScopesTTL = time.Minute
 				// Generous bounds, so a loaded machine never times out an
@@ -177,13 +269,7 @@ func TestCalloutsDriveTheStockServer(t *testing.T) {
 		s.jsonError(s.post(call{}, req), http.StatusUnauthorized, syncerr.AuthRequired)
 		s.jsonError(s.post(call{bearer: "banned"}, req), http.StatusForbidden, syncerr.Forbidden)
 
-		h := http.Header{}
-		h.Set("Authorization", "Bearer alice")
-		c, err := client.New(client.Options{BaseURL: strings.TrimSuffix(s.url, "/sync"), Schema: s.sch, ClientID: "phone", Header: h})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+		c := aliceClient(t, s)
 		write := func(id, owner, name string) {
 			op, err := c.Upsert("projects", id, map[string]rowcodec.Value{"id": rowcodec.String(id), "owner": rowcodec.String(owner),
 				"name": rowcodec.String(name), "locked": rowcodec.Bool(false)}, -1)
@@ -300,6 +386,161 @@ func TestCalloutsDriveTheStockServer(t *testing.T) {
 	})
 }
 
+// TestCalloutCommandsAndReactions runs the shipped server graph with
+// --callout-commands and --callout-reactions against a backend on both
+// engines. A command's writes, planned by the backend from a row it asked
+// for, commit through the push pipeline and reach a client's pull; a
+// retry of its request id is answered cached without asking again; the
+// backend's refusal reaches the caller with its operation code; an answer
+// outside the contract fails the command retryable with nothing applied.
+// A reaction a commit planned (the stock binary plans none: a host's
+// planner plans it here) is delivered to the webhook with its
+// idempotency key, retried after a 500 and completed by a 2xx.
+func TestCalloutCommandsAndReactions(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		key := strings.Repeat("c", 40)
+		keyFile := filepath.Join(t.TempDir(), "callout.keys")
+		if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		be, hooks := startCalloutBackend(t, key, time.Now)
+		s := start(t, e, serverOpts{
+			config: func(c *config.Config) {
+				calloutAuth(c, hooks, keyFile)
+				c.Callout.Commands, c.Callout.Reactions = "projects.rename,projects.garbage", "project.welcome"
+				// Generous bounds, so a loaded machine never times out an
+				// answering backend.
+				c.Callout.Timeout, c.Callout.CommandTimeout, c.Callout.ReactionTimeout = 10*time.Second, 10*time.Second, 10*time.Second
+			},
+			extra: []fx.Option{welcomeReactions()},
+		})
+		ctx := t.Context()
+		c := aliceClient(t, s)
+		op, err := c.Upsert("projects", "p-1", map[string]rowcodec.Value{"id": rowcodec.String("p-1"), "owner": rowcodec.String("alice"),
+			"name": rowcodec.String("one"), "locked": rowcodec.Bool(false)}, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Queue(op)
+		if res, err := c.Sync(ctx); err != nil || res.Pushes[0].Status != ssp2.PushApplied {
+			t.Fatalf("insert: %v", err)
+		}
+
+		rename := func(id, name string) opdomain.Value {
+			idv, _ := opdomain.String(id)
+			namev, _ := opdomain.String(name)
+			v, _ := opdomain.Object(opdomain.Field{Key: "id", Value: idv}, opdomain.Field{Key: "name", Value: namev})
+			return v
+		}
+		commandCallouts := func() int {
+			be.mu.Lock()
+			defer be.mu.Unlock()
+			return len(be.commands)
+		}
+
+		// The backend reads the row, then writes it renamed: the commit
+		// applies and a pull brings it; a retry is cached, unasked.
+		res, err := c.Command(ctx, "projects.rename", "req-1", rename("p-1", "renamed"))
+		if err != nil || res.Status != opdomain.CommandApplied || res.CommitSeq == 0 || commandCallouts() != 2 {
+			t.Fatalf("rename: %+v, %v, %d callouts", res, err, commandCallouts())
+		}
+		if res, err := c.Command(ctx, "projects.rename", "req-1", rename("p-1", "renamed")); err != nil || res.Status != opdomain.CommandCached || commandCallouts() != 2 {
+			t.Fatalf("retry: %+v, %v, %d callouts", res, err, commandCallouts())
+		}
+		if _, err := c.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if row, _, ok := c.Get("projects", "p-1"); !ok || row["name"].Text() != "renamed" || row["owner"].Text() != "alice" {
+			t.Fatalf("pulled row %v", row)
+		}
+
+		// A row the caller may not write reads as null: the backend
+		// refuses with its code and message.
+		_, err = c.Command(ctx, "projects.rename", "req-2", rename("p-bob", "mine"))
+		var oe *client.OperationError
+		if !errors.As(err, &oe) || oe.Code != string(syncerr.OperationForbidden) || oe.Message != "not a project of yours" || oe.Retryable {
+			t.Fatalf("refused command: %v", err)
+		}
+
+		// An answer outside the contract: retryable, nothing applied.
+		before, err := s.store.GetRow(ctx, "callout", "projects", "p-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Command(ctx, "projects.garbage", "req-3", rename("p-1", "garbage"))
+		if !errors.As(err, &oe) || oe.Code != string(syncerr.RateLimited) || !oe.Retryable {
+			t.Fatalf("garbage answer: %v", err)
+		}
+		if after, err := s.store.GetRow(ctx, "callout", "projects", "p-1"); err != nil || after.Version != before.Version {
+			t.Fatalf("garbage answer applied: %+v, %v", after, err)
+		}
+
+		// The insert planned project.welcome: the webhook's first attempt
+		// answers 500, the runner retries after its backoff, the second
+		// answers 204 and completes it.
+		rs, err := s.store.ListReactions(ctx, "callout", nil, 10)
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("reactions %+v, %v", rs, err)
+		}
+		rkey := rs[0].IdempotencyKey
+		deadline := time.Now().Add(30 * time.Second) // only stops a hung test
+		for {
+			r, err := s.store.GetReaction(ctx, "callout", rkey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Status == ports.ReactionCompleted {
+				if r.Attempts != 2 {
+					t.Fatalf("completed after %d attempts", r.Attempts)
+				}
+				break
+			}
+			if r.Status == ports.ReactionDeadLetter || time.Now().After(deadline) {
+				t.Fatalf("reaction %+v", r)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		be.mu.Lock()
+		got := append([]webhook(nil), be.deliveries...)
+		be.mu.Unlock()
+		want := []webhook{{key: rkey, attempt: "1", bodyKey: rkey, status: 500}, {key: rkey, attempt: "2", bodyKey: rkey, status: 204}}
+		if !reflect.DeepEqual(got, want) || !strings.Contains(rkey, `"welcome:p-1"`) {
+			t.Fatalf("webhooks %+v, want %+v", got, want)
+		}
+
+		if n := be.unsigned.Load(); n != 0 {
+			t.Fatalf("%d callouts did not verify", n)
+		}
+		metrics := scrape(t, s)
+		for _, want := range []string{
+			`syncd_callouts_total{callback="command",outcome="ok"} 3`,
+			`syncd_callouts_total{callback="command",outcome="refused"} 1`,
+			`syncd_callouts_total{callback="command",outcome="malformed"} 1`,
+			`syncd_callouts_total{callback="reaction",outcome="bad_status"} 1`,
+			`syncd_callouts_total{callback="reaction",outcome="ok"} 1`,
+			`syncd_reaction_transitions_total{transition="completed"} 1`,
+		} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+	})
+}
+
+// aliceClient is a client the backend authenticates as alice (its bearer
+// token), subscribed to her projects.
+func aliceClient(t *testing.T, s *server) *client.Client {
+	t.Helper()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer alice")
+	c, err := client.New(client.Options{BaseURL: strings.TrimSuffix(s.url, "/sync"), Schema: s.sch, ClientID: "phone", Header: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Subscribe("projects", "projects", map[string][]string{"owner": {"alice"}})
+	return c
+}
+
 // stillClock is a clock a test moves by hand whose sleeps never end
 // (but the zero sleep):
 // the periodic jobs wait instead of spinning, so the callouts' real
@@ -325,27 +566,57 @@ func pushDetails(res *client.Result) *ssp2.PushResultDetails {
 }
 
 // TestCalloutSettingsRefuseToStart: a validated table the schema does not
-// declare stops the start, naming the flag.
+// declare stops the start, naming the flag; so does a command or a
+// reaction type both the backend and the embedding host serve.
 func TestCalloutSettingsRefuseToStart(t *testing.T) {
 	hooks := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(hooks.Close)
-	cfg := config.Default()
-	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Database = filepath.Join(t.TempDir(), "syncd.db")
-	cfg.Callout.URL, cfg.Callout.ValidateTables = hooks.URL, "nope"
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name  string
+		set   func(*config.Callout)
+		extra []fx.Option
+		want  []string
+	}{
+		{"an undeclared validated table", func(k *config.Callout) { k.ValidateTables = "nope" }, nil,
+			[]string{"--callout-validate-tables", `"nope"`}},
+		{"a command the host serves too", func(k *config.Callout) { k.Commands = "tasks.complete" },
+			[]fx.Option{app.ProvideRemoteCommand(func() operations.Command {
+				return operations.Command{ID: "tasks.complete",
+					Authorize: func(context.Context, operations.AuthContext, opdomain.Value) (bool, error) { return true, nil },
+					Run: func(context.Context, operations.CommandContext, opdomain.Value) ([]operations.Mutation, error) {
+						return nil, nil
+					}}
+			})},
+			[]string{`remote command "tasks.complete": registered twice`}},
+		{"a reaction type the host serves too", func(k *config.Callout) { k.Reactions = "project.welcome" },
+			[]fx.Option{wiring.StorageModule, app.ProvideReactionHandler(func() *welcomeHandler { return &welcomeHandler{} })},
+			[]string{`two handlers for type "project.welcome"`}},
 	}
-	a := fx.New(app.Options(cfg, platform.BuildInfo{}, zap.NewNop()))
-	err := a.Err()
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err = a.Start(ctx); err == nil {
-			_ = a.Stop(ctx)
-		}
-	}
-	if err == nil || !strings.Contains(err.Error(), "--callout-validate-tables") || !strings.Contains(err.Error(), `"nope"`) {
-		t.Fatalf("start: %v", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+			cfg.ShutdownDelay = 0
+			cfg.Database = filepath.Join(t.TempDir(), "syncd.db")
+			cfg.Callout.URL = hooks.URL
+			tt.set(&cfg.Callout)
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			a := fx.New(app.Options(cfg, platform.BuildInfo{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), tt.extra...))
+			err := a.Err()
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err = a.Start(ctx); err == nil {
+					_ = a.Stop(ctx)
+				}
+			}
+			for _, w := range tt.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Fatalf("start: %v, want %s", err, w)
+				}
+			}
+		})
 	}
 }

@@ -299,6 +299,19 @@ type reactiveStore struct {
 	ports.ReactionQueue
 }
 
+// welcomeReactions makes the harness's server plan project.welcome for
+// every new project and deliver reactions: its store wrapper hides the
+// engine's reaction queue, which the runner needs.
+func welcomeReactions() fx.Option {
+	return fx.Options(
+		fx.Decorate(func(st ports.Storage) ports.Storage {
+			g := st.(*gatedStore)
+			return reactiveStore{g, g.Storage.(ports.ReactionQueue)}
+		}),
+		app.ProvideReactionPlanner(func() welcomePlanner { return welcomePlanner{} }),
+	)
+}
+
 // flakyHandler fails each reaction's first attempt when its key asks for it.
 type flakyHandler struct {
 	mu    sync.Mutex
@@ -328,12 +341,7 @@ func TestEventsOfReactionTransitions(t *testing.T) {
 		h := &hookLog{}
 		s := start(t, e, serverOpts{extra: []fx.Option{
 			app.WithEventHook(h),
-			// The harness's wrapper hides the engine's reaction queue.
-			fx.Decorate(func(st ports.Storage) ports.Storage {
-				g := st.(*gatedStore)
-				return reactiveStore{g, g.Storage.(ports.ReactionQueue)}
-			}),
-			app.ProvideReactionPlanner(func() welcomePlanner { return welcomePlanner{} }),
+			welcomeReactions(),
 			app.ProvideReactionHandler(func() *flakyHandler { return &flakyHandler{tried: map[string]int{}} }),
 		}})
 		c := call{}

@@ -77,12 +77,7 @@ func TestReactionsDeliveredAndCounted(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
 		h := &welcomeHandler{}
 		s := start(t, e, serverOpts{extra: []fx.Option{
-			// The harness's wrapper hides the engine's reaction queue.
-			fx.Decorate(func(st ports.Storage) ports.Storage {
-				g := st.(*gatedStore)
-				return reactiveStore{g, g.Storage.(ports.ReactionQueue)}
-			}),
-			app.ProvideReactionPlanner(func() welcomePlanner { return welcomePlanner{} }),
+			welcomeReactions(),
 			app.ProvideReactionHandler(func() *welcomeHandler { return h }),
 		}})
 		c := call{}
