@@ -93,6 +93,10 @@ type Client struct {
 // tracerName is the instrumentation scope of the callout spans.
 const tracerName = "github.com/syncd-dev/syncd/adapters/callout"
 
+// idleConnTimeout is how long an idle pooled connection to the backend is
+// kept (see New).
+const idleConnTimeout = 4 * time.Second
+
 // New builds a Client. The base URL must be absolute http or https
 // without user info, query or fragment (credentials in it would reach
 // logs).
@@ -128,7 +132,10 @@ func New(o Options) (*Client, error) {
 			ForceAttemptHTTP2:   true,
 			MaxIdleConns:        o.MaxConcurrency,
 			MaxIdleConnsPerHost: o.MaxConcurrency,
-			IdleConnTimeout:     90 * time.Second,
+			// Below the shortest keep-alive common backends use (Node's
+			// 5 s): a POST on a connection the backend has just closed is
+			// not retried, so syncd lets an idle connection go first.
+			IdleConnTimeout: idleConnTimeout,
 			// The answer is JSON read up to a limit; a compressed one
 			// would make that limit the compressed size.
 			DisableCompression: true,
