@@ -87,42 +87,45 @@ function reject(reason) {
 }
 
 // ---------------------------------------------------------------------
-// Commands and reactions.
-//
-// Version 1 of the contract (docs/callout.md) does not define these
-// callbacks yet. The functions below follow the shapes the feature
-// request describes and the Go host API they mirror (a command authorizes
-// and plans the mutations of one commit, REMOTE.md §3; a reaction is
-// delivered at least once with an idempotency key, SPEC §6.9). Check
-// their request and answer shapes against the contract once it names
-// them.
+// Commands and reactions (docs/callout.md: commands, reactions).
+
+// untag reads REMOTE.md §4's tagged encoding of a command's params into
+// plain values (integers stay decimal text: they may exceed 2^53).
+function untag(v) {
+  switch (v?.t) {
+    case "object":
+      return Object.fromEntries(v.v.map(([k, x]) => [k, untag(x)]));
+    case "array":
+      return v.v.map(untag);
+    case "null":
+      return null;
+    default:
+      return v?.v;
+  }
+}
+
+// refuse is a command's own refusal; the code is one of the contract's
+// operation.* codes, the message the team's own.
+function refuse(code, message) {
+  return { status: 200, body: { reject: { code, message } } };
+}
 
 // commands: name → handler, served at POST BASE/commands/<name>.
 export const commands = {
   // addTodo appends a todo to one of the caller's lists:
-  // params {listId, todoId, title} → the todos row to upsert.
+  // params {listId, todoId, title} → the todos row to write. The writes go
+  // through syncd's push pipeline, so the title validator runs on them too.
   addTodo(req) {
-    const p = req.params ?? {};
+    const p = untag(req.params) ?? {};
     if (req.partition !== PARTITION || lists.get(p.listId) !== req.actorId) {
-      return { status: 403, body: { code: "app.not_your_list", message: "the list is not yours" } };
+      return refuse("operation.forbidden", "the list is not yours");
     }
-    if (typeof p.todoId !== "string" || p.todoId === "") {
-      return { status: 422, body: { code: "app.todo_id_required", message: "params.todoId is required" } };
+    if (typeof p.todoId !== "string" || p.todoId === "" || titleProblem(p.title)) {
+      return refuse("operation.invalid_request", "todoId and a title of 1 to " + MAX_TITLE + " characters are required");
     }
-    const reason = titleProblem(p.title);
-    if (reason) return { status: 422, body: reject(reason).body.reject };
-    return {
-      status: 200,
-      body: {
-        mutations: [
-          {
-            table: "todos",
-            rowId: p.todoId,
-            values: { id: p.todoId, list_id: p.listId, title: p.title, done: false, position: 0, updated_at_ms: Date.now() },
-          },
-        ],
-      },
-    };
+    // A full row: every column of todos.
+    const row = { id: p.todoId, list_id: p.listId, title: p.title, done: false, position: 0, updated_at_ms: Date.now() };
+    return { status: 200, body: { writes: [{ table: "todos", values: row }] } };
   },
 };
 
@@ -132,7 +135,9 @@ export const commands = {
 const delivered = new Set();
 
 // reactions: type → handler, served at POST BASE/reactions/<type>. A 2xx
-// completes the reaction; anything else makes syncd retry it later.
+// with an empty body completes the reaction; anything else makes syncd
+// retry it later. Reactions are planned by the embedding program's
+// planner (the stock binary plans none).
 export const reactions = {
   // todoCompleted is where a team would send a notification.
   todoCompleted(req, idempotencyKey) {
