@@ -8,12 +8,19 @@
 // is given (pass the same --run-id to syncload), and every project ("*")
 // without it. Any other actor is granted nothing ({"scopes": {}}).
 //
+// It also answers the validate callout (POST BASE/validate) with
+// {"accept": true} after --validate-delay, a slow validator for measuring
+// what one costs (docs/callout.md, "What a slow validator costs").
+//
 // It listens on 127.0.0.1 only, counts the callouts it answers and prints
-// the count on exit (SIGINT or SIGTERM).
+// the counts on exit (SIGINT or SIGTERM).
 //
 //	scopes-backend --listen 127.0.0.1:9099 --run-id r1
 //	syncd serve ... --scopes callout --callout-url http://127.0.0.1:9099
 //	syncload ... --run-id r1 push-pull
+//
+//	scopes-backend --listen 127.0.0.1:9099 --validate-delay 50ms
+//	syncd serve ... --callout-url http://127.0.0.1:9099 --callout-validate-tables tasks
 package main
 
 import (
@@ -53,8 +60,46 @@ type backend struct {
 	actorPrefix   string
 	projectPrefix string
 	runID         string
+	validateDelay time.Duration
 	calls         atomic.Int64
+	validates     atomic.Int64
 	bad           atomic.Int64
+}
+
+// validateKind is the one member of a validate callout read here; the
+// rest of the row or commit is accepted unseen.
+type validateKind struct {
+	Kind string `json:"kind"`
+}
+
+// validate answers every row or commit validation with an accept after
+// --validate-delay.
+func (b *backend) validate(w http.ResponseWriter, r *http.Request) {
+	b.validates.Add(1)
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		b.bad.Add(1)
+		http.Error(w, "read: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	var k validateKind
+	if err := json.Unmarshal(body, &k); err != nil || (k.Kind != "row" && k.Kind != "commit") {
+		// A non-2xx status is an outage to syncd: the push fails retryable.
+		b.bad.Add(1)
+		http.Error(w, "want {\"kind\": \"row\" or \"commit\", ...}", http.StatusBadRequest)
+		return
+	}
+	if b.validateDelay > 0 {
+		t := time.NewTimer(b.validateDelay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"accept":true}`))
 }
 
 // grant is the actor's grant over the schema's scope variable.
@@ -73,13 +118,17 @@ func (b *backend) grant(actor string) map[string][]string {
 }
 
 func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/resolve-scopes" {
+	if r.URL.Path != "/resolve-scopes" && r.URL.Path != "/validate" {
 		http.NotFound(w, r)
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	if r.URL.Path == "/validate" {
+		b.validate(w, r)
 		return
 	}
 	b.calls.Add(1)
@@ -115,7 +164,11 @@ func main() {
 	flag.StringVar(&b.actorPrefix, "actor-prefix", "load-", "syncload --actor-prefix: client i's actor is PREFIX+i")
 	flag.StringVar(&b.projectPrefix, "project-prefix", "load-", "syncload --project-prefix: client i's project is PREFIX+RUNID-i")
 	flag.StringVar(&b.runID, "run-id", "", "syncload --run-id: grant client i only its project (empty: grant \"*\")")
+	flag.DurationVar(&b.validateDelay, "validate-delay", 0, "wait this long before answering each validate callout {\"accept\": true}")
 	flag.Parse()
+	if b.validateDelay < 0 {
+		log.Fatalf("--validate-delay %v: want >= 0", b.validateDelay)
+	}
 
 	host, _, err := net.SplitHostPort(*listen)
 	if err != nil || host != "127.0.0.1" {
@@ -142,5 +195,5 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(ctx)
-	fmt.Printf("calls %d bad %d\n", b.calls.Load(), b.bad.Load())
+	fmt.Printf("calls %d validates %d bad %d\n", b.calls.Load(), b.validates.Load(), b.bad.Load())
 }

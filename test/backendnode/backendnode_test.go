@@ -34,6 +34,7 @@ import (
 
 	"github.com/syncd-dev/syncd/client"
 	contract "github.com/syncd-dev/syncd/domain/callout"
+	opdomain "github.com/syncd-dev/syncd/domain/operations"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -80,12 +81,13 @@ func TestNodeBackendRulesTakeEffect(t *testing.T) {
 			srv := serve(t, ctx, "--database", db,
 				"--auth", "callout", "--scopes", "callout",
 				"--callout-url", be.url, "--callout-key-file", keyFile,
-				"--callout-validate-tables", "todos",
+				"--callout-validate-tables", "todos", "--callout-commands", "addTodo",
 				// Generous bounds, so a loaded machine never turns an
 				// answering backend into an outage: the test is about
 				// the backend's decisions, not its speed.
 				"--callout-timeout", "30s", "--callout-validate-timeout", "30s")
 			checkRules(t, ctx, sch, srv.BaseURL())
+			checkCommand(t, ctx, sch, srv.BaseURL())
 			checkSignatures(t, ctx, be.url, key)
 			if t.Failed() {
 				t.Logf("backend output:\n%s\nsyncd log tail:\n%s", be.output(), srv.Tail())
@@ -208,6 +210,51 @@ func checkRules(t *testing.T, ctx context.Context, sch *schema.Schema, baseURL s
 	}
 	if got := bobs.RowIDs("todos"); !slices.Equal(got, []string{"b-1"}) {
 		t.Fatalf("bob pulled todos %v, want his own", got)
+	}
+}
+
+// checkCommand runs the backend's addTodo command (POST /operations): on
+// one of the caller's lists its row is committed and pulled; on another
+// user's list the backend refuses with operation.forbidden and nothing
+// is written.
+func checkCommand(t *testing.T, ctx context.Context, sch *schema.Schema, baseURL string) {
+	c, err := client.New(client.Options{BaseURL: baseURL, Schema: sch, ClientID: "alice-tablet", BearerToken: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := func(listID, todoID, title string) opdomain.Value {
+		var fs []opdomain.Field
+		for _, kv := range [][2]string{{"listId", listID}, {"todoId", todoID}, {"title", title}} {
+			v, err := opdomain.String(kv[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs = append(fs, opdomain.Field{Key: kv[0], Value: v})
+		}
+		v, err := opdomain.Object(fs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	res, err := c.Command(ctx, "addTodo", "r-1", params("alice-work", "a-cmd", "From a command"))
+	if err != nil || res.Status != opdomain.CommandApplied {
+		t.Fatalf("addTodo on alice's list: %+v %v", res, err)
+	}
+	_, err = c.Command(ctx, "addTodo", "r-2", params("bob-home", "a-bad", "Not mine"))
+	var opErr *client.OperationError
+	if !errors.As(err, &opErr) || opErr.Code != "operation.forbidden" {
+		t.Fatalf("addTodo on bob's list: %v, want operation.forbidden", err)
+	}
+	subscribe(c, "alice", "alice-work")
+	if _, err := c.PullUntilIdle(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	if row, _, ok := c.Get("todos", "a-cmd"); !ok || row["title"].Text() != "From a command" {
+		t.Fatalf("the command's todo was not pulled: %v", row)
+	}
+	if _, _, ok := c.Get("todos", "a-bad"); ok {
+		t.Fatal("a refused command's todo was written")
 	}
 }
 
