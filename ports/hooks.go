@@ -87,6 +87,9 @@ type IndexScan struct {
 // and without a caller's scopes. *operations.Registry implements it.
 type TxQueries interface {
 	QueryInTx(ctx context.Context, tx TxReader, id string, params map[string]any) ([]CandidateRow, error)
+	// HasQuery reports whether id names a registered query (by id or
+	// descriptor name), so rules can be checked when they load.
+	HasQuery(id string) bool
 }
 
 // RowValidation is what a row validator sees for one operation (SPEC §6.7).

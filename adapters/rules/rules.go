@@ -46,6 +46,9 @@ type Options struct {
 	Schema *schema.Schema
 	// Log receives a line per rule that fails at run time (default: none).
 	Log *zap.Logger
+	// Queries are the registered queries db.query runs (nil: none), and
+	// checks literal names against when the rules load.
+	Queries ports.TxQueries
 }
 
 // Rules is a compiled rules file.
@@ -53,6 +56,7 @@ type Rules struct {
 	file      string
 	costLimit uint64
 	log       *zap.Logger
+	queries   ports.TxQueries
 	scopes    *scopeResolver
 	rows      []*rowValidator
 	commit    *commitValidator
@@ -85,11 +89,11 @@ func Parse(name string, data []byte, o Options) (*Rules, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Rules{file: name, costLimit: spec.costLimit, log: o.Log}
+	r := &Rules{file: name, costLimit: spec.costLimit, log: o.Log, queries: o.Queries}
 	if r.log == nil {
 		r.log = zap.NewNop()
 	}
-	c, err := newCompiler(name, o.Schema, spec.costLimit)
+	c, err := newCompiler(name, o.Schema, spec.costLimit, o.Queries)
 	if err != nil {
 		return nil, fmt.Errorf("rules: %w", err)
 	}
@@ -149,11 +153,14 @@ type compiler struct {
 	file      string
 	schema    *schema.Schema
 	costLimit uint64
+	queries   ports.TxQueries
 	base      *cel.Env
-	errs      []error
+	// tx is base with db, for the rules that run inside a push.
+	tx   *cel.Env
+	errs []error
 }
 
-func newCompiler(file string, s *schema.Schema, costLimit uint64) (*compiler, error) {
+func newCompiler(file string, s *schema.Schema, costLimit uint64, queries ports.TxQueries) (*compiler, error) {
 	ot, err := newObjectTypes(s)
 	if err != nil {
 		return nil, err
@@ -162,7 +169,11 @@ func newCompiler(file string, s *schema.Schema, costLimit uint64) (*compiler, er
 	if err != nil {
 		return nil, err
 	}
-	return &compiler{file: file, schema: s, costLimit: costLimit, base: base}, nil
+	tx, err := base.Extend(dbEnvOptions(ot)...)
+	if err != nil {
+		return nil, err
+	}
+	return &compiler{file: file, schema: s, costLimit: costLimit, queries: queries, base: base, tx: tx}, nil
 }
 
 func (c *compiler) fail(err error) { c.errs = append(c.errs, err) }
@@ -197,7 +208,7 @@ func (c *compiler) table(r *Rules, table string, line int, specs []ruleSpec) *ro
 		c.fail(&Error{File: c.file, Line: line, Msg: fmt.Sprintf("validators: table %q is not in the served schema (tables: %s)", table, strings.Join(names, ", "))})
 		return nil
 	}
-	env, err := rowEnv(c.base, table)
+	env, err := rowEnv(c.tx, table)
 	if err != nil {
 		c.fail(err)
 		return nil
@@ -220,7 +231,7 @@ func (c *compiler) table(r *Rules, table string, line int, specs []ruleSpec) *ro
 }
 
 func (c *compiler) commit(r *Rules, specs []ruleSpec) *commitValidator {
-	env, err := commitEnv(c.base)
+	env, err := commitEnv(c.tx)
 	if err != nil {
 		c.fail(err)
 		return nil
@@ -235,6 +246,7 @@ func (c *compiler) commit(r *Rules, specs []ruleSpec) *commitValidator {
 				c.fail(err)
 				continue
 			}
+			c.checkDBCalls(idx.ast, c.file, s.id, *s.opIndex)
 			cr.opIndex = &evaluable{id: s.id + " (opIndex)", line: s.opIndex.line, prg: idx.prg}
 		}
 		if ok {
@@ -256,6 +268,7 @@ func (c *compiler) rule(env *cel.Env, s ruleSpec) (evaluable, ports.ValidationRe
 		c.fail(err)
 		return evaluable{}, rej, false
 	}
+	c.checkDBCalls(prg.ast, c.file, s.id, s.rule)
 	return evaluable{id: s.id, line: s.line, prg: prg.prg}, rej, ok
 }
 

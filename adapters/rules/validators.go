@@ -35,12 +35,15 @@ func (v *rowValidator) Table() string { return v.table }
 // could not decide.
 func (v *rowValidator) ValidateRow(ctx context.Context, rv ports.RowValidation) error {
 	act := &activation{op: opName(rv.Op), rowID: types.String(rv.RowID), row: rowMap(rv.Row), stored: rowMap(rv.Stored),
-		actor: types.String(rv.ActorID), partition: types.String(rv.Partition)}
+		actor: types.String(rv.ActorID), partition: types.String(rv.Partition), db: v.r.db(ctx, rv.Tx)}
 	for _, rule := range v.rules {
 		if (rv.Op == commit.OpUpsert && !rule.upsert) || (rv.Op == commit.OpDelete && !rule.delete) {
 			continue
 		}
 		ok, err := rule.evalBool(ctx, act)
+		if serr := act.db.storageErr(); serr != nil {
+			return serr
+		}
 		if err != nil {
 			return v.r.failed(ctx, &rule.evaluable, rv.Partition, err)
 		}
@@ -72,9 +75,13 @@ type commitRule struct {
 // ValidateCommit implements ports.CommitValidator.
 func (v *commitValidator) ValidateCommit(ctx context.Context, c ports.CommitValidation) error {
 	act := &activation{ops: opValues(c.Operations), clientID: types.String(c.ClientID),
-		clientCommitID: types.String(c.ClientCommitID), actor: types.String(c.ActorID), partition: types.String(c.Partition)}
+		clientCommitID: types.String(c.ClientCommitID), actor: types.String(c.ActorID), partition: types.String(c.Partition),
+		db: v.r.db(ctx, c.Tx)}
 	for _, rule := range v.rules {
 		ok, err := rule.evalBool(ctx, act)
+		if serr := act.db.storageErr(); serr != nil {
+			return serr
+		}
 		if err != nil {
 			return v.r.failed(ctx, &rule.evaluable, c.Partition, err)
 		}
@@ -84,6 +91,9 @@ func (v *commitValidator) ValidateCommit(ctx context.Context, c ports.CommitVali
 		rej := rule.rej
 		if rule.opIndex != nil {
 			idx, err := rule.opIndex.eval(ctx, act)
+			if serr := act.db.storageErr(); serr != nil {
+				return serr
+			}
 			if err == nil {
 				i, isInt := idx.(types.Int)
 				if !isInt {
@@ -98,6 +108,11 @@ func (v *commitValidator) ValidateCommit(ctx context.Context, c ports.CommitVali
 		return &rej
 	}
 	return nil
+}
+
+// db is the db variable of one evaluation inside a push.
+func (r *Rules) db(ctx context.Context, tx ports.TxReader) *db {
+	return &db{ctx: ctx, tx: tx, queries: r.queries}
 }
 
 // opName is an operation kind as rules see it.
@@ -155,6 +170,7 @@ type activation struct {
 	ops                      []any
 	clientID, clientCommitID types.String
 	claims                   map[string]any
+	db                       *db
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
@@ -179,6 +195,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.clientCommitID, true
 	case "claims":
 		return a.claims, true
+	case "db":
+		if a.db == nil {
+			return nil, false
+		}
+		return a.db, true
 	}
 	return nil, false
 }

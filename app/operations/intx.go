@@ -48,6 +48,11 @@ func (r *Registry) QueryInTx(ctx context.Context, tx ports.TxReader, id string, 
 	return rows, nil
 }
 
+// HasQuery implements ports.TxQueries.
+func (r *Registry) HasQuery(id string) bool {
+	return r != nil && (r.queries[id] != nil || r.names[id] != nil)
+}
+
 func paramsValue(p map[string]any) (opdomain.Value, error) {
 	keys := make([]string, 0, len(p))
 	for k := range p {

@@ -21,9 +21,10 @@ var RulesModule = fx.Module("syncd.rules", fx.Provide(NewRules))
 // RulesParams are the inputs of NewRules.
 type RulesParams struct {
 	fx.In
-	Config config.Config
-	Schema *schema.Schema
-	Log    *zap.Logger
+	Config  config.Config
+	Schema  *schema.Schema
+	Log     *zap.Logger
+	Queries ports.TxQueries `optional:"true"`
 }
 
 // RulesResult is what a rules file provides: nothing without --rules.
@@ -41,7 +42,7 @@ func NewRules(p RulesParams) (RulesResult, error) {
 	if p.Config.Rules.File == "" {
 		return RulesResult{}, nil
 	}
-	r, err := rules.Load(p.Config.Rules.File, rules.Options{Schema: p.Schema, Log: p.Log.Named("rules")})
+	r, err := rules.Load(p.Config.Rules.File, rules.Options{Schema: p.Schema, Log: p.Log.Named("rules"), Queries: p.Queries})
 	if err != nil {
 		return RulesResult{}, err
 	}

@@ -240,3 +240,60 @@ validators:
 		}
 	})
 }
+
+// TestRulesReadInsideThePush: CEL validators read with db.query (a query
+// registered by --operations, SPEC §6.7 queryAuthoritative) and db.lookup
+// (an index, §6.8 scanRowsByIndex) on the push transaction, so they see
+// the commit's earlier operations, on both engines.
+func TestRulesReadInsideThePush(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		dir := t.TempDir()
+		ops, file := filepath.Join(dir, "operations.json"), filepath.Join(dir, "rules.yaml")
+		if err := os.WriteFile(ops, []byte(`{"queries": [{"id": "tasks.inProject", "table": "tasks",
+		  "filters": [{"column": "project_id", "op": "eq", "param": "project"}], "maxRows": 100}]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(`
+validators:
+  tasks:
+    - name: three-per-project
+      rule: |
+        db.query("tasks.inProject", {"project": row.project_id}).filter(r, r.id != rowId).size() < 3
+      code: app.project_full
+      message: a project holds at most three tasks
+    - name: title-once
+      rule: |
+        db.lookup("tasks", "tasks_project_title", [row.project_id, row.title]).all(r, r.id == rowId)
+      code: app.title_taken
+      message: a title is used once per project
+`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := start(t, e, serverOpts{config: func(c *config.Config) { c.Operations, c.Rules.File = ops, file }})
+		writer := call{actor: "alice", scopes: `{"owner":["alice"],"project_id":["*"]}`}
+		ep := s.epoch(writer)
+		push := func(id string, ops ...ssp2.PushOperation) *ssp2.PushResult {
+			resp, _ := s.sync(writer, ssptest.Req{ClientID: "w1", SchemaVersion: s.sch.Version, Epoch: ep,
+				Commits: []*ssp2.PushCommit{ssptest.Commit(id, ops...)}})
+			return resp.Results[0]
+		}
+		up := func(id, project, title string) ssp2.PushOperation {
+			return ssptest.Upsert("tasks", id, task(t, s.sch, id, project, title), -1)
+		}
+		if r := push("k1", up("t1", "p1", "a"), up("t2", "p1", "b")); r.Status != ssp2.PushApplied {
+			t.Fatalf("two tasks: %+v", r)
+		}
+		// t4's query counts t1, t2 and the staged t3.
+		rejected(t, push("k2", up("t3", "p1", "c"), up("t4", "p1", "d")), 1, "app.project_full")
+		// t6's lookup finds the staged t5 under the same title.
+		rejected(t, push("k3", up("t5", "p2", "same"), up("t6", "p2", "same")), 1, "app.title_taken")
+		if r := push("k4", up("t5", "p2", "same"), up("t3", "p1", "c")); r.Status != ssp2.PushApplied {
+			t.Fatalf("third task of p1, first of p2: %+v", r)
+		}
+		for _, id := range []string{"t4", "t6"} {
+			if row, _ := s.store.GetRow(context.Background(), "default", "tasks", id); row != nil {
+				t.Fatalf("row %s of a rejected commit landed", id)
+			}
+		}
+	})
+}
