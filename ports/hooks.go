@@ -89,6 +89,14 @@ type TxQueries interface {
 	QueryInTx(ctx context.Context, tx TxReader, id string, params map[string]any) ([]CandidateRow, error)
 }
 
+// TxQueryTables names the table a query of TxQueries reads, by the id or
+// name QueryInTx takes, for a caller that renders the query's rows by
+// that table's column types: the validate callout sends them to a
+// backend in SPEC §11.1's row shape. *operations.Registry implements it.
+type TxQueryTables interface {
+	QueryTable(id string) (table string, ok bool)
+}
+
 // RowValidation is what a row validator sees for one operation (SPEC §6.7).
 type RowValidation struct {
 	Op      commit.Op
