@@ -87,9 +87,11 @@ type IndexScan struct {
 // and without a caller's scopes. *operations.Registry implements it.
 type TxQueries interface {
 	QueryInTx(ctx context.Context, tx TxReader, id string, params map[string]any) ([]CandidateRow, error)
-	// HasQuery reports whether id names a registered query (by id or
-	// descriptor name), so rules can be checked when they load.
-	HasQuery(id string) bool
+	// QueryTable names the table the query id (or descriptor name) reads;
+	// ok is false for no such query. Rules check their query names with
+	// it when they load; the validate callout renders a query's rows by
+	// the table's column types (SPEC §11.1's row shape).
+	QueryTable(id string) (table string, ok bool)
 }
 
 // RowValidation is what a row validator sees for one operation (SPEC §6.7).

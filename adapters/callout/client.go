@@ -194,6 +194,8 @@ type Callback struct {
 	// Header holds this callout's own headers, sent beside every
 	// callout's (which win on a clash).
 	Header http.Header
+	// Attributes are added to the callout's span.
+	Attributes []attribute.KeyValue
 }
 
 // Outcome is how a callout ended, the outcome label of its metrics.
@@ -207,6 +209,9 @@ const (
 	// OutcomeRefused: the backend answered no (a 401 or 403 to
 	// authenticate, a validator's rejection).
 	OutcomeRefused Outcome = "refused"
+	// OutcomeQueries: the backend asked for query results before it
+	// decides (validate); the callout is made again with them.
+	OutcomeQueries Outcome = "queries"
 	// The outages: no usable answer.
 	OutcomeTimeout     Outcome = "timeout"
 	OutcomeUnreachable Outcome = "unreachable"
@@ -216,6 +221,12 @@ const (
 	// OutcomeCanceled: the request the callout served went away first.
 	OutcomeCanceled Outcome = "canceled"
 )
+
+// answered reports an outcome with a usable answer; the others are
+// outages.
+func (o Outcome) answered() bool {
+	return o == OutcomeOK || o == OutcomeRefused || o == OutcomeQueries
+}
 
 // Outage is a callout that got no usable answer: it timed out (waiting
 // for a slot included), could not connect, or the answer had an
@@ -243,7 +254,7 @@ func (o *Outage) Unwrap() error { return o.Err }
 
 // Decide reads an answer: the outcome it is, and what the caller gets.
 // An outage outcome (bad status, malformed) makes Call return an *Outage
-// around the error; OK and Refused return the error as it is.
+// around the error; OK, Refused and Queries return the error as it is.
 type Decide func(status int, body []byte) (Outcome, error)
 
 // Call posts in as JSON to the callback's path and hands the answer to
@@ -265,9 +276,7 @@ func (c *Client) Call(ctx context.Context, cb Callback, in any, decide Decide) e
 	} else {
 		outcome, err = decide(status, answer)
 	}
-	switch outcome {
-	case OutcomeOK, OutcomeRefused:
-	default:
+	if !outcome.answered() {
 		if err == nil {
 			err = errors.New("no answer")
 		}
@@ -381,6 +390,7 @@ func (c *Client) begin(ctx context.Context, cb Callback) *inflight {
 		if cb.Target != "" {
 			attrs = append(attrs, attrTarget.String(cb.Target))
 		}
+		attrs = append(attrs, cb.Attributes...)
 		x.ctx, x.span = c.tracer.Start(ctx, "callout "+cb.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	}
 	return x
@@ -391,6 +401,10 @@ const (
 	attrCallback = attribute.Key("syncd.callout.callback")
 	attrOutcome  = attribute.Key("syncd.callout.outcome")
 	attrTarget   = attribute.Key("syncd.callout.target")
+	// attrQueries and attrQueriesFailed mark a validate callout made
+	// again with query results: how many, how many of them failed.
+	attrQueries       = attribute.Key("syncd.callout.queries")
+	attrQueriesFailed = attribute.Key("syncd.callout.queries_failed")
 )
 
 func (x *inflight) end(outcome Outcome, status int) {
@@ -402,9 +416,7 @@ func (x *inflight) end(outcome Outcome, status int) {
 	if status != 0 {
 		x.span.SetAttributes(semconv.HTTPResponseStatusCode(status))
 	}
-	switch outcome {
-	case OutcomeOK, OutcomeRefused:
-	default:
+	if !outcome.answered() {
 		x.span.SetStatus(codes.Error, string(outcome))
 	}
 	x.span.End()

@@ -11,6 +11,7 @@ import (
 type Metrics struct {
 	duration *prometheus.HistogramVec
 	outcomes *prometheus.CounterVec
+	queries  *prometheus.CounterVec
 }
 
 // NewMetrics registers the callout metrics on reg.
@@ -25,10 +26,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"callback"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "syncd", Name: "callouts_total",
-			Help: "Callouts to the backend by callback and outcome: ok, refused (the backend said no), or an outage: timeout, unreachable, bad_status, malformed, too_large; canceled when the request went away first.",
+			Help: "Callouts to the backend by callback and outcome: ok, refused (the backend said no), queries (a validator asked for query results first), or an outage: timeout, unreachable, bad_status, malformed, too_large; canceled when the request went away first.",
 		}, []string{"callback", "outcome"}),
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "syncd", Name: "callout_queries_total",
+			Help: "Queries a validate callout asked for, run in the push transaction, by callback and result: rows, or the operation.* code the backend was given instead.",
+		}, []string{"callback", "result"}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.outcomes} {
+	for _, c := range []prometheus.Collector{m.duration, m.outcomes, m.queries} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -42,4 +47,13 @@ func (m *Metrics) observe(callback string, o Outcome, d time.Duration) {
 	}
 	m.duration.WithLabelValues(callback).Observe(d.Seconds())
 	m.outcomes.WithLabelValues(callback, string(o)).Inc()
+}
+
+// query counts one query a validate callout asked for: result is "rows"
+// or the code it failed with.
+func (m *Metrics) query(callback, result string) {
+	if m == nil {
+		return
+	}
+	m.queries.WithLabelValues(callback, result).Inc()
 }

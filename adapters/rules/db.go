@@ -216,7 +216,7 @@ func (c *compiler) checkDBCalls(a *cel.Ast, file, rule string, e expr) {
 		fail := func(msg string) { c.fail(exprError(file, rule, e, loc.Line(), loc.Column(), msg)) }
 		switch fn.FunctionName() {
 		case "query":
-			if name, ok := stringLiteral(args[0]); ok && (c.queries == nil || !c.queries.HasQuery(name)) {
+			if name, ok := stringLiteral(args[0]); ok && (c.queries == nil || !hasQuery(c.queries, name)) {
 				fail(fmt.Sprintf("db.query: no registered query or descriptor %q (register it with --operations)", name))
 			}
 		case "lookup":
@@ -245,6 +245,11 @@ func (c *compiler) checkDBCalls(a *cel.Ast, file, rule string, e expr) {
 			fail(fmt.Sprintf("db.lookup: table %q has no index %q", table, index))
 		}
 	})
+}
+
+func hasQuery(q ports.TxQueries, id string) bool {
+	_, ok := q.QueryTable(id)
+	return ok
 }
 
 func stringLiteral(e ast.Expr) (string, bool) {

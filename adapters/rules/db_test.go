@@ -20,10 +20,10 @@ type fakeQueries struct {
 	asked []map[string]any
 }
 
-func (q *fakeQueries) HasQuery(id string) bool { return id == "tasks.inProject" }
+func (q *fakeQueries) QueryTable(id string) (string, bool) { return "tasks", id == "tasks.inProject" }
 
 func (q *fakeQueries) QueryInTx(ctx context.Context, tx ports.TxReader, id string, params map[string]any) ([]ports.CandidateRow, error) {
-	if !q.HasQuery(id) {
+	if _, ok := q.QueryTable(id); !ok {
 		return nil, syncerr.Newf(syncerr.OperationUnknown, "no query operation %q", id)
 	}
 	q.asked = append(q.asked, params)

@@ -85,6 +85,9 @@ func TestLoadQueryFileRegistersDescriptors(t *testing.T) {
 		if !reflect.DeepEqual(tx.last, wantQ) {
 			t.Fatalf("%s: query %+v, want %+v", id, tx.last, wantQ)
 		}
+		if table, ok := reg.QueryTable(id); !ok || table != "todos" {
+			t.Fatalf("QueryTable(%s) = %q, %t", id, table, ok)
+		}
 	}
 }
 

@@ -12,6 +12,27 @@ import (
 
 var _ ports.TxQueries = (*Registry)(nil)
 
+// QueryTable implements ports.TxQueries: the table the query id (or
+// Query.Name) reads, as QueryInTx finds the query.
+func (r *Registry) QueryTable(id string) (string, bool) {
+	reg := r.inTx(id)
+	if reg == nil {
+		return "", false
+	}
+	return reg.plan.Table().Name, true
+}
+
+// inTx finds the query QueryInTx runs: by operation id, then by name.
+func (r *Registry) inTx(id string) *registered {
+	if r == nil {
+		return nil
+	}
+	if reg := r.queries[id]; reg != nil {
+		return reg
+	}
+	return r.names[id]
+}
+
 // QueryInTx runs the registered query id (or Query.Name, such as a
 // generated descriptor's name) on a push transaction's reader,
 // for row and commit validators (SPEC §6.7, §6.8: queryAuthoritative
@@ -22,10 +43,7 @@ var _ ports.TxQueries = (*Registry)(nil)
 // operation.result_too_large rather than deciding on part of it. Params
 // are typed as for a request (string, int64, int, float64, bool).
 func (r *Registry) QueryInTx(ctx context.Context, tx ports.TxReader, id string, params map[string]any) ([]ports.CandidateRow, error) {
-	reg := r.query(id)
-	if reg == nil && r != nil {
-		reg = r.names[id]
-	}
+	reg := r.inTx(id)
 	if reg == nil {
 		return nil, syncerr.Newf(syncerr.OperationUnknown, "no query operation %q", id)
 	}
@@ -46,11 +64,6 @@ func (r *Registry) QueryInTx(ctx context.Context, tx ports.TxReader, id string, 
 		return nil, syncerr.Newf(syncerr.OperationResultTooLarge, "query %q has more than %d rows", id, reg.plan.MaxRows())
 	}
 	return rows, nil
-}
-
-// HasQuery implements ports.TxQueries.
-func (r *Registry) HasQuery(id string) bool {
-	return r != nil && (r.queries[id] != nil || r.names[id] != nil)
 }
 
 func paramsValue(p map[string]any) (opdomain.Value, error) {

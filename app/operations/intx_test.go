@@ -45,6 +45,11 @@ func TestQueryInTx(t *testing.T) {
 	if !reflect.DeepEqual(tx.last, want) {
 		t.Fatalf("query %+v, want %+v (no scope filter: validators are server code)", tx.last, want)
 	}
+	for id, want := range map[string]string{"tasks.byProject": "tasks", "nope": ""} {
+		if table, ok := reg.QueryTable(id); table != want || ok != (want != "") {
+			t.Errorf("QueryTable(%s) = %q, %t; want %q", id, table, ok, want)
+		}
+	}
 	refusals := []struct {
 		name   string
 		id     string

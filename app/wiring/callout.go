@@ -25,7 +25,8 @@ import (
 // the authenticator of --auth callout and the resolver of --scopes
 // callout (AuthModule installs them), the row validators of
 // --callout-validate-tables and the commit validator of
-// --callout-validate-commits (provided into the push hooks' groups), the
+// --callout-validate-commits (provided into the push hooks' groups; the
+// queries their backend asks for run through the operations registry), the
 // commands of --callout-commands (into the remote commands' group) and
 // the reaction handlers of --callout-reactions (into the reaction
 // handlers' group). A host's own hooks run beside them; a command name or
@@ -100,6 +101,19 @@ type calloutParams struct {
 	Client *callout.Client `optional:"true"`
 }
 
+// calloutValidateParams are the validators' inputs, the registry among
+// them: it runs the queries a validate answer asks for (OperationsModule).
+// calloutParams cannot hold it, as the registry holds the backend's
+// commands.
+type calloutValidateParams struct {
+	fx.In
+	Config   config.Config
+	Log      *zap.Logger
+	Schema   *schema.Schema
+	Client   *callout.Client      `optional:"true"`
+	Registry *operations.Registry `optional:"true"`
+}
+
 // newCalloutAuthenticator is the authenticator of --auth callout; nil
 // otherwise.
 func newCalloutAuthenticator(p calloutParams) (*callout.Authenticator, error) {
@@ -119,14 +133,21 @@ func newCalloutScopes(p calloutParams) (*callout.ScopeResolver, error) {
 		TTL: p.Config.Callout.ScopesTTL, Now: p.Clock.Now})
 }
 
-func newCalloutValidators(p calloutParams) (*callout.Validators, error) {
-	return callout.NewValidators(callout.ValidateOptions{Client: p.Client, Schema: p.Schema,
-		Timeout: p.Config.Callout.ValidateTimeout, Log: p.Log.Named("callout")})
+// newCalloutValidators builds the validate callouts; the queries a
+// backend asks for are the registry's (--operations), and without one
+// each is operation.unknown.
+func newCalloutValidators(p calloutValidateParams) (*callout.Validators, error) {
+	o := callout.ValidateOptions{Client: p.Client, Schema: p.Schema,
+		Timeout: p.Config.Callout.ValidateTimeout, Log: p.Log.Named("callout")}
+	if p.Registry != nil {
+		o.Queries = p.Registry
+	}
+	return callout.NewValidators(o)
 }
 
 // newCalloutRowValidators are the validators of --callout-validate-tables;
 // a table the schema does not declare stops the start.
-func newCalloutRowValidators(p calloutParams) ([]ports.RowValidator, error) {
+func newCalloutRowValidators(p calloutValidateParams) ([]ports.RowValidator, error) {
 	tables := p.Config.Callout.ValidatedTables()
 	if len(tables) == 0 || p.Client == nil {
 		return nil, nil
@@ -144,7 +165,7 @@ func newCalloutRowValidators(p calloutParams) ([]ports.RowValidator, error) {
 
 // newCalloutCommitValidators is the validator of
 // --callout-validate-commits (a list, for the group).
-func newCalloutCommitValidators(p calloutParams) ([]ports.CommitValidator, error) {
+func newCalloutCommitValidators(p calloutValidateParams) ([]ports.CommitValidator, error) {
 	if !p.Config.Callout.ValidateCommits || p.Client == nil {
 		return nil, nil
 	}

@@ -52,6 +52,20 @@ const (
 	// HeaderRequestID carries the id of the sync API request the callout
 	// serves, when there is one (the same id the server logs).
 	HeaderRequestID = "Syncd-Request-Id"
+	// HeaderFeatures lists, comma-separated, the additions to Version the
+	// callout may use. An addition is something a backend that ignores it
+	// never meets, such as an answer it may choose to give; a backend
+	// gives it only when this header lists it, so it runs against servers
+	// from before the addition too.
+	HeaderFeatures = "Syncd-Callout-Features"
+)
+
+// Features of HeaderFeatures.
+const (
+	// FeatureValidateQueries: a validate callout may be answered by asking
+	// for registered queries ({"queries": [...]}), and is then asked again
+	// with their results.
+	FeatureValidateQueries = "validate-queries"
 )
 
 // Headers of a reaction's callout.
