@@ -87,7 +87,7 @@ func TestRulesOverJWT(t *testing.T) {
 		withRules := start(t, e, serverOpts{ir: todos.IR(), config: func(c *config.Config) {
 			jwtAuth(c)
 			c.Scopes, c.Rules.File = config.ScopesRules, exampleRules
-		}})
+		}, extra: []fx.Option{withReactionQueue()}})
 		// The same rules in Go, on a fresh database of the same engine.
 		inGo := start(t, e, serverOpts{ir: todos.IR(), config: jwtAuth, extra: []fx.Option{
 			app.ProvideRowValidator(func() goTitleLength { return goTitleLength{} }),
