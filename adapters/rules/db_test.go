@@ -53,7 +53,7 @@ func (f *fakeTx) ScanRowsByIndex(_ context.Context, q ports.IndexScan) ([]ports.
 	return out, nil
 }
 
-func task(id, project, title string) ports.CandidateRow {
+func candidate(id, project, title string) ports.CandidateRow {
 	return ports.CandidateRow{RowID: id, Version: 1, Values: ports.RowValues{"id": id, "project_id": project, "title": title,
 		"done": false, "estimate": int64(1), "attachment": nil}}
 }
@@ -89,7 +89,7 @@ func TestDBReadsInsideThePush(t *testing.T) {
 	}
 	v := r.RowValidators()[0]
 	in := func(tx ports.TxReader, id, project, title string) ports.RowValidation {
-		return ports.RowValidation{Op: commit.OpUpsert, Table: "tasks", RowID: id, Row: task(id, project, title).Values,
+		return ports.RowValidation{Op: commit.OpUpsert, Table: "tasks", RowID: id, Row: candidate(id, project, title).Values,
 			ActorID: "alice", Partition: "p", Tx: tx}
 	}
 	rej := func(code, msg string) error {
@@ -106,15 +106,15 @@ func TestDBReadsInsideThePush(t *testing.T) {
 		want error
 	}{
 		{"empty project", nil, func(tx ports.TxReader) ports.RowValidation { return in(tx, "t1", "p1", "a") }, nil},
-		{"one other task", []ports.CandidateRow{task("t0", "p1", "z")},
+		{"one other task", []ports.CandidateRow{candidate("t0", "p1", "z")},
 			func(tx ports.TxReader) ports.RowValidation { return in(tx, "t1", "p1", "a") }, nil},
-		{"two other tasks", []ports.CandidateRow{task("t0", "p1", "z"), task("t2", "p1", "y")},
+		{"two other tasks", []ports.CandidateRow{candidate("t0", "p1", "z"), candidate("t2", "p1", "y")},
 			func(tx ports.TxReader) ports.RowValidation { return in(tx, "t1", "p1", "a") }, rej("app.project_full", "a project holds at most two tasks")},
-		{"the row itself does not count", []ports.CandidateRow{task("t0", "p1", "z"), task("t1", "p1", "a")},
+		{"the row itself does not count", []ports.CandidateRow{candidate("t0", "p1", "z"), candidate("t1", "p1", "a")},
 			func(tx ports.TxReader) ports.RowValidation { return in(tx, "t1", "p1", "a") }, nil},
-		{"other projects do not count", []ports.CandidateRow{task("t0", "p2", "z"), task("t2", "p2", "y")},
+		{"other projects do not count", []ports.CandidateRow{candidate("t0", "p2", "z"), candidate("t2", "p2", "y")},
 			func(tx ports.TxReader) ports.RowValidation { return in(tx, "t1", "p1", "a") }, nil},
-		{"title taken by another row", []ports.CandidateRow{task("t0", "p1", "a")},
+		{"title taken by another row", []ports.CandidateRow{candidate("t0", "p1", "a")},
 			func(tx ports.TxReader) ports.RowValidation { return in(tx, "t1", "p1", "a") }, rej("app.title_taken", "a title is used once per project")},
 	}
 	for _, tc := range tests {
@@ -130,9 +130,9 @@ func TestDBReadsInsideThePush(t *testing.T) {
 	}
 
 	// The commit rule's explicit limit reaches the scan.
-	tx := &fakeTx{rows: []ports.CandidateRow{task("k", "p1", "keep")}}
+	tx := &fakeTx{rows: []ports.CandidateRow{candidate("k", "p1", "keep")}}
 	cv := ports.CommitValidation{ActorID: "alice", Partition: "p", Tx: tx,
-		Operations: []ports.OperationEvidence{{OpIndex: 0, Op: commit.OpUpsert, Table: "tasks", RowID: "t1", Row: task("t1", "p1", "a").Values}}}
+		Operations: []ports.OperationEvidence{{OpIndex: 0, Op: commit.OpUpsert, Table: "tasks", RowID: "t1", Row: candidate("t1", "p1", "a").Values}}}
 	if err := r.CommitValidator().ValidateCommit(context.Background(), cv); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestDBReadFailures(t *testing.T) {
 			}
 			tx := &fakeTx{err: tc.txErr}
 			err = r.RowValidators()[0].ValidateRow(context.Background(), ports.RowValidation{Op: commit.OpUpsert, Table: "tasks",
-				RowID: "t1", Row: task("t1", "p", "t").Values, Tx: tx})
+				RowID: "t1", Row: candidate("t1", "p", "t").Values, Tx: tx})
 			var re *rules.RuleError
 			switch tc.want {
 			case "storage":

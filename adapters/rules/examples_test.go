@@ -109,4 +109,35 @@ func TestExampleRules(t *testing.T) {
 			t.Fatalf("21 deletes: %#v", err)
 		}
 	})
+
+	t.Run("reactions/todo-completed", func(t *testing.T) {
+		open, done := todo("Milk", 0), todo("Milk", 0)
+		done["done"] = true
+		plan := func(ops ...ports.OperationEvidence) []ports.PlannedReaction {
+			t.Helper()
+			got, err := r.ReactionPlanner().PlanReactions(ctx, ports.CommitValidation{ClientID: "phone", ClientCommitID: "c-1",
+				ActorID: "alice", Partition: "default", Operations: ops})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		got := plan(ports.OperationEvidence{OpIndex: 0, Op: commit.OpUpsert, Table: "todos", RowID: "t-1", Row: done, Stored: open})
+		want := []ports.PlannedReaction{{Key: "todo-completed:todos:t-1:0", Type: "todos.completed", Version: 1,
+			Payload: []byte(`{"completedBy":"alice","listId":"l-1","title":"Milk","todoId":"t-1"}`)}}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("completing a todo planned %+v", got)
+		}
+		// Not for a todo created done, one already done, one reopened, a
+		// delete, or another table.
+		if got := plan(
+			ports.OperationEvidence{OpIndex: 0, Op: commit.OpUpsert, Table: "todos", RowID: "t-1", Row: done},
+			ports.OperationEvidence{OpIndex: 1, Op: commit.OpUpsert, Table: "todos", RowID: "t-1", Row: done, Stored: done},
+			ports.OperationEvidence{OpIndex: 2, Op: commit.OpUpsert, Table: "todos", RowID: "t-1", Row: open, Stored: done},
+			ports.OperationEvidence{OpIndex: 3, Op: commit.OpDelete, Table: "todos", RowID: "t-1", Stored: open},
+			ports.OperationEvidence{OpIndex: 4, Op: commit.OpUpsert, Table: "lists", RowID: "l-1", Row: list("Groceries"), Stored: list("Groceries")},
+		); len(got) != 0 {
+			t.Fatalf("planned %+v", got)
+		}
+	})
 }

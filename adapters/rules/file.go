@@ -73,7 +73,11 @@ type fileSpec struct {
 	validators map[string][]ruleSpec
 	tableLines map[string]int
 	commit     []ruleSpec
+	reactions  []reactionSpec
 }
+
+// sections are the kinds of rule a file holds.
+const sections = "scopes, validators, commitValidators or reactions"
 
 // parseFile reads the YAML structure of a rules file. Every problem is
 // an *Error naming the line; all of them are reported, joined.
@@ -85,11 +89,11 @@ func parseFile(name string, data []byte) (*fileSpec, error) {
 	}
 	spec := &fileSpec{costLimit: DefaultCostLimit, validators: map[string][]ruleSpec{}, tableLines: map[string]int{}}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return nil, &Error{File: name, Line: 1, Msg: "empty file: want a mapping with scopes, validators or commitValidators"}
+		return nil, &Error{File: name, Line: 1, Msg: "empty file: want a mapping with " + sections}
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
-		return nil, &Error{File: name, Line: root.Line, Msg: "want a mapping with scopes, validators or commitValidators"}
+		return nil, &Error{File: name, Line: root.Line, Msg: "want a mapping with " + sections}
 	}
 	for _, kv := range p.pairs(root) {
 		k, v := kv[0], kv[1]
@@ -114,8 +118,10 @@ func parseFile(name string, data []byte) (*fileSpec, error) {
 			p.validators(v, spec)
 		case "commitValidators":
 			spec.commit = p.rules(v, "commitValidators", true)
+		case "reactions":
+			spec.reactions = p.reactions(v)
 		default:
-			p.fail(k.Line, "", fmt.Sprintf("unknown key %q (want version, costLimit, scopes, validators or commitValidators)", k.Value))
+			p.fail(k.Line, "", fmt.Sprintf("unknown key %q (want version, costLimit, %s)", k.Value, sections))
 		}
 	}
 	if len(p.errs) > 0 {

@@ -2,7 +2,8 @@
 // Expression Language, cel.dev/cel-go) behind the server's ports: a
 // scopes rule computing an actor's allowed scopes from the credential's
 // claims (a ports.ScopeResolver), per-table row validators (each table's
-// ports.RowValidator) and commit validators (a ports.CommitValidator).
+// ports.RowValidator), commit validators (a ports.CommitValidator) and
+// reaction rules planning durable reactions (a ports.ReactionPlanner).
 //
 // The rules come from one YAML file (docs/rules.md) and are compiled and
 // type-checked against the served schema when they are loaded: a rule
@@ -60,6 +61,7 @@ type Rules struct {
 	scopes    *scopeResolver
 	rows      []*rowValidator
 	commit    *commitValidator
+	reactions *reactionPlanner
 }
 
 // Load reads and compiles the rules file at path.
@@ -108,11 +110,14 @@ func Parse(name string, data []byte, o Options) (*Rules, error) {
 	if len(spec.commit) > 0 {
 		r.commit = c.commit(r, spec.commit)
 	}
+	if len(spec.reactions) > 0 {
+		r.reactions = c.reactions(r, spec.reactions)
+	}
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
 	}
-	if r.scopes == nil && len(r.rows) == 0 && r.commit == nil {
-		return nil, &Error{File: name, Line: 1, Msg: "no rules: want scopes, validators or commitValidators"}
+	if r.scopes == nil && len(r.rows) == 0 && r.commit == nil && r.reactions == nil {
+		return nil, &Error{File: name, Line: 1, Msg: "no rules: want " + sections}
 	}
 	return r, nil
 }

@@ -216,12 +216,13 @@ type calloutReactionParams struct {
 	Log     *zap.Logger
 	Client  *callout.Client       `optional:"true"`
 	Planner ports.ReactionPlanner `optional:"true"`
+	Rules   ports.ReactionPlanner `name:"syncd.rules_reactions" optional:"true"`
 }
 
 // newCalloutReactionHandlers are the webhooks of --callout-reactions,
 // delivered by the reaction runner (ReactionsModule). Reactions are
-// planned by a host's ReactionPlanner; without one nothing is ever
-// delivered, which is logged.
+// planned by the reaction rules of --rules or a host's ReactionPlanner;
+// without either nothing is ever delivered, which is logged.
 func newCalloutReactionHandlers(p calloutReactionParams) ([]ports.ReactionHandler, error) {
 	types := p.Config.Callout.ReactionTypes()
 	if len(types) == 0 || p.Client == nil {
@@ -232,8 +233,8 @@ func newCalloutReactionHandlers(p calloutReactionParams) ([]ports.ReactionHandle
 	if err != nil {
 		return nil, fmt.Errorf("--callout-reactions: %w", err)
 	}
-	if p.Planner == nil {
-		p.Log.Named("callout").Warn("--callout-reactions is set, but no reaction planner is registered (a host's app.ProvideReactionPlanner): "+
+	if p.Planner == nil && p.Rules == nil {
+		p.Log.Named("callout").Warn("--callout-reactions is set, but nothing plans reactions (reaction rules in --rules, a host's app.ProvideReactionPlanner): "+
 			"no reaction is planned, so none is delivered", zap.Strings("types", types))
 	}
 	return hs, nil

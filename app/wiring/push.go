@@ -47,10 +47,13 @@ type PushPipelineParams struct {
 	// CommitValidators run after the host's CommitValidator.
 	CommitValidators []ports.CommitValidator `group:"syncd.commit_validators"`
 	ReactionPlanner  ports.ReactionPlanner   `optional:"true"`
-	Blobs            ports.BlobChecker       `optional:"true"`
-	Listeners        []ports.CommitListener  `group:"syncd.commit_listeners"`
-	Metrics          *platform.Metrics       `optional:"true"`
-	Events           ports.EventSink         `optional:"true"`
+	// RulesReactions is the planner of --rules' reactions; a host's
+	// ReactionPlanner beside it stops the start.
+	RulesReactions ports.ReactionPlanner  `name:"syncd.rules_reactions" optional:"true"`
+	Blobs          ports.BlobChecker      `optional:"true"`
+	Listeners      []ports.CommitListener `group:"syncd.commit_listeners"`
+	Metrics        *platform.Metrics      `optional:"true"`
+	Events         ports.EventSink        `optional:"true"`
 }
 
 // NewPushPipeline builds the commit pipeline; nil without storage.
@@ -58,9 +61,12 @@ func NewPushPipeline(p PushPipelineParams) (*push.Pipeline, error) {
 	if p.Store == nil {
 		return nil, nil
 	}
+	planner, err := reactionPlanner(p.ReactionPlanner, p.RulesReactions, p.Store)
+	if err != nil {
+		return nil, err
+	}
 	var pm *push.Metrics
 	if p.Metrics != nil && p.Metrics.Registry != nil {
-		var err error
 		if pm, err = push.NewMetrics(p.Metrics.Registry); err != nil {
 			return nil, err
 		}
@@ -72,7 +78,7 @@ func NewPushPipeline(p PushPipelineParams) (*push.Pipeline, error) {
 		Declarations:    p.Declarations,
 		RowValidators:   p.RowValidators,
 		CommitValidator: push.CommitValidators(append([]ports.CommitValidator{p.CommitValidator}, p.CommitValidators...)...),
-		ReactionPlanner: p.ReactionPlanner,
+		ReactionPlanner: planner,
 		Mergers:         withBuiltinMergers(p.Mergers),
 		Blobs:           p.Blobs,
 		Listeners:       p.Listeners,

@@ -129,23 +129,71 @@ export const commands = {
   },
 };
 
-// delivered remembers the idempotency keys already handled: delivery is
-// at least once, so a retry of a delivered reaction must not act twice.
-// (A real backend keeps them in its database, beside the effect.)
-const delivered = new Set();
+// notifier stands in for the system a reaction calls (a mail service, a
+// push service). Its outage is simulated: failNextNotifications(n)
+// makes the next n notifications fail, so syncd's retry can be seen.
+const notifier = { failures: 0, sent: [] };
 
-// reactions: type → handler, served at POST BASE/reactions/<type>. A 2xx
-// with an empty body completes the reaction; anything else makes syncd
-// retry it later. Reactions are planned by the embedding program's
-// planner (the stock binary plans none).
+export function failNextNotifications(n) {
+  notifier.failures = n;
+}
+
+// handled remembers the idempotency keys already acted on: delivery is
+// at least once (a retry after a lost answer, another node after a lease
+// expired), so the same key must not notify twice. A real backend keeps
+// them in its database, in the transaction of the effect.
+const handled = new Set();
+
+// deliveries records every reaction delivery received, with the answer
+// given, in order (server.mjs serves it to the repository's test with
+// --test-endpoints).
+const deliveries = [];
+
+export function deliveryLog() {
+  return deliveries;
+}
+
+// reactions: type → handler, served at POST BASE/reactions/<type>
+// (--callout-reactions <type>). A 2xx with an empty body completes the
+// reaction; a non-2xx with {code, permanent} fails the attempt (syncd
+// retries it with backoff, or dead-letters it when permanent or out of
+// attempts). The stock syncd plans them with the reactions of its rules
+// file (docs/rules.md), a program that embeds syncd with its own planner.
 export const reactions = {
-  // todoCompleted is where a team would send a notification.
-  todoCompleted(req, idempotencyKey) {
-    if (!idempotencyKey) return { status: 400, body: { error: "no idempotency key" } };
-    if (!delivered.has(idempotencyKey)) {
-      delivered.add(idempotencyKey);
-      console.log(`reaction ${req.type ?? "todoCompleted"} ${idempotencyKey}: ${JSON.stringify(req.payload ?? null)}`);
-    }
-    return { status: 204 };
+  // todos.completed follows a todo marked done (examples/rules.yaml's
+  // todo-completed rule): payload {todoId, listId, title, completedBy}.
+  // Where a team would tell the list's other members.
+  "todos.completed"(req, idempotencyKey) {
+    const answer = completed(req, idempotencyKey);
+    deliveries.push({
+      type: req.type,
+      idempotencyKey,
+      attempt: req.attempt,
+      payload: req.payload,
+      source: req.source,
+      status: answer.status,
+    });
+    return answer;
   },
 };
+
+function completed(req, idempotencyKey) {
+  // The header and the body name the same key; a mismatch is not syncd.
+  if (!idempotencyKey || idempotencyKey !== req.idempotencyKey) {
+    return { status: 400, body: { error: "idempotency key header and body differ" } };
+  }
+  // An unknown version is a permanent failure: retrying cannot help.
+  if (req.version !== 1) {
+    return { status: 422, body: { code: "app.unknown_version", permanent: true, details: { version: req.version } } };
+  }
+  if (handled.has(idempotencyKey)) return { status: 204 };
+  if (notifier.failures > 0) {
+    notifier.failures--;
+    return { status: 500, body: { code: "app.notifier_unavailable", permanent: false } };
+  }
+  const p = req.payload ?? {};
+  notifier.sent.push({ list: p.listId, text: `${p.completedBy} completed "${p.title}"` });
+  handled.add(idempotencyKey);
+  console.log(`reaction ${req.type} ${idempotencyKey}: ${p.completedBy} completed ${p.todoId} in ${p.listId}`);
+  return { status: 204 };
+}

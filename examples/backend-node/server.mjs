@@ -9,6 +9,11 @@
 // Every callout must carry a valid signature made with a key of the key
 // file (the same file syncd gets as --callout-key-file); SIGHUP reads the
 // file again, for a key rotation.
+//
+// --test-endpoints adds two unsigned routes for the repository's test
+// (test/backendnode), never for a deployment: GET /test/reactions lists
+// the reaction deliveries received, POST /test/notifier/fail-next?n=N
+// makes the next N notifications fail (a simulated outage).
 
 import { createServer } from "node:http";
 import { parseArgs } from "node:util";
@@ -21,14 +26,15 @@ const CONTRACT_VERSION = "1";
 // MAX_BODY_BYTES bounds a callout body; syncd's are far smaller.
 const MAX_BODY_BYTES = 1 << 20;
 
-// IDEMPOTENCY_HEADERS may carry a reaction's idempotency key (the header
-// name is not fixed by contract version 1 yet).
-const IDEMPOTENCY_HEADERS = ["syncd-idempotency-key", "idempotency-key"];
+// IDEMPOTENCY_HEADER carries a reaction's idempotency key,
+// percent-encoded (docs/callout.md, reactions).
+const IDEMPOTENCY_HEADER = "syncd-idempotency-key";
 
 const { values: opts } = parseArgs({
   options: {
     listen: { type: "string", default: "127.0.0.1:8790" },
     "key-file": { type: "string" },
+    "test-endpoints": { type: "boolean", default: false },
   },
 });
 if (!opts["key-file"]) {
@@ -57,7 +63,8 @@ function route(path) {
     case "/validate":
       return rules.validate;
   }
-  const [, kind, name, rest] = path.split("/");
+  const [, kind, escaped, rest] = path.split("/");
+  const name = decode(escaped);
   if (rest !== undefined || !name) return null;
   if (kind === "commands" && Object.hasOwn(rules.commands, name)) {
     return (body) => rules.commands[name](body);
@@ -69,10 +76,30 @@ function route(path) {
 }
 
 function idempotencyKey(req) {
-  for (const h of IDEMPOTENCY_HEADERS) {
-    if (req.headers[h]) return req.headers[h];
+  return decode(req.headers[IDEMPOTENCY_HEADER]);
+}
+
+// decode undoes percent-encoding; undefined for a malformed escape.
+function decode(s) {
+  try {
+    return s === undefined ? undefined : decodeURIComponent(s);
+  } catch {
+    return undefined;
   }
-  return undefined;
+}
+
+// testRoute answers the --test-endpoints routes; false for another path.
+function testRoute(req, res, url) {
+  if (req.method === "GET" && url.pathname === "/test/reactions") {
+    send(res, 200, rules.deliveryLog());
+    return true;
+  }
+  if (req.method === "POST" && url.pathname === "/test/notifier/fail-next") {
+    rules.failNextNotifications(Number(url.searchParams.get("n") ?? 1));
+    send(res, 204);
+    return true;
+  }
+  return false;
 }
 
 // A refused callout (bad signature, wrong version, unparsable body) is
@@ -107,7 +134,9 @@ async function readBody(req) {
 }
 
 async function handle(req, res) {
-  const path = new URL(req.url, "http://backend").pathname;
+  const url = new URL(req.url, "http://backend");
+  const path = url.pathname;
+  if (opts["test-endpoints"] && testRoute(req, res, url)) return;
   if (req.method !== "POST") return refuse(req, res, 405, "callouts are POSTs");
   const handler = route(path);
   if (!handler) return refuse(req, res, 404, `no callout at ${path}`);

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -78,10 +79,15 @@ func TestNodeBackendRulesTakeEffect(t *testing.T) {
 			defer cancel()
 			keyFile, key := writeKey(t)
 			be := startBackend(t, ctx, node, keyFile)
+			adminToken := writeFile(t, "admin.token", strings.Repeat("t", 32))
 			srv := serve(t, ctx, "--database", db,
 				"--auth", "callout", "--scopes", "callout",
 				"--callout-url", be.url, "--callout-key-file", keyFile,
 				"--callout-validate-tables", "todos", "--callout-commands", "addTodo",
+				// The reactions come from the rules file, the rest from
+				// the backend.
+				"--rules", writeFile(t, "rules.yaml", reactionRules), "--callout-reactions", "todos.completed",
+				"--admin-api", "--admin-token-file", adminToken,
 				// Generous bounds, so a loaded machine never turns an
 				// answering backend into an outage: the test is about
 				// the backend's decisions, not its speed.
@@ -89,6 +95,7 @@ func TestNodeBackendRulesTakeEffect(t *testing.T) {
 			checkRules(t, ctx, sch, srv.BaseURL())
 			checkCommand(t, ctx, sch, srv.BaseURL())
 			checkSignatures(t, ctx, be.url, key)
+			checkReactions(t, ctx, sch, srv, be, strings.Repeat("t", 32))
 			if t.Failed() {
 				t.Logf("backend output:\n%s\nsyncd log tail:\n%s", be.output(), srv.Tail())
 			}
@@ -306,6 +313,191 @@ func checkSignatures(t *testing.T, ctx context.Context, url, key string) {
 	}
 }
 
+// reactionRules is the rules file syncd runs beside the backend: only
+// examples/rules.yaml's reaction rule, its validators and scopes being
+// the backend's.
+const reactionRules = `
+reactions:
+  - name: todo-completed
+    table: todos
+    on: [update]
+    when: row.done && !stored.done
+    type: todos.completed
+    payload: |
+      {"todoId": rowId, "listId": row.list_id, "title": row.title, "completedBy": actor}
+`
+
+// delivery is one reaction delivery the backend received (GET
+// /test/reactions).
+type delivery struct {
+	Type           string          `json:"type"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+	Attempt        int             `json:"attempt"`
+	Payload        json.RawMessage `json:"payload"`
+	Source         struct {
+		ClientID       string `json:"clientId"`
+		ClientCommitID string `json:"clientCommitId"`
+	} `json:"source"`
+	Status int `json:"status"`
+}
+
+// checkReactions completes todos of alice's and follows the reaction
+// the rule plans: a new todo plans none; completing one is delivered to
+// POST BASE/reactions/todos.completed exactly once, with the key
+// SPEC §6.9 derives (partition, client, commit, the rule's key) in
+// Syncd-Idempotency-Key and the rule's payload, and the reaction is
+// completed after one attempt; a delivery the webhook answers 500 is
+// retried with the same key and completes on its second attempt.
+func checkReactions(t *testing.T, ctx context.Context, sch *schema.Schema, srv *syncdproc.Node, be *backend, adminToken string) {
+	c, err := client.New(client.Options{BaseURL: srv.BaseURL(), Schema: sch, ClientID: "alice-watch", BearerToken: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subscribe(c, "alice", "alice-work")
+	push := func(w write) string {
+		t.Helper()
+		id := queue(t, c, w)
+		res, err := c.Sync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := res.Pushes; len(p) != 1 || p[0].Status != ssp2.PushApplied || p[0].ClientCommitID != id {
+			t.Fatalf("%s: %s", id, describe(p))
+		}
+		return id
+	}
+	wantKey := func(commitID, rowID string) string {
+		b, err := json.Marshal([]string{"demo", "alice-watch", commitID, "todo-completed:todos:" + rowID + ":0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	done := func(w write) write { w.cols["done"] = rowcodec.Bool(true); return w }
+
+	// Created, then completed: one reaction, for the completion.
+	push(todo("a-r1", "alice-work", "Call the plumber"))
+	completed := push(done(todo("a-r1", "alice-work", "Call the plumber")))
+	key := wantKey(completed, "a-r1")
+	r := waitReaction(t, ctx, srv, adminToken, key, "completed")
+	if r.Attempts != 1 {
+		t.Fatalf("reaction %s: %d attempts, want 1", key, r.Attempts)
+	}
+	got := deliveries(t, ctx, be)
+	if len(got) != 1 {
+		t.Fatalf("the backend received %d deliveries, want 1: %+v", len(got), got)
+	}
+	d := got[0]
+	var payload map[string]string
+	if err := json.Unmarshal(d.Payload, &payload); err != nil {
+		t.Fatalf("payload %s: %v", d.Payload, err)
+	}
+	wantPayload := map[string]string{"todoId": "a-r1", "listId": "alice-work", "title": "Call the plumber", "completedBy": "alice"}
+	if d.Type != "todos.completed" || d.IdempotencyKey != key || d.Attempt != 1 || d.Status != http.StatusNoContent ||
+		d.Source.ClientID != "alice-watch" || d.Source.ClientCommitID != completed || !reflect.DeepEqual(payload, wantPayload) {
+		t.Fatalf("delivery %+v (payload %s), want key %s, payload %v", d, d.Payload, key, wantPayload)
+	}
+
+	// The webhook fails once (its notifier is down): the attempt is
+	// retried with the same key and completes.
+	push(todo("a-r2", "alice-work", "Water the plants"))
+	post(t, ctx, be.url+"/test/notifier/fail-next?n=1")
+	retried := push(done(todo("a-r2", "alice-work", "Water the plants")))
+	key = wantKey(retried, "a-r2")
+	if r := waitReaction(t, ctx, srv, adminToken, key, "completed"); r.Attempts != 2 {
+		t.Fatalf("reaction %s: %d attempts, want 2", key, r.Attempts)
+	}
+	got = deliveries(t, ctx, be)
+	if len(got) != 3 {
+		t.Fatalf("the backend received %d deliveries, want 3: %+v", len(got), got)
+	}
+	for i, want := range []struct{ attempt, status int }{{1, http.StatusInternalServerError}, {2, http.StatusNoContent}} {
+		if d := got[1+i]; d.IdempotencyKey != key || d.Attempt != want.attempt || d.Status != want.status || d.Source.ClientCommitID != retried {
+			t.Fatalf("delivery %d: %+v, want key %s, attempt %d answered %d", 1+i, d, key, want.attempt, want.status)
+		}
+	}
+}
+
+// adminReaction is an entry of GET /admin/v1/reactions/list.
+type adminReaction struct {
+	IdempotencyKey string `json:"idempotencyKey"`
+	Status         string `json:"status"`
+	Attempts       int    `json:"attempts"`
+}
+
+// waitReaction polls the admin API until the reaction with key has
+// status; the deadline only bounds a hung test.
+func waitReaction(t *testing.T, ctx context.Context, srv *syncdproc.Node, token, key, status string) adminReaction {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var last []adminReaction
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.AdminURL()+"/admin/v1/reactions/list?partition=demo&type=todos.completed&limit=500", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		var page struct{ Items []adminReaction }
+		getJSON(t, req, &page)
+		last = page.Items
+		for _, r := range page.Items {
+			if r.IdempotencyKey == key && r.Status == status {
+				return r
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("reaction %s never reached %s; the queue holds %+v", key, status, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// deliveries is what the backend received so far.
+func deliveries(t *testing.T, ctx context.Context, be *backend) []delivery {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, be.url+"/test/reactions", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []delivery
+	getJSON(t, req, &out)
+	return out
+}
+
+func getJSON(t *testing.T, req *http.Request, out any) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s: %d %s", req.Method, req.URL, resp.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		t.Fatalf("%s %s: %v: %s", req.Method, req.URL, err, body)
+	}
+}
+
+func post(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %s: %d", url, resp.StatusCode)
+	}
+}
+
 // subscribe registers a user's lists and the todos of the named lists.
 func subscribe(c *client.Client, user string, lists ...string) {
 	c.Subscribe("lists", "lists", map[string][]string{"owner_id": {user}})
@@ -327,8 +519,8 @@ func todo(id, listID, title string) write {
 		"title": rowcodec.String(title), "done": rowcodec.Bool(false), "position": rowcodec.Int(0), "updated_at_ms": rowcodec.Int(1)}}
 }
 
-// queue queues the writes as one commit.
-func queue(t *testing.T, c *client.Client, ws ...write) {
+// queue queues the writes as one commit and returns its id.
+func queue(t *testing.T, c *client.Client, ws ...write) string {
 	t.Helper()
 	ops := make([]ssp2.PushOperation, len(ws))
 	for i, w := range ws {
@@ -338,7 +530,7 @@ func queue(t *testing.T, c *client.Client, ws ...write) {
 		}
 		ops[i] = op
 	}
-	c.Queue(ops...)
+	return c.Queue(ops...)
 }
 
 // describe renders push results for a failure message.
@@ -403,6 +595,17 @@ func watchExample(t *testing.T) {
 	}
 }
 
+// writeFile writes a file of the test's temporary directory and returns
+// its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // writeKey writes a fresh signing key to a key file, shared by the
 // backend and syncd.
 func writeKey(t *testing.T) (path, key string) {
@@ -442,7 +645,7 @@ var listening = regexp.MustCompile(`^backend listening on (http://127\.0\.0\.1:\
 // once it listens; the process is killed when the test ends.
 func startBackend(t *testing.T, ctx context.Context, node, keyFile string) *backend {
 	t.Helper()
-	cmd := exec.Command(node, "server.mjs", "--listen", "127.0.0.1:0", "--key-file", keyFile)
+	cmd := exec.Command(node, "server.mjs", "--listen", "127.0.0.1:0", "--key-file", keyFile, "--test-endpoints")
 	cmd.Dir = exampleDir
 	b := &backend{}
 	cmd.Stderr = b

@@ -299,15 +299,21 @@ type reactiveStore struct {
 	ports.ReactionQueue
 }
 
+// withReactionQueue shows the engine's reaction queue, which the
+// harness's store wrapper hides, to the server: the runner needs it, and
+// so do the reaction rules of --rules.
+func withReactionQueue() fx.Option {
+	return fx.Decorate(func(st ports.Storage) ports.Storage {
+		g := st.(*gatedStore)
+		return reactiveStore{g, g.Storage.(ports.ReactionQueue)}
+	})
+}
+
 // welcomeReactions makes the harness's server plan project.welcome for
-// every new project and deliver reactions: its store wrapper hides the
-// engine's reaction queue, which the runner needs.
+// every new project and deliver reactions.
 func welcomeReactions() fx.Option {
 	return fx.Options(
-		fx.Decorate(func(st ports.Storage) ports.Storage {
-			g := st.(*gatedStore)
-			return reactiveStore{g, g.Storage.(ports.ReactionQueue)}
-		}),
+		withReactionQueue(),
 		app.ProvideReactionPlanner(func() welcomePlanner { return welcomePlanner{} }),
 	)
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,6 +20,7 @@ import (
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/examples/todos"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/ssptest"
@@ -87,7 +89,7 @@ func TestRulesOverJWT(t *testing.T) {
 		withRules := start(t, e, serverOpts{ir: todos.IR(), config: func(c *config.Config) {
 			jwtAuth(c)
 			c.Scopes, c.Rules.File = config.ScopesRules, exampleRules
-		}})
+		}, extra: []fx.Option{withReactionQueue()}})
 		// The same rules in Go, on a fresh database of the same engine.
 		inGo := start(t, e, serverOpts{ir: todos.IR(), config: jwtAuth, extra: []fx.Option{
 			app.ProvideRowValidator(func() goTitleLength { return goTitleLength{} }),
@@ -294,6 +296,91 @@ validators:
 			if row, _ := s.store.GetRow(context.Background(), "default", "tasks", id); row != nil {
 				t.Fatalf("row %s of a rejected commit landed", id)
 			}
+		}
+	})
+}
+
+// TestRulesReactions: the reaction rules of --rules plan in the push
+// transaction: an accepted commit's reactions are stored with it, with
+// the key SPEC §6.9 derives and the rule's payload; a rejected commit and
+// a replay plan nothing; a rule that cannot plan fails the push as a
+// server failure with nothing of the commit stored, and its log line
+// names the rule.
+func TestRulesReactions(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		file := filepath.Join(t.TempDir(), "rules.yaml")
+		if err := os.WriteFile(file, []byte(`
+reactions:
+  - name: task-done
+    table: tasks
+    on: [update]
+    when: row.done && !stored.done
+    type: tasks.done
+    payload: '{"task": rowId, "title": row.title}'
+  - name: numbered-project
+    table: projects
+    on: [insert]
+    key: '"project"'
+    type: projects.numbered
+    maxAttempts: 3
+    payload: '{"number": int(row.name)}'
+`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := start(t, e, serverOpts{config: func(c *config.Config) { c.Rules.File = file }, extra: []fx.Option{withReactionQueue()}})
+		c := call{}
+		ep := s.epoch(c)
+		done := func(id, title string) []byte {
+			return ssptest.Sparse(t, s.sch.Table("tasks"), ssptest.Cols{"id": rowcodec.String(id), "project_id": rowcodec.String("p-1"),
+				"title": rowcodec.String(title), "done": rowcodec.Bool(true), "estimate": rowcodec.Null(), "attachment": rowcodec.Null()})
+		}
+		req := ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: ep, Commits: []*ssp2.PushCommit{
+			ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", project(t, s.sch, "p-1", "alice", "7"), -1),
+				ssptest.Upsert("tasks", "t-1", task(t, s.sch, "t-1", "p-1", "Milk"), -1)),
+			ssptest.Commit("k2", ssptest.Upsert("tasks", "t-1", done("t-1", "Milk"), -1)),
+			// Rejected (an undecodable row): plans nothing.
+			ssptest.Commit("k3", ssptest.Upsert("tasks", "t-2", []byte{0xff}, -1)),
+		}}
+		resp, _ := s.sync(c, req)
+		if resp.Results[0].Status != ssp2.PushApplied || resp.Results[1].Status != ssp2.PushApplied || resp.Results[2].Status != ssp2.PushRejected {
+			t.Fatalf("%+v %+v %+v", resp.Results[0], resp.Results[1], resp.Results[2])
+		}
+		s.sync(c, req) // a replay plans nothing more
+		rs, err := s.store.ListReactions(context.Background(), "default", nil, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, r := range rs {
+			got[r.IdempotencyKey] = fmt.Sprintf("%s v%d %s seq %d, %d attempts", r.Type, r.Version, r.Payload, r.Source.CommitSeq, r.MaxAttempts)
+		}
+		want := map[string]string{
+			`["default","c1","k1","numbered-project:project"]`: `projects.numbered v1 {"number":7} seq 1, 3 attempts`,
+			`["default","c1","k2","task-done:tasks:t-1:0"]`:    `tasks.done v1 {"task":"t-1","title":"Milk"} seq 2, 10 attempts`,
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("reactions\n %v\nwant\n %v", got, want)
+		}
+
+		// A project whose name is no number: the payload rule fails, and
+		// so does the push, with nothing stored.
+		rep := s.post(c, ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: ep, Commits: []*ssp2.PushCommit{
+			ssptest.Commit("k4", ssptest.Upsert("projects", "p-2", project(t, s.sch, "p-2", "alice", "boom"), -1))}}.Encode(t))
+		if body := s.jsonError(rep, http.StatusInternalServerError, syncerr.InternalError); body["retryable"] != true {
+			t.Fatalf("failed push: %s", rep.body)
+		}
+		if row, _ := s.store.GetRow(context.Background(), "default", "projects", "p-2"); row != nil {
+			t.Fatal("the failed push's row landed")
+		}
+		if b, _ := s.store.LogBounds(context.Background(), "default"); b.MaxSeq != 2 {
+			t.Fatalf("the log holds %d commits, want 2", b.MaxSeq)
+		}
+		if rs, _ := s.store.ListReactions(context.Background(), "default", nil, 10); len(rs) != 2 {
+			t.Fatalf("%d reactions after the failed push", len(rs))
+		}
+		failed := s.logs.FilterMessage("reaction rule failed: the push fails, the client retries it").All()
+		if len(failed) != 1 || failed[0].ContextMap()["rule"] != "reactions/numbered-project (payload)" || failed[0].ContextMap()["line"] != int64(15) {
+			t.Fatalf("log lines %+v", failed)
 		}
 	})
 }
