@@ -222,3 +222,26 @@ func TestDBCallsCheckedAtLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestReactionsReadWithDB: a reaction rule's payload reads other rows
+// with db too, in the transaction that plans it.
+func TestReactionsReadWithDB(t *testing.T) {
+	r, err := rules.Parse("rules.yaml", []byte(`
+reactions:
+  - name: created
+    table: tasks
+    on: [insert]
+    type: tasks.created
+    payload: |
+      {"siblings": db.lookup("tasks", "tasks_project_title", [row.project_id, "keep"]).map(t, t.id)}
+`), rules.Options{Schema: ssptest.Schema(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := &fakeTx{rows: []ports.CandidateRow{candidate("k1", "p1", "keep")}}
+	got, err := r.ReactionPlanner().PlanReactions(context.Background(), ports.CommitValidation{Partition: "p", Tx: tx,
+		Operations: []ports.OperationEvidence{{Op: commit.OpUpsert, Table: "tasks", RowID: "t1", Row: candidate("t1", "p1", "a").Values}}})
+	if err != nil || len(got) != 1 || string(got[0].Payload) != `{"siblings":["k1"]}` {
+		t.Fatalf("planned %+v, %v", got, err)
+	}
+}

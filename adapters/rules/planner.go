@@ -71,8 +71,8 @@ func (p *reactionPlanner) PlanReactions(ctx context.Context, c ports.CommitValid
 		}
 		act := &reactionActivation{activation: activation{op: opName(o.Op), rowID: types.String(o.RowID),
 			row: rowMap(o.Row), stored: rowMap(o.Stored), ops: ops, clientID: types.String(c.ClientID),
-			clientCommitID: types.String(c.ClientCommitID), actor: types.String(c.ActorID), partition: types.String(c.Partition)},
-			opIndex: types.Int(o.OpIndex)}
+			clientCommitID: types.String(c.ClientCommitID), actor: types.String(c.ActorID), partition: types.String(c.Partition),
+			db: p.r.db(ctx, c.Tx)}, opIndex: types.Int(o.OpIndex)}
 		for _, rule := range rules {
 			if !rule.plans(o) {
 				continue

@@ -206,7 +206,7 @@ func (c *compiler) reactions(r *Rules, specs []reactionSpec) *reactionPlanner {
 		env := envs[s.table]
 		if env == nil {
 			var err error
-			if env, err = reactionEnv(c.base, s.table); err != nil {
+			if env, err = reactionEnv(c.tx, s.table); err != nil {
 				c.fail(err)
 				continue
 			}
@@ -222,6 +222,7 @@ func (c *compiler) reactions(r *Rules, specs []reactionSpec) *reactionPlanner {
 				ok = false
 				return nil
 			}
+			c.checkDBCalls(prg.ast, c.file, s.id, e)
 			return &evaluable{id: s.id + suffix, line: e.line, prg: prg.prg}
 		}
 		if s.when != nil {

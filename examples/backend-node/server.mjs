@@ -167,8 +167,9 @@ const server = createServer((req, res) => {
   });
 });
 
-// syncd keeps idle connections for 90 s: closing one sooner races with
-// a callout being sent on it, which syncd then counts as an outage.
+// syncd closes its idle connections after 4 s; keeping them longer here
+// means the backend never closes one as a callout is being sent on it,
+// which syncd would count as an outage.
 server.keepAliveTimeout = 120_000;
 server.headersTimeout = 125_000;
 
