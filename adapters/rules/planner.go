@@ -18,17 +18,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/domain/commit"
+	dompush "github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// The bounds of SPEC §6.9 a planned reaction must keep (ports.PlannedReaction);
-// the push pipeline checks them again.
-const (
-	maxReactionsPerCommit = 100
-	maxReactionKeyBytes   = 256
-	maxPayloadBytes       = 64 << 10
-	maxPayloadDepth       = 16
-)
 
 // reactionPlanner runs the reaction rules over an accepted commit's
 // operations.
@@ -93,7 +86,7 @@ func (p *reactionPlanner) PlanReactions(ctx context.Context, c ports.CommitValid
 			if seen[key] {
 				continue
 			}
-			if len(out) == maxReactionsPerCommit {
+			if len(out) == dompush.MaxReactionsPerCommit {
 				return nil, p.failed(ctx, &rule.payload, c.Partition, errTooManyReactions)
 			}
 			v, err := rule.payload.eval(ctx, act)
@@ -151,7 +144,7 @@ func (rule *reactionRule) keyOf(ctx context.Context, act *reactionActivation, o 
 // instead, which keeps it deterministic and unique.
 func reactionKey(name, part string) string {
 	k := name + ":" + part
-	if len(k) <= maxReactionKeyBytes {
+	if len(k) <= dompush.MaxReactionKeyBytes {
 		return k
 	}
 	sum := sha256.Sum256([]byte(part))
@@ -160,7 +153,7 @@ func reactionKey(name, part string) string {
 
 // errTooManyReactions is a commit for which the rules plan more
 // reactions than a commit may have.
-var errTooManyReactions = fmt.Errorf("the commit plans more than %d reactions", maxReactionsPerCommit)
+var errTooManyReactions = fmt.Errorf("the commit plans more than %d reactions", dompush.MaxReactionsPerCommit)
 
 // payloadError is a payload that cannot be a reaction's: its message
 // names the problem, never a value.
@@ -192,8 +185,8 @@ func (p *reactionPlanner) failed(ctx context.Context, e *evaluable, partition st
 }
 
 // payloadJSON turns a payload rule's value into the reaction's plain
-// JSON: a map with string keys at the top, at most maxPayloadDepth
-// levels deep and maxPayloadBytes long. Bytes become base64 text,
+// JSON: a map with string keys at the top, at most dompush.MaxReactionPayloadDepth
+// levels deep and dompush.MaxReactionPayloadBytes long. Bytes become base64 text,
 // timestamps and durations their CEL string() text.
 func payloadJSON(v ref.Val) ([]byte, error) {
 	if _, ok := v.(traits.Mapper); !ok {
@@ -207,8 +200,8 @@ func payloadJSON(v ref.Val) ([]byte, error) {
 	if err != nil {
 		return nil, &payloadError{"the payload is not JSON: " + err.Error()}
 	}
-	if len(b) > maxPayloadBytes {
-		return nil, &payloadError{fmt.Sprintf("the payload is %d bytes of JSON, at most %d", len(b), maxPayloadBytes)}
+	if len(b) > dompush.MaxReactionPayloadBytes {
+		return nil, &payloadError{fmt.Sprintf("the payload is %d bytes of JSON, at most %d", len(b), dompush.MaxReactionPayloadBytes)}
 	}
 	return b, nil
 }
@@ -246,8 +239,8 @@ func plainJSON(v ref.Val, depth int) (any, error) {
 		}
 		return plainJSON(x.GetValue(), depth)
 	case traits.Mapper:
-		if depth > maxPayloadDepth {
-			return nil, &payloadError{fmt.Sprintf("the payload is deeper than %d levels", maxPayloadDepth)}
+		if depth > dompush.MaxReactionPayloadDepth {
+			return nil, &payloadError{fmt.Sprintf("the payload is deeper than %d levels", dompush.MaxReactionPayloadDepth)}
 		}
 		out := map[string]any{}
 		for it := x.Iterator(); it.HasNext() == types.True; {
@@ -264,8 +257,8 @@ func plainJSON(v ref.Val, depth int) (any, error) {
 		}
 		return out, nil
 	case traits.Lister:
-		if depth > maxPayloadDepth {
-			return nil, &payloadError{fmt.Sprintf("the payload is deeper than %d levels", maxPayloadDepth)}
+		if depth > dompush.MaxReactionPayloadDepth {
+			return nil, &payloadError{fmt.Sprintf("the payload is deeper than %d levels", dompush.MaxReactionPayloadDepth)}
 		}
 		out := []any{}
 		for it := x.Iterator(); it.HasNext() == types.True; {

@@ -875,14 +875,9 @@ func (a *applier) validateCommit(ctx context.Context) (*termination, error) {
 	return a.hookTerm(0, err, msgCommitValidatorFailed, true, len(a.pc.Operations)), nil
 }
 
-// Reaction record limits (SPEC §6.9).
-const (
-	maxReactionsPerCommit = 100
-	maxReactionKeyBytes   = 256
-	maxReactionPayload    = 64 << 10
-	maxReactionDepth      = 16
-	defaultMaxAttempts    = 10
-)
+// defaultMaxAttempts is a planned reaction's delivery attempts when its
+// planner leaves them 0 (SPEC §6.9; the other bounds are dompush's).
+const defaultMaxAttempts = 10
 
 // planReactions runs the planner and validates its records; any failure
 // aborts the push as a server failure (nothing is persisted).
@@ -891,8 +886,8 @@ func (a *applier) planReactions(ctx context.Context) ([]ports.Reaction, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reaction planner: %w", err)
 	}
-	if len(planned) > maxReactionsPerCommit {
-		return nil, fmt.Errorf("reaction planner: %d records (max %d)", len(planned), maxReactionsPerCommit)
+	if len(planned) > dompush.MaxReactionsPerCommit {
+		return nil, fmt.Errorf("reaction planner: %d records (max %d)", len(planned), dompush.MaxReactionsPerCommit)
 	}
 	seen := map[string]bool{}
 	out := make([]ports.Reaction, 0, len(planned))
@@ -924,18 +919,18 @@ func (a *applier) planReactions(ctx context.Context) ([]ports.Reaction, error) {
 
 func checkReaction(p ports.PlannedReaction) error {
 	switch {
-	case p.Key == "" || len(p.Key) > maxReactionKeyBytes:
-		return fmt.Errorf("reaction key must be 1..%d bytes", maxReactionKeyBytes)
+	case p.Key == "" || len(p.Key) > dompush.MaxReactionKeyBytes:
+		return fmt.Errorf("reaction key must be 1..%d bytes", dompush.MaxReactionKeyBytes)
 	case !dompush.ReactionType(p.Type):
 		return fmt.Errorf("reaction type %q must be a code-like name of at most %d bytes", p.Type, dompush.MaxReactionTypeBytes)
 	case p.Version <= 0:
 		return errors.New("reaction version must be positive")
 	case p.MaxAttempts < 0 || p.MaxAttempts > 100:
 		return errors.New("reaction maxAttempts must be 1..100")
-	case len(p.Payload) > maxReactionPayload || !json.Valid(p.Payload):
+	case len(p.Payload) > dompush.MaxReactionPayloadBytes || !json.Valid(p.Payload):
 		return errors.New("reaction payload must be JSON of at most 64 KiB")
-	case jsonDepth(p.Payload) > maxReactionDepth:
-		return fmt.Errorf("reaction payload deeper than %d levels", maxReactionDepth)
+	case jsonDepth(p.Payload) > dompush.MaxReactionPayloadDepth:
+		return fmt.Errorf("reaction payload deeper than %d levels", dompush.MaxReactionPayloadDepth)
 	}
 	return nil
 }

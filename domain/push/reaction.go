@@ -1,7 +1,15 @@
 package push
 
-// MaxReactionTypeBytes bounds a durable reaction's type (SPEC §6.9).
-const MaxReactionTypeBytes = 128
+// The bounds of a durable reaction record (SPEC §6.9): its type, its key
+// (unique within its commit), its payload (plain JSON) and the records one
+// commit may plan.
+const (
+	MaxReactionTypeBytes    = 128
+	MaxReactionKeyBytes     = 256
+	MaxReactionPayloadBytes = 64 << 10
+	MaxReactionPayloadDepth = 16
+	MaxReactionsPerCommit   = 100
+)
 
 // ReactionType reports whether s is a reaction type SPEC §6.9 accepts: a
 // code-like name — a letter, then letters, digits and ". _ - : /" — of at
