@@ -258,6 +258,10 @@ type Request struct {
 	// none). A pull that reads nothing more hands it on as its verified
 	// gate (Spool.VerifiedGate).
 	Gate *checkpoint.ServeGate
+	// Pushed is the highest commit seq this request's own pushes applied
+	// before the pull (0: none). A log maximum read below it is a stale
+	// read (SPEC §7), and the pull fails with sync.storage_stale_read.
+	Pushed int64
 }
 
 type sectionKind uint8
@@ -327,6 +331,9 @@ func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
 		bounds = *r.Bounds
 	} else if bounds, err = s.o.Store.LogBounds(ctx, r.Partition); err != nil {
 		return fmt.Errorf("read log bounds: %w", err)
+	}
+	if err := s.fresh(r, bounds); err != nil {
+		return err
 	}
 	plans := make([]plan, len(r.Subscriptions))
 	windows := false
@@ -399,6 +406,9 @@ func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
 		again, err := s.recheck(ctx, r, out, bootstrap)
 		if err != nil {
 			return fmt.Errorf("read log bounds: %w", err)
+		}
+		if err := s.fresh(r, again); err != nil {
+			return err
 		}
 		for i := range plans {
 			p := &plans[i]
@@ -541,6 +551,21 @@ func (s *Service) recheck(ctx context.Context, r Request, out *Spool, bootstrap 
 		return b, err
 	}
 	return s.o.Store.LogBounds(ctx, r.Partition)
+}
+
+// fresh is the read-after-write check of SPEC §7: sync storage must see
+// the request's own commits, so a log maximum below one of them came from
+// a query cache or a lagging replica, and answering from it would move
+// the client's cursor past commits it never received. The request fails
+// before any byte; its pushes stay durable under their idempotency keys.
+func (s *Service) fresh(r Request, b ports.LogBounds) error {
+	if b.MaxSeq >= r.Pushed {
+		return nil
+	}
+	s.o.Log.Error("sync storage read is stale: its log maximum precedes a commit of this request; disable query caching and replica reads for sync storage",
+		zap.String("partition", r.Partition), zap.String("client_id", r.ClientID),
+		zap.Int64("commit_seq", r.Pushed), zap.Int64("max_seq", b.MaxSeq))
+	return syncerr.Newf(syncerr.StorageStaleRead, "log maximum %d read after commit %d of this request", b.MaxSeq, r.Pushed)
 }
 
 // RecordClient writes the client record the Pull into out prepared

@@ -451,10 +451,16 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	// (§1.6, informational), as the reference does, not only the floor.
 	resp.Frames = append(resp.Frames, &ssp2.RespHeader{LatestSchemaVersion: ssp2.Some(running), LogEpoch: epoch})
 	rq.push.Scopes = rq.res
+	// pushed is the newest commit this request applied: the pull after
+	// the pushes must read a log that holds it (SPEC §7).
+	var pushed int64
 	for _, c := range rq.commits {
 		result, details, err := s.o.Push.Commit(ctx, &rq.push, c)
 		if err != nil {
 			return early(nil, err)
+		}
+		if result.Status == ssp2.PushApplied {
+			pushed = max(pushed, result.CommitSeq)
 		}
 		resp.Frames = append(resp.Frames, result)
 		if details != nil {
@@ -477,7 +483,7 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		preq := pullsvc.Request{
 			Partition: part, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID,
 			WireVersion: rq.wire, LogEpoch: epoch, Schema: rq.sch,
-			Header: rq.pullHdr, Subscriptions: rq.subs, Scopes: rq.res, Previous: rec,
+			Header: rq.pullHdr, Subscriptions: rq.subs, Scopes: rq.res, Previous: rec, Pushed: pushed,
 		}
 		if head.BoundsRead && len(rq.commits) == 0 {
 			// Nothing of this request wrote since the head was read.

@@ -20,6 +20,7 @@ const (
 	CRDTMergeFailed         Code = "sync.crdt_merge_failed"
 	IdempotencyCacheMiss    Code = "sync.idempotency_cache_miss"
 	InternalError           Code = "sync.internal_error"
+	StorageStaleRead        Code = "sync.storage_stale_read"
 	SchemaNotReady          Code = "sync.schema_not_ready"
 	TooManyOperations       Code = "sync.too_many_operations"
 	NotFound                Code = "sync.not_found"

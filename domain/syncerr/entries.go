@@ -59,6 +59,7 @@ var entries = []Entry{
 	resultOnly(wire(CRDTMergeFailed, CategoryInternal, false, ActionInspectServer, 500, "CRDT merger failed")),
 	wire(IdempotencyCacheMiss, CategoryInternal, true, ActionRetryLater, 500, "idempotency cache miss"),
 	wire(InternalError, CategoryInternal, true, ActionRetryLater, 500, "internal server error"),
+	wire(StorageStaleRead, CategoryInternal, false, ActionInspectServer, 500, "sync storage read is older than a commit of this request; disable query caching and replica reads for sync storage"),
 	wire(SchemaNotReady, CategoryInternal, true, ActionRetryLater, 503, "server schema is not ready for this request"),
 	wire(TooManyOperations, CategoryInvalidRequest, false, ActionSplitBatch, 400, "too many operations"),
 	wire(NotFound, CategoryNotFound, false, ActionForceResync, 404, "not found"),

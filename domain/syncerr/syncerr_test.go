@@ -45,6 +45,7 @@ var spec = []struct {
 	{"sync.crdt_merge_failed", "internal", false, "inspectServer", 500, "result"},
 	{"sync.idempotency_cache_miss", "internal", true, "retryLater", 500, "request"},
 	{"sync.internal_error", "internal", true, "retryLater", 500, "request"},
+	{"sync.storage_stale_read", "internal", false, "inspectServer", 500, "request"},
 	{"sync.schema_not_ready", "internal", true, "retryLater", 503, "request"},
 	{"sync.too_many_operations", "invalid-request", false, "splitBatch", 400, "request"},
 	{"sync.not_found", "not-found", false, "forceResync", 404, "request"},

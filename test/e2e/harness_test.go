@@ -83,6 +83,22 @@ type gatedStore struct {
 	beforePush atomic.Pointer[func()]
 	// probes counts the far-behind probes pulls ran.
 	probes atomic.Int64
+	// staleBy makes every log bounds read answer a maximum this many
+	// commits behind the log, as a query cache or a lagging replica
+	// would (SPEC §7 forbids both on the sync path).
+	staleBy atomic.Int64
+}
+
+// stale is b as a read staleBy commits behind would answer it.
+func (g *gatedStore) stale(b ports.LogBounds) ports.LogBounds {
+	b.MaxSeq = max(b.MaxSeq-g.staleBy.Load(), b.HorizonSeq)
+	return b
+}
+
+// LogBounds passes the engine's bounds read through, staleBy behind.
+func (g *gatedStore) LogBounds(ctx context.Context, partition string) (ports.LogBounds, error) {
+	b, err := g.Storage.LogBounds(ctx, partition)
+	return g.stale(b), err
 }
 
 // Pools passes the engine's pools through, for their metrics.
@@ -135,7 +151,9 @@ func (g *gatedStore) PushThenReadGate(ctx context.Context, partition string, o p
 // TouchPartitionHead passes the engine's request head read through.
 func (g *gatedStore) TouchPartitionHead(ctx context.Context, q ports.HeadQuery) (ports.RequestHead, error) {
 	if hs, ok := g.Storage.(ports.RequestHeadStore); ok {
-		return hs.TouchPartitionHead(ctx, q)
+		h, err := hs.TouchPartitionHead(ctx, q)
+		h.Bounds = g.stale(h.Bounds)
+		return h, err
 	}
 	epoch, err := g.TouchPartition(ctx, q.Partition, q.NowMs)
 	return ports.RequestHead{LogEpoch: epoch}, err
@@ -167,7 +185,8 @@ func (g *gatedStore) ProbeCommitWindow(ctx context.Context, partition string, p 
 // ReadBoundsAndGate passes the engine's combined read through.
 func (g *gatedStore) ReadBoundsAndGate(ctx context.Context, partition string, running int32) (ports.LogBounds, checkpoint.ServeGate, bool, error) {
 	if bg, ok := g.Storage.(ports.BoundsGateReader); ok {
-		return bg.ReadBoundsAndGate(ctx, partition, running)
+		b, gate, complete, err := bg.ReadBoundsAndGate(ctx, partition, running)
+		return g.stale(b), gate, complete, err
 	}
 	b, err := g.LogBounds(ctx, partition)
 	return b, checkpoint.ServeGate{}, false, err
