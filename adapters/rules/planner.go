@@ -22,7 +22,6 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-
 // reactionPlanner runs the reaction rules over an accepted commit's
 // operations.
 type reactionPlanner struct {
