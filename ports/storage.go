@@ -40,8 +40,10 @@ type HealthChecker interface {
 // SchemaStore creates and verifies the database layout.
 type SchemaStore interface {
 	// EnsureSchema creates the core tables idempotently, migrates app tables
-	// on a schema version bump (installing decls and raising the writer
-	// fence in the same transaction), and at the same version refuses,
+	// on a schema version bump (in the same transaction raising every
+	// existing partition's writer fence, sync_partitions, to at least
+	// s.Version, never lowering one, and installing decls with their
+	// fences), and at the same version refuses,
 	// writing nothing, on stored or physical layout mismatches and on
 	// pending checkpoints at the running version that decls omit.
 	// Refusals: sync.storage.checkpoint_incomplete (checked first),

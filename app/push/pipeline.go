@@ -264,8 +264,11 @@ func (p *Pipeline) pushCommitOnce(ctx context.Context, b *Batch, pc *ssp2.PushCo
 		b.epochChecked = true // a transaction that committed saw it
 	}
 	if syncerr.CodeOf(err) == syncerr.StorageWriterFenceRejected {
-		// A held-back append's fence refusal, reported by Push (one
-		// reported by AppendCommit itself is mapped there).
+		// A newer schema version owns this partition's writes now (SPEC
+		// §2.4): this process must not write; the client retries and
+		// reaches one running that version. The refusal comes from
+		// AppendCommit or, for an append the store held back, from Push;
+		// a server commit keeps the storage code (ApplyServerCommit).
 		return outcome{}, syncerr.Wrap(syncerr.SchemaNotReady, err)
 	}
 	if err != nil {
@@ -390,12 +393,6 @@ func (a *applier) run(ctx context.Context) (outcome, error) {
 		var ce *ports.ConstraintError
 		if errors.As(err, &ce) {
 			return a.reject(ctx, constraintTerm(a.origin(ce.OpIndex), len(a.pc.Operations)))
-		}
-		if syncerr.CodeOf(err) == syncerr.StorageWriterFenceRejected {
-			// A newer schema version owns this partition's writes now: this
-			// process must not write; the client retries (and reaches a
-			// process running the newer version).
-			return outcome{}, syncerr.Wrap(syncerr.SchemaNotReady, err)
 		}
 		return outcome{}, fmt.Errorf("append commit: %w", err)
 	}

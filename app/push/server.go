@@ -61,7 +61,10 @@ func (e *RejectedError) Unwrap() error { return syncerr.New(syncerr.Code(e.Code)
 
 // ApplyServerCommit applies c. A stored schema newer than the running
 // one refuses with sync.schema_not_ready; pending checkpoints do not (a
-// server write serves no client, and the writer fence guards the log).
+// server write serves no client, and the writer fence guards the log). A
+// writer fence above the running version (SPEC §2.4) refuses the append
+// with sync.storage.writer_fence_rejected on every engine, whether the
+// store refuses it at once or from Push for an append it held back.
 func (p *Pipeline) ApplyServerCommit(ctx context.Context, c ServerCommit) (ServerCommitResult, error) {
 	sch := p.o.Schema()
 	if sch == nil {

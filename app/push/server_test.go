@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/syncd-dev/syncd/app/push"
+	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/event"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -88,5 +89,24 @@ func TestServerCommit(t *testing.T) {
 	}
 	if _, err := e.Push.ApplyServerCommit(ctx, push.ServerCommit{Partition: "p1"}); syncerr.CodeOf(err) != syncerr.InvalidRequest {
 		t.Fatalf("incomplete commit = %v", err)
+	}
+}
+
+// TestServerCommitUnderAFence: a writer fence above the running version
+// (SPEC §2.4) refuses a server commit's append with the storage code, not
+// the client's sync.schema_not_ready, and nothing is stored.
+func TestServerCommitUnderAFence(t *testing.T) {
+	e := roundtest.New(t, nil)
+	ctx := context.Background()
+	if _, err := e.Store.DeclareCheckpoint(ctx, checkpoint.Declaration{Partition: "p1", Name: "next", SchemaVersion: e.Schema.Version + 1}, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.Push.ApplyServerCommit(ctx, push.ServerCommit{Partition: "p1", ActorID: "server", ClientID: "job", ClientCommitID: "b1",
+		Operations: []ssp2.PushOperation{ssptest.Upsert("projects", "pa", e.Project("pa", "alice", "A"), -1)}})
+	if syncerr.CodeOf(err) != syncerr.StorageWriterFenceRejected {
+		t.Fatalf("server commit under the fence = %v, want %s", err, syncerr.StorageWriterFenceRejected)
+	}
+	if row, _ := e.Store.GetRow(ctx, "p1", "projects", "pa"); row != nil {
+		t.Fatal("server commit landed past the writer fence")
 	}
 }

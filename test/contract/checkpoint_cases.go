@@ -53,8 +53,11 @@ func (e *env) checkpoint(p, name string) checkpoint.Checkpoint {
 }
 
 // appendAt appends an empty commit at writer version v.
-func (e *env) appendAt(p string, v int32) error {
-	return e.s.Push(e.ctx, p, ports.PushOptions{WriterVersion: v}, func(tx ports.PushTx) error {
+func (e *env) appendAt(p string, v int32) error { return e.appendOn(e.s, p, v) }
+
+// appendOn is appendAt through s.
+func (e *env) appendOn(s ports.Storage, p string, v int32) error {
+	return s.Push(e.ctx, p, ports.PushOptions{WriterVersion: v}, func(tx ports.PushTx) error {
 		_, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: fmt.Sprint("v", v)})
 		return err
 	})

@@ -10,8 +10,10 @@
 //
 //   - EnsureSchema: idempotence, newer database, stored layout refusals,
 //     version bump (create, add column, retire), declarations and fence at
-//     the bump, checkpoint_incomplete, concurrent bumps, the bump barrier
-//     against an open push.
+//     the bump, every partition's fence raised by the bump (never
+//     lowered) against a store at the previous version,
+//     checkpoint_incomplete, concurrent bumps, the bump barrier against
+//     an open push.
 //   - Push: dense seqs (also concurrent), partition independence (skipped
 //     with SharedWriter), rollback and DiscardWrites leave nothing,
 //     read-your-writes with isolation, commit fields, first-writer-wins

@@ -22,6 +22,8 @@ func schemaGroups() []group {
 			{"StoredLayoutMismatchRetiredTable", testStoredLayoutMismatchTable},
 			{"VersionBumpMigratesTables", testEnsureBump},
 			{"VersionBumpInstallsDeclarations", testEnsureBumpInstallsDecls},
+			{"VersionBumpFencesEveryPartition", testBumpFencesEveryPartition},
+			{"VersionBumpNeverLowersAFence", testBumpNeverLowersAFence},
 			{"CheckpointIncomplete", testEnsureCheckpointIncomplete},
 			{"ConcurrentBump", testEnsureConcurrentBump},
 			{"VersionBumpWaitsForOpenPush", testBumpWaitsForPush},
@@ -172,6 +174,52 @@ func testEnsureBumpInstallsDecls(t *testing.T, h Harness) {
 		_, err := tx.AppendCommit(e.ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "a", ClientID: "c", ClientCommitID: "old"})
 		return err
 	}))
+}
+
+// testBumpFencesEveryPartition: SPEC §2.4, schema upgrade writer fence.
+// The bump raises the fence of every partition the log knows to the new
+// version, one fenced lower by an earlier declaration included, so a
+// store still running the previous version (another process) has every
+// append refused with the catalog code and stores nothing of it: no
+// payload in the previous layout lands.
+func testBumpFencesEveryPartition(t *testing.T, h Harness) {
+	e := open(t, h)
+	e.commitTasks("p1", 1, []task{{id: "a", project: "p1", owner: "o1"}}, nil)
+	must(t, e.appendAt("p2", v1))
+	_, err := e.s.DeclareCheckpoint(e.ctx, decl("p3", "proj", v1), 1)
+	must(t, err)
+	must(t, e.appendAt("p3", v1)) // fenced at 1: a writer at 1 passes
+	s2, err := e.reopen(mustSchema(t, irV2), nil)
+	must(t, err)
+	for _, p := range []string{"p1", "p2", "p3"} {
+		wantCode(t, e.appendAt(p, v1), syncerr.StorageWriterFenceRejected)
+		must(t, e.appendOn(s2, p, 2))
+	}
+	// Rows the old store writes with its append are refused with it.
+	err = e.s.Push(e.ctx, "p1", ports.PushOptions{WriterVersion: v1}, func(tx ports.PushTx) error {
+		_, err := e.stageTasks(tx, 2, []task{{id: "b", project: "p1", owner: "o1"}}, nil)
+		return err
+	})
+	wantCode(t, err, syncerr.StorageWriterFenceRejected)
+	if r, err := s2.GetRow(e.ctx, "p1", "tasks", "b"); err != nil || r != nil {
+		t.Fatalf("row of a fenced writer = %+v, %v", r, err)
+	}
+	if b := e.bounds("p1"); b.MaxSeq != 2 {
+		t.Fatalf("p1 bounds = %+v, want the v1 commit and the v2 one", b)
+	}
+}
+
+// testBumpNeverLowersAFence: a partition fenced above the new version (a
+// checkpoint declared for a later one) keeps its fence through the bump.
+func testBumpNeverLowersAFence(t *testing.T, h Harness) {
+	e := open(t, h)
+	must(t, e.appendAt("p1", v1))
+	_, err := e.s.DeclareCheckpoint(e.ctx, decl("p1", "later", 3), 1)
+	must(t, err)
+	s2, err := e.reopen(mustSchema(t, irV2), nil)
+	must(t, err)
+	wantCode(t, e.appendOn(s2, "p1", 2), syncerr.StorageWriterFenceRejected)
+	must(t, e.appendOn(s2, "p1", 3))
 }
 
 func testEnsureCheckpointIncomplete(t *testing.T, h Harness) {

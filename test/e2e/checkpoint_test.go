@@ -23,10 +23,12 @@ import (
 	"github.com/syncd-dev/syncd/app/checkpoint"
 	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/app/push"
 	cpdomain "github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/ssp2"
+	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/pgtest"
 	"github.com/syncd-dev/syncd/test/ssptest"
@@ -68,6 +70,7 @@ type node struct {
 	*server
 	ready  *platform.Readiness
 	runner *checkpoint.Runner
+	pipe   *push.Pipeline
 	stop   func()
 }
 
@@ -98,7 +101,7 @@ func startNode(t *testing.T, open func(t *testing.T) ports.Storage, ir string, d
 	var listeners *platform.Listeners
 	opts := []fx.Option{
 		fx.Provide(func() ports.Storage { return gs }, func() ports.SchemaStore { return gs }),
-		fx.Populate(&n.ready, &listeners, &n.runner),
+		fx.Populate(&n.ready, &listeners, &n.runner, &n.pipe),
 	}
 	if len(decls) > 0 {
 		opts = append(opts, fx.Supply(decls))
@@ -192,10 +195,23 @@ func priorities(r *replica) map[string]string {
 // activation the waiting process turns ready by itself and serves the
 // filled rows.
 func TestSchemaBumpWithBackfill(t *testing.T) {
-	dbs := []struct {
-		name string
-		open func(t *testing.T) func(t *testing.T) ports.Storage
-	}{
+	for _, db := range sharedDatabases() {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			testSchemaBumpWithBackfill(t, db.open(t))
+		})
+	}
+}
+
+// sharedDatabase makes one database of an engine per test, which open
+// returns a further storage over each time, as another process would.
+type sharedDatabase struct {
+	name string
+	open func(t *testing.T) func(t *testing.T) ports.Storage
+}
+
+func sharedDatabases() []sharedDatabase {
+	return []sharedDatabase{
 		{"sqlite", func(t *testing.T) func(t *testing.T) ports.Storage {
 			path := filepath.Join(t.TempDir(), "syncd.db")
 			return func(t *testing.T) ports.Storage {
@@ -216,12 +232,6 @@ func TestSchemaBumpWithBackfill(t *testing.T) {
 				return st
 			}
 		}},
-	}
-	for _, db := range dbs {
-		t.Run(db.name, func(t *testing.T) {
-			t.Parallel()
-			testSchemaBumpWithBackfill(t, db.open(t))
-		})
 	}
 }
 
@@ -373,4 +383,145 @@ func (s *server) metrics(t *testing.T) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// TestWriterFenceRefusalIsNotReady: a writer fence above the running
+// version (raised by a later schema's checkpoint declaration, which the
+// serve gate at this version does not read) refuses the push's append;
+// the client is answered sync.schema_not_ready, retryable, and nothing is
+// stored, whether the engine refuses the append at once (SQLite) or holds
+// it back to its group's commit and the push reports it (PostgreSQL).
+func TestWriterFenceRefusalIsNotReady(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := start(t, e, serverOpts{})
+		c := call{}
+		ep := s.epoch(c)
+		ctx := context.Background()
+		next := cpdomain.Declaration{Partition: "default", Name: "next", SchemaVersion: s.sch.Version + 1}
+		if _, err := s.store.DeclareCheckpoint(ctx, next, 1); err != nil {
+			t.Fatal(err)
+		}
+		commit := ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", project(t, s.sch, "p-1", "alice", "One"), -1))
+		for _, pull := range []bool{false, true} {
+			r := ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: ep, Commits: []*ssp2.PushCommit{commit}, Pull: pull}
+			body := s.jsonError(s.post(c, r.Encode(t)), http.StatusServiceUnavailable, syncerr.SchemaNotReady)
+			if body["retryable"] != true {
+				t.Fatalf("pull %v: refusal %v, want retryable", pull, body)
+			}
+		}
+		if row, _ := s.store.GetRow(ctx, "default", "projects", "p-1"); row != nil {
+			t.Fatal("write landed past the writer fence")
+		}
+		if _, ok, _ := s.store.GetPushResult(ctx, "default", "c1", "k1"); ok {
+			t.Fatal("result persisted past the writer fence")
+		}
+		if b, _ := s.store.LogBounds(ctx, "default"); b.MaxSeq != 0 {
+			t.Fatalf("log advanced to %d", b.MaxSeq)
+		}
+	})
+}
+
+// TestWriterFenceRefusesServerCommits: a server commit whose append a
+// writer fence above the running version refuses fails with the storage
+// code on every engine, refused at once (SQLite) or held back and
+// reported by the push (PostgreSQL), and stores nothing.
+func TestWriterFenceRefusesServerCommits(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		var pipe *push.Pipeline
+		s := start(t, e, serverOpts{extra: []fx.Option{fx.Populate(&pipe)}})
+		ctx := context.Background()
+		next := cpdomain.Declaration{Partition: "default", Name: "next", SchemaVersion: s.sch.Version + 1}
+		if _, err := s.store.DeclareCheckpoint(ctx, next, 1); err != nil {
+			t.Fatal(err)
+		}
+		_, err := pipe.ApplyServerCommit(ctx, push.ServerCommit{Partition: "default", ActorID: "server", ClientID: "job", ClientCommitID: "b1",
+			Operations: []ssp2.PushOperation{ssptest.Upsert("projects", "p-1", project(t, s.sch, "p-1", "alice", "One"), -1)}})
+		if syncerr.CodeOf(err) != syncerr.StorageWriterFenceRejected {
+			t.Fatalf("server commit under the fence = %v, want %s", err, syncerr.StorageWriterFenceRejected)
+		}
+		if row, _ := s.store.GetRow(ctx, "default", "projects", "p-1"); row != nil {
+			t.Fatal("server commit landed past the writer fence")
+		}
+		if b, _ := s.store.LogBounds(ctx, "default"); b.MaxSeq != 0 {
+			t.Fatalf("log advanced to %d", b.MaxSeq)
+		}
+	})
+}
+
+// TestOldNodeAfterUpgrade: SPEC §2.4, schema upgrade writer fence, with
+// two servers of different schema versions on one database. A v2 node
+// migrates the database a v1 node serves; the v1 node then writes
+// nothing: its clients' pushes and its server commits are refused by the
+// serve gate (sync.schema_not_ready), and an append through its storage
+// that reads no gate (as the seed command writes) by the writer fence the
+// migration raised (sync.storage.writer_fence_rejected). The v2 node
+// writes on.
+func TestOldNodeAfterUpgrade(t *testing.T) {
+	for _, db := range sharedDatabases() {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			testOldNodeAfterUpgrade(t, db.open(t))
+		})
+	}
+}
+
+func testOldNodeAfterUpgrade(t *testing.T, open func(t *testing.T) ports.Storage) {
+	const part = "upgrade"
+	ctx := context.Background()
+	c := call{actor: "alice", partition: part, scopes: `{"owner":["alice"]}`}
+	pushItem := func(n *node, ep, id string) reply {
+		commit := ssptest.Commit("k-"+id, ssptest.Upsert("items", id, item(t, n.sch, id, id, nil), -1))
+		return n.post(c, ssptest.Req{ClientID: "c-" + id, SchemaVersion: n.sch.Version, Epoch: ep, Commits: []*ssp2.PushCommit{commit}}.Encode(t))
+	}
+	serverItem := func(n *node, id string) error {
+		_, err := n.pipe.ApplyServerCommit(ctx, push.ServerCommit{Partition: part, ActorID: "server", ClientID: "job", ClientCommitID: id,
+			Operations: []ssp2.PushOperation{ssptest.Upsert("items", id, item(t, n.sch, id, id, nil), -1)}})
+		return err
+	}
+	rawAppend := func(n *node, id string) error {
+		return n.store.Push(ctx, part, ports.PushOptions{WriterVersion: n.sch.Version}, func(tx ports.PushTx) error {
+			_, err := tx.AppendCommit(ctx, ports.NewCommit{CreatedAtMs: 1, ActorID: "seed", ClientID: "seed", ClientCommitID: id})
+			return err
+		})
+	}
+
+	v1 := startNode(t, open, bumpIRv1, nil)
+	v1.waitReady(t, 30*time.Second)
+	ep := v1.epoch(c)
+	if rep := pushItem(v1, ep, "a"); rep.status != http.StatusOK {
+		t.Fatalf("v1 push before the upgrade: %d %s", rep.status, rep.body)
+	}
+	if err := serverItem(v1, "b"); err != nil {
+		t.Fatalf("v1 server commit before the upgrade: %v", err)
+	}
+
+	v2 := startNode(t, open, bumpIRv2, nil)
+	v2.waitReady(t, 30*time.Second)
+
+	v1.jsonError(pushItem(v1, ep, "c"), http.StatusServiceUnavailable, syncerr.SchemaNotReady)
+	if err := serverItem(v1, "d"); syncerr.CodeOf(err) != syncerr.SchemaNotReady {
+		t.Fatalf("v1 server commit after the upgrade = %v, want %s", err, syncerr.SchemaNotReady)
+	}
+	if err := rawAppend(v1, "e"); syncerr.CodeOf(err) != syncerr.StorageWriterFenceRejected {
+		t.Fatalf("v1 gate-less append after the upgrade = %v, want %s", err, syncerr.StorageWriterFenceRejected)
+	}
+	b, err := v2.store.LogBounds(ctx, part)
+	if err != nil || b.MaxSeq != 2 {
+		t.Fatalf("log after the refused writes = %+v, %v; want the two v1 commits", b, err)
+	}
+	for _, id := range []string{"c", "d"} {
+		if row, _ := v2.store.GetRow(ctx, part, "items", id); row != nil {
+			t.Fatalf("row %s of the v1 node landed after the upgrade", id)
+		}
+	}
+
+	if rep := pushItem(v2, ep, "f"); rep.status != http.StatusOK {
+		t.Fatalf("v2 push: %d %s", rep.status, rep.body)
+	}
+	if err := serverItem(v2, "g"); err != nil {
+		t.Fatalf("v2 server commit: %v", err)
+	}
+	if err := rawAppend(v2, "h"); err != nil {
+		t.Fatalf("v2 append: %v", err)
+	}
 }

@@ -97,10 +97,10 @@ func physicalMismatch(table, column, reason string) error {
 
 // migrate applies a version bump in one step: retire dropped tables,
 // create tables and add nullable columns, rebuild unique indexes, re-map
-// materialized cells, write the marker and layouts, install declarations
-// and raise their fences. It computes everything before changing anything,
-// so a failure leaves the database as it was. Callers hold the barrier and
-// d.mu.
+// materialized cells, write the marker and layouts, raise every
+// partition's writer fence, install declarations and raise their fences.
+// It computes everything before changing anything, so a failure leaves
+// the database as it was. Callers hold the barrier and d.mu.
 func (d *db) migrate(sc *schema.Schema, decls []checkpoint.Declaration, nowMs int64) error {
 	oldLayouts := d.layouts
 	var retired []string
@@ -197,6 +197,13 @@ func (d *db) migrate(sc *schema.Schema, decls []checkpoint.Declaration, nowMs in
 	}
 	d.tables = newPhys
 	d.markerSet, d.markerVersion, d.layouts = true, sc.Version, sc.Layouts()
+	// SPEC §2.4: every partition's writer fence rises to the new version
+	// (never lowered), so a handle still at the previous one cannot append.
+	for _, p := range d.parts {
+		if p.logged {
+			p.d.fence, p.d.hasFence = checkpoint.RaiseFence(p.d.fence, p.d.hasFence, sc.Version), true
+		}
+	}
 	for _, dc := range decls {
 		installCheckpoint(d.part(dc.Partition).d, dc, nowMs)
 	}

@@ -116,6 +116,9 @@ type partition struct {
 	epochRequired bool
 	lastAuthMs    int64
 
+	// logged: a push transaction committed here, so the engines hold the
+	// partition's sync_partitions row (the rows a migration fences).
+	logged  bool
 	horizon int64
 	d       *data
 	clients map[string]*ports.ClientRecord

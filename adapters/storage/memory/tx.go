@@ -44,7 +44,7 @@ func (s *Store) Push(ctx context.Context, name string, opts ports.PushOptions, f
 	}
 	s.db.mu.Lock()
 	p := s.db.part(name)
-	p.d = d
+	p.d, p.logged = d, true
 	// The partition lock is held: nobody bound these since the tx read them.
 	for c, a := range tx.binds {
 		p.bindings[c] = a

@@ -39,6 +39,26 @@ ON CONFLICT (partition) DO UPDATE SET required_writer_version =
 	return nil
 }
 
+// raiseFences raises the writer fence of every partition in
+// sync_partitions to at least version (SPEC §2.4, schema upgrade writer
+// fence): a process still running the previous schema then has every
+// append refused, its gate-less server-side writes included, instead of
+// storing payloads in the previous layout. A higher fence (a checkpoint
+// declared for a later version) stays. The migration's schema lock keeps
+// partitions from being created meanwhile.
+func (s *Store) raiseFences(ctx context.Context, q Querier, version int32) error {
+	// "WHERE true" lets SQLite tell the upsert's ON CONFLICT from a join.
+	if _, err := q.ExecContext(ctx, s.q(`INSERT INTO sync_writer_fence(partition, required_writer_version)
+SELECT partition, CAST(? AS `+s.types.Seq+`) FROM sync_partitions WHERE true
+ON CONFLICT (partition) DO UPDATE SET required_writer_version =
+  CASE WHEN excluded.required_writer_version > sync_writer_fence.required_writer_version
+       THEN excluded.required_writer_version ELSE sync_writer_fence.required_writer_version END`),
+		version); err != nil {
+		return fmt.Errorf("raise writer fences: %w", err)
+	}
+	return nil
+}
+
 func (s *Store) getCheckpoint(ctx context.Context, q Querier, partition, name string) (checkpoint.Checkpoint, bool, error) {
 	c, err := scanCheckpoint(q.QueryRowContext(ctx, s.q("SELECT "+checkpointCols+
 		" FROM sync_backfill_checkpoints WHERE partition=? AND name=?"), partition, name))

@@ -276,7 +276,8 @@ func (s *Store) checkCoverage(ctx context.Context, running int32, decls []checkp
 }
 
 // migrate brings the app tables to sc in one transaction with the marker,
-// the layouts and the checkpoint declarations (raising the fence).
+// the layouts, every partition's writer fence and the checkpoint
+// declarations (raising their fences).
 func (s *Store) migrate(ctx context.Context, sc *schema.Schema, decls []checkpoint.Declaration) error {
 	layoutsJSON, err := sc.MarshalLayouts()
 	if err != nil {
@@ -307,6 +308,9 @@ func (s *Store) migrate(ctx context.Context, sc *schema.Schema, decls []checkpoi
 ON CONFLICT (id) DO UPDATE SET schema_version=excluded.schema_version, layouts=excluded.layouts`),
 			sc.Version, string(layoutsJSON)); err != nil {
 			return fmt.Errorf("write schema marker: %w", err)
+		}
+		if err := s.raiseFences(ctx, tx, sc.Version); err != nil {
+			return err
 		}
 		for _, d := range decls {
 			if err := s.installCheckpoint(ctx, tx, d, nowMs); err != nil {
