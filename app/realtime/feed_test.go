@@ -146,3 +146,38 @@ func TestAClosingSessionDoesNotCancelTheSharedRead(t *testing.T) {
 		t.Fatalf("delta commits %v, want [1]", got)
 	}
 }
+
+// A feed holds a bounded tail of the log: what it drops from its front
+// is no longer its to serve. A session whose window reaches below what
+// the feed kept reads that window itself, so its delta is still every
+// commit after its cursor (SPEC §8.2: cursor-contiguous), never the
+// feed's tail alone.
+func TestAFeedServesOnlyWhatItKept(t *testing.T) {
+	f := newFixture(t, realtime.Options{})
+	c, _ := f.connect(t, "alice", "b")
+	// More commits at once than a feed keeps (4,096): the feed reads them
+	// all and drops the oldest.
+	const n = 5000
+	for range n {
+		f.st.commit("alice")
+	}
+	f.publish(n)
+	seqs := deltaSeqs(t, c)
+	if len(seqs) != n || seqs[0] != 1 || seqs[n-1] != n {
+		first, last := int64(0), int64(0)
+		if len(seqs) > 0 {
+			first, last = seqs[0], seqs[len(seqs)-1]
+		}
+		t.Fatalf("delta of %d commits (%d through %d), want all %d from 1", len(seqs), first, last, n)
+	}
+	for i, s := range seqs {
+		if s != int64(i+1) {
+			t.Fatalf("delta commit %d is seq %d: not contiguous", i, s)
+		}
+	}
+	// The feed serves again above what it kept.
+	f.publish(f.st.commit("alice"))
+	if got := deltaSeqs(t, c); fmt.Sprint(got) != fmt.Sprint([]int64{n + 1}) {
+		t.Fatalf("next delta %v, want [%d]", got, n+1)
+	}
+}

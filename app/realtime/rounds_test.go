@@ -2,6 +2,7 @@ package realtime_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -162,4 +163,101 @@ func TestNothingIsProcessedAfterAViolation(t *testing.T) {
 	if n := g.begun(); n != 0 {
 		t.Fatalf("%d rounds begun after the violation, want none", n)
 	}
+}
+
+// pushRounds answers every round as if it applied one commit: the commit
+// is appended to the store (no notice is published for it) and the
+// response carries its PUSH_RESULT.
+type pushRounds struct{ st *fakeStore }
+
+func (p pushRounds) Handle(context.Context, ports.Identity, []byte) (*round.Response, error) {
+	seq := p.st.commit("alice")
+	return &round.Response{WireVersion: 3, Frames: []ssp2.Frame{
+		&ssp2.RespHeader{LogEpoch: "e1"},
+		&ssp2.PushResult{ClientCommitID: "k1", Status: ssp2.PushApplied, CommitSeq: seq, Results: []ssp2.OpResult{{Status: ssp2.OpApplied}}},
+	}}, nil
+}
+
+// untilRoundEnd reads the session's messages up to the round's END and
+// returns the wake-ups read on the way; a delta fails the test.
+func untilRoundEnd(t *testing.T, c *fakeConn) []*domrt.Wake {
+	t.Helper()
+	var stream []byte
+	var wakes []*domrt.Wake
+	for {
+		m := c.next(t)
+		switch {
+		case !m.Binary:
+			e, err := domrt.ParseServerEvent(m.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w, ok := e.(*domrt.Wake); ok {
+				wakes = append(wakes, w)
+			}
+		case m.Data[0] == domrt.TagDelta:
+			t.Fatalf("a delta during a socket round: %x", m.Data)
+		default:
+			stream = append(stream, m.Data[1:]...)
+			if _, err := ssp2.Decode(stream); err == nil {
+				return wakes
+			}
+		}
+	}
+}
+
+// SPEC §8.7 "Interleaving" and §8.2: no delta goes out while a round's
+// response stream is in flight. A matching commit in that window is a
+// catchup-required wake-up, and deltas stay suppressed until an ack
+// covers what the connection observed.
+func TestACommitDuringARoundIsAWakeUp(t *testing.T) {
+	g := newGatedRounds()
+	f := newFixture(t, realtime.Options{Rounds: g})
+	c, _ := f.connect(t, "alice", "b")
+	c.in <- roundRequest(t)
+	<-g.entered // the round's response waits for the gate
+	f.publish(f.st.commit("alice"))
+	wantWake(t, c, domrt.WakeCatchupRequired, 1)
+	g.open()
+	if w := untilRoundEnd(t, c); len(w) != 0 {
+		t.Fatalf("wake-ups after the first: %+v", w)
+	}
+	// Still suppressed after the round: the next commit is a wake-up too.
+	f.publish(f.st.commit("alice"))
+	wantWake(t, c, domrt.WakeCatchupRequired, 2)
+}
+
+// A round's own commits are observed by its session as they apply: no
+// delta may carry them once the response is out, so the session answers
+// with a catchup-required wake-up at the round's seq and suppresses
+// deltas until an ack covers it (SPEC §8.2, §8.7).
+func TestARoundsOwnCommitsWakeTheSession(t *testing.T) {
+	f := newFixture(t, realtime.Options{})
+	f.hub = f.rebuild(t, realtime.Options{Store: f.st, Rounds: pushRounds{st: f.st}})
+	c, _ := f.connect(t, "alice", "b")
+	c.in <- roundRequest(t)
+	wakes := untilRoundEnd(t, c)
+	// The round's notice, arriving late, adds nothing; a later commit is
+	// a wake-up (suppressed), not a delta.
+	f.publish(1)
+	f.publish(f.st.commit("alice"))
+	for len(wakes) == 0 || wakes[len(wakes)-1].Cursor < 2 {
+		wakes = append(wakes, nextWake(t, c))
+	}
+	var got []string
+	for _, w := range wakes {
+		got = append(got, fmt.Sprint(w.Reason, "@", w.Cursor))
+	}
+	if want := "[catchup-required@1 catchup-required@2]"; fmt.Sprint(got) != want {
+		t.Fatalf("wake-ups %v, want %s: the round's own seq, then the next commit's", got, want)
+	}
+}
+
+func nextWake(t *testing.T, c *fakeConn) *domrt.Wake {
+	t.Helper()
+	w, ok := c.event(t).(*domrt.Wake)
+	if !ok {
+		t.Fatalf("want a wake-up, got %+v", w)
+	}
+	return w
 }
