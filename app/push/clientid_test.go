@@ -159,8 +159,10 @@ func TestClientIDRaceExactlyOneActorWins(t *testing.T) {
 			done.Add(1)
 			go func() {
 				defer done.Done()
+				// Distinct commit ids: the binding alone must decide, not
+				// the idempotency record of the other actor's commit.
 				r := ssptest.Req{ClientID: client, SchemaVersion: e.Schema.Version, Epoch: e.Epoch,
-					Commits: []*ssp2.PushCommit{e.Own("k1", "p-"+a, a)}}
+					Commits: []*ssp2.PushCommit{e.Own("k-"+a, "p-"+a, a)}}
 				_, errs[i] = e.Round.Handle(context.Background(), ports.Identity{ActorID: a, Partition: "p1"}, r.Encode(t))
 			}()
 		}
@@ -185,6 +187,66 @@ func TestClientIDRaceExactlyOneActorWins(t *testing.T) {
 		}
 		if winners != 1 {
 			t.Fatalf("round %d: %d actors won a fresh client id", round, winners)
+		}
+	}
+}
+
+// bindBarrier holds every partition-level bind (the one a pull makes)
+// until n of them have begun, so both pulls pass the request-level check
+// of an unbound id before either binds it.
+type bindBarrier struct {
+	*memory.Store
+	wg *sync.WaitGroup
+}
+
+func (b bindBarrier) BindClient(ctx context.Context, p, client, actor string) (string, error) {
+	b.wg.Done()
+	b.wg.Wait()
+	return b.Store.BindClient(ctx, p, client, actor)
+}
+
+// A pull binds a fresh client id too (SPEC §1.5): of two actors pulling
+// under one, exactly one is served; the other is refused after the bind,
+// its pull unserved and no client record written for it.
+func TestClientIDPullRaceExactlyOneActorWins(t *testing.T) {
+	actors := []string{"alice", "bob"}
+	for round := range 8 {
+		var wg sync.WaitGroup
+		wg.Add(len(actors))
+		e := roundtest.New(t, roundtest.WithPull)
+		e.Round, _ = e.Build(func(o *roundtest.Options) { roundtest.WithPull(o); o.Store = bindBarrier{e.Store, &wg} })
+		client := fmt.Sprint("fresh-", round)
+		errs := make([]error, len(actors))
+		var done sync.WaitGroup
+		for i, a := range actors {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				r := ssptest.Req{ClientID: client, SchemaVersion: e.Schema.Version, Epoch: e.Epoch, Pull: true, SubTable: "projects"}
+				_, errs[i] = e.Round.Handle(context.Background(), ports.Identity{ActorID: a, Partition: "p1"}, r.Encode(t))
+			}()
+		}
+		done.Wait()
+		winner := ""
+		for i, err := range errs {
+			if err == nil {
+				if winner != "" {
+					t.Fatalf("round %d: %s and %s were both served a pull under %s", round, winner, actors[i], client)
+				}
+				winner = actors[i]
+				continue
+			}
+			roundtest.WantCode(t, err, syncerr.InvalidClientID)
+		}
+		if winner == "" {
+			t.Fatalf("round %d: no actor was served", round)
+		}
+		ctx := context.Background()
+		if a, _, _ := e.Store.ClientBinding(ctx, "p1", client); a != winner {
+			t.Fatalf("round %d: %s was served, the id is bound to %q", round, winner, a)
+		}
+		if rec, _ := e.Store.GetClient(ctx, "p1", client); rec == nil || rec.ActorID != winner {
+			t.Fatalf("round %d: client record %+v, want %s's", round, rec, winner)
 		}
 	}
 }

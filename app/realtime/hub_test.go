@@ -540,3 +540,38 @@ func withWallClock(o *realtime.Options) {
 		o.Sleep = clock.Wall{}.Sleep
 	}
 }
+
+// SPEC §1.5: a client id belongs to the first actor that uses it in the
+// partition, and opening a socket is a use: the upgrade binds a fresh id
+// to its actor and refuses an id bound to another, whether or not that
+// actor ever pulled (a push binds without a client record).
+func TestTheUpgradeBindsTheClientID(t *testing.T) {
+	f := newFixture(t, realtime.Options{})
+	ctx := context.Background()
+	alice, bob := ports.Identity{Partition: "p", ActorID: "alice"}, ports.Identity{Partition: "p", ActorID: "bob"}
+
+	f.st.mu.Lock()
+	f.st.binds["pushed-by-bob"] = "bob" // bound by a push: no client record
+	f.st.mu.Unlock()
+	if _, err := f.hub.Admit(ctx, alice, "pushed-by-bob"); syncerr.CodeOf(err) != syncerr.InvalidClientID {
+		t.Fatalf("a socket under bob's client id: %v, want %s", err, syncerr.InvalidClientID)
+	}
+
+	adm, err := f.hub.Admit(ctx, alice, "fresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm.Abort()
+	f.st.mu.Lock()
+	boundTo := f.st.binds["fresh"]
+	f.st.mu.Unlock()
+	if boundTo != "alice" {
+		t.Fatalf("the upgrade bound the fresh id to %q, want alice", boundTo)
+	}
+	if _, err := f.hub.Admit(ctx, bob, "fresh"); syncerr.CodeOf(err) != syncerr.InvalidClientID {
+		t.Fatalf("bob's socket under alice's fresh id: %v, want %s", err, syncerr.InvalidClientID)
+	}
+	if f.hub.Sessions() != 0 {
+		t.Fatalf("%d sessions hold a slot after refusals and an abort", f.hub.Sessions())
+	}
+}

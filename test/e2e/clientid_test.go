@@ -3,9 +3,15 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
@@ -106,8 +112,10 @@ func TestClientIDRaceOnFreshID(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					id := fmt.Sprintf("p-%s-%d", a, round)
+					// Distinct commit ids: the binding alone must decide,
+					// not the idempotency record of the other's commit.
 					r := ssptest.Req{ClientID: client, SchemaVersion: s.sch.Version, Epoch: ep, Commits: []*ssp2.PushCommit{
-						ssptest.Commit("k1", ssptest.Upsert("projects", id, project(t, s.sch, id, a, "x"), -1))}}
+						ssptest.Commit("k-"+a, ssptest.Upsert("projects", id, project(t, s.sch, id, a, "x"), -1))}}
 					replies[i] = s.post(call{actor: a}, r.Encode(t))
 				}()
 			}
@@ -136,6 +144,61 @@ func TestClientIDRaceOnFreshID(t *testing.T) {
 			if winners != 1 {
 				t.Fatalf("round %d: %d actors won client %s", round, winners, client)
 			}
+		}
+	})
+}
+
+// upgrade asks for a realtime socket under clientID and returns the
+// refusal, or nil once the socket is open (and closed again).
+func upgrade(t *testing.T, s *server, c call, clientID string) *reply {
+	t.Helper()
+	u := "ws" + strings.TrimSuffix(strings.TrimPrefix(s.url, "http"), "/sync") + "/realtime?clientId=" + url.QueryEscape(clientID)
+	h := http.Header{}
+	h.Set("X-Syncd-Actor", c.actor)
+	h.Set("X-Syncd-Partition", c.partition)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, res, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h})
+	if err == nil {
+		_ = conn.Close(websocket.StatusNormalClosure, "")
+		return nil
+	}
+	if res == nil {
+		t.Fatalf("dial realtime: %v", err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	return &reply{status: res.StatusCode, header: res.Header, body: body}
+}
+
+// Opening a socket is a use of the client id (SPEC §1.5, §8.1): the
+// upgrade binds a fresh id to its actor, so another actor's push under
+// it is refused, and an id another actor bound (by a push, without a
+// client record) refuses the upgrade before it happens.
+func TestRealtimeUpgradeBindsTheClientID(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := start(t, e, serverOpts{})
+		alice, bob := call{actor: "alice"}, call{actor: "bob"}
+		ep := s.epoch(alice)
+		push := func(c call, client, row string) reply {
+			r := ssptest.Req{ClientID: client, SchemaVersion: s.sch.Version, Epoch: ep, Commits: []*ssp2.PushCommit{
+				ssptest.Commit("k-"+c.actor, ssptest.Upsert("projects", row, project(t, s.sch, row, c.actor, "x"), -1))}}
+			return s.post(c, r.Encode(t))
+		}
+		if rep := push(bob, "bobs-phone", "p-bob"); rep.status != http.StatusOK {
+			t.Fatalf("bob's push: %d %s", rep.status, rep.body)
+		}
+		rep := upgrade(t, s, alice, "bobs-phone")
+		if rep == nil {
+			t.Fatal("alice opened a socket under bob's client id")
+		}
+		s.jsonError(*rep, http.StatusBadRequest, syncerr.InvalidClientID)
+
+		if rep := upgrade(t, s, alice, "alices-tab"); rep != nil {
+			t.Fatalf("alice's socket under a fresh id: %d %s", rep.status, rep.body)
+		}
+		s.jsonError(push(bob, "alices-tab", "p-bob-2"), http.StatusBadRequest, syncerr.InvalidClientID)
+		if a, ok, err := s.store.ClientBinding(context.Background(), "default", "alices-tab"); err != nil || !ok || a != "alice" {
+			t.Fatalf("binding after the upgrade: %q %v %v, want alice", a, ok, err)
 		}
 	})
 }
