@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/syncd-dev/syncd/app/platform"
 	"github.com/syncd-dev/syncd/app/seed"
 	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/ssp2/vectortest"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -32,10 +32,7 @@ import (
 // returns its sync base URL.
 func startServer(t *testing.T, minWire, seedRows int) string {
 	t.Helper()
-	schemaPath := sharedFixture()
-	if schemaPath == "" {
-		t.Skipf("fixture %s not found (set SYNCD_SHARED_DIR)", schemaPath)
-	}
+	schemaPath := sharedFixture(t)
 	return startServerWith(t, schemaPath, minWire, seedRows)
 }
 
@@ -164,7 +161,7 @@ func TestScenarios(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"--url", url, "--schema", sharedFixture(), "--duration", "2m", "--json", "-"}, tc.args...)
+			args := append([]string{"--url", url, "--schema", sharedFixture(t), "--duration", "2m", "--json", "-"}, tc.args...)
 			expectFail := false
 			if args[len(args)-1] == "--expect-fail" {
 				args, expectFail = args[:len(args)-1], true
@@ -232,10 +229,7 @@ func TestBlobsScenario(t *testing.T) {
 // beside a push mix, every answer checked; a server without the query
 // fails the run with its catalog code.
 func TestOperationsScenario(t *testing.T) {
-	schemaPath := sharedFixture()
-	if schemaPath == "" {
-		t.Skip("tasks fixture not found (set SYNCD_SHARED_DIR)")
-	}
+	schemaPath := sharedFixture(t)
 	ops := filepath.FromSlash("../../bench/operations.json")
 	url := startServerWith(t, schemaPath, 3, 0, func(c *config.Config) { c.Operations = ops })
 	bare := startServerWith(t, schemaPath, 3, 0)
@@ -309,25 +303,12 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) {
-	if os.Getenv("SYNCD_SHARED_DIR") == "" {
-		_ = os.Setenv("SYNCD_SHARED_DIR", "../../../shared")
-	}
-	os.Exit(m.Run())
-}
-
 // sharedFixture is the tasks load fixture beside the repository, the
-// schema of the figures in bench/RESULTS.md ("" when it is not there).
-func sharedFixture() string {
-	for _, p := range []string{
-		os.Getenv("SYNCD_SHARED_DIR") + "/fixtures/tasks.ir.json",
-		filepath.FromSlash("../shared/fixtures/tasks.ir.json"),
-	} {
-		if fileExists(p) {
-			return p
-		}
-	}
-	return ""
+// schema of the figures in bench/RESULTS.md (the test skips, or fails
+// under SYNCD_REQUIRE_SHARED=1, when it is not there).
+func sharedFixture(t *testing.T) string {
+	t.Helper()
+	return vectortest.Fixture(t, "fixtures/tasks.ir.json")
 }
 
 // Bare, syncload loads what a bare `syncd serve` serves: the todos demo.

@@ -17,7 +17,7 @@ func TestRealtimeVectors(t *testing.T) {
 		t.Run(gen, func(t *testing.T) {
 			m, ok := vectortest.Load(t, vectortest.Dir(t, gen), "realtime")
 			if !ok {
-				t.Skip("no realtime vectors")
+				t.Fatalf("no %s realtime vectors", gen)
 			}
 			for _, c := range m.Cases {
 				t.Run("realtime/"+c.Name, func(t *testing.T) {

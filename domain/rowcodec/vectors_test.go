@@ -16,7 +16,7 @@ func TestSegmentVectors(t *testing.T) {
 		t.Run(gen, func(t *testing.T) {
 			m, ok := vectortest.Load(t, vectortest.Dir(t, gen), "segment")
 			if !ok {
-				t.Skip("no segment vectors")
+				t.Fatalf("no %s segment vectors", gen)
 			}
 			for _, c := range m.Cases {
 				t.Run("segment/"+c.Name, func(t *testing.T) {
@@ -81,7 +81,7 @@ func pushCodec(t *testing.T, m *vectortest.Manifest) *rowcodec.Codec {
 func TestPushVectors(t *testing.T) {
 	m, ok := vectortest.Load(t, vectortest.Dir(t, "v3"), "push")
 	if !ok {
-		t.Skip("no push vectors")
+		t.Fatal("no push vectors")
 	}
 	codec := pushCodec(t, m)
 	for _, c := range m.Cases {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/syncd-dev/syncd/domain/schema"
+	"github.com/syncd-dev/syncd/domain/ssp2/vectortest"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 )
 
@@ -286,38 +287,17 @@ func TestParseScopePattern(t *testing.T) {
 	}
 }
 
-// sharedDir finds the shared fixtures beside the repository root, or
-// SYNCD_SHARED_DIR.
-func sharedDir(t *testing.T) string {
-	t.Helper()
-	if d := os.Getenv("SYNCD_SHARED_DIR"); d != "" {
-		return d
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repository root not found")
-		}
-		dir = parent
-	}
-}
+// The shared IR fixtures: the three real schemas under fixtures/ir and
+// the tasks load fixture.
+const sharedFixtures = 4
 
 func TestLoadSharedFixtures(t *testing.T) {
-	dir := sharedDir(t)
+	vectortest.Fixture(t, "fixtures/tasks.ir.json")
+	dir := vectortest.SharedDir()
 	files, _ := filepath.Glob(filepath.Join(dir, "fixtures", "ir", "*.ir.json"))
 	files = append(files, filepath.Join(dir, "fixtures", "tasks.ir.json"))
-	if _, err := os.Stat(files[len(files)-1]); err != nil {
-		t.Skipf("\n*** SHARED IR FIXTURES NOT FOUND under %s: set SYNCD_SHARED_DIR. ***", dir)
-	}
-	if len(files) < 2 {
-		t.Fatalf("expected fixtures under %s/fixtures/ir", dir)
+	if len(files) < sharedFixtures {
+		t.Fatalf("%d IR fixtures under %s/fixtures, want at least %d: an incomplete copy", len(files), dir, sharedFixtures)
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {

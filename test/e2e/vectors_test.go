@@ -24,7 +24,7 @@ func TestPushPayloadVectors(t *testing.T) {
 		s := start(t, e, serverOpts{extra: []fx.Option{app.ProvideCRDTMerger(func() ssptest.MaxMerger { return ssptest.MaxMerger{} })}})
 		m, ok := vectortest.Load(t, vectortest.Dir(t, "v3"), "push")
 		if !ok {
-			t.Skip("no push vectors")
+			t.Fatal("no push vectors")
 		}
 		c := call{}
 		ep := s.epoch(c)

@@ -119,7 +119,7 @@ func (f fixture) command(t *testing.T, extraEnv ...string) *exec.Cmd {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "SYNCD_TEST_POSTGRES_URL", "SYNCD_REQUIRE_POSTGRES", "RACE", "GO_TEST_FLAGS", "TMPDIR":
+		case "SYNCD_TEST_POSTGRES_URL", "SYNCD_REQUIRE_POSTGRES", "SYNCD_REQUIRE_SHARED", "RACE", "GO_TEST_FLAGS", "TMPDIR":
 			continue
 		}
 		env = append(env, kv)

@@ -1,6 +1,13 @@
-// Package vectortest locates and loads the shared golden vectors for tests:
-// $SYNCD_VECTORS_DIR when set, else ../shared/vectors beside the module
-// root (the directory holding go.mod, found by walking up).
+// Package vectortest locates and loads the shared material tests read
+// from outside the repository: the golden vectors ($SYNCD_VECTORS_DIR when
+// set, else vectors/ in the shared directory) and the schema fixtures (the
+// shared directory: $SYNCD_SHARED_DIR, else ../shared beside the module
+// root, the directory holding go.mod, found by walking up).
+//
+// Missing material skips the tests that need it, loudly, unless
+// SYNCD_REQUIRE_SHARED=1 (CI sets it): then it fails them, so a build
+// without ../shared cannot report every package ok. A vector set with
+// fewer cases than it is known to hold fails whatever the setting.
 package vectortest
 
 import (
@@ -13,6 +20,67 @@ import (
 
 	"github.com/syncd-dev/syncd/domain/canonjson"
 )
+
+// Environment variables read by this package.
+const (
+	EnvSharedDir  = "SYNCD_SHARED_DIR"
+	EnvVectorsDir = "SYNCD_VECTORS_DIR"
+	EnvRequire    = "SYNCD_REQUIRE_SHARED"
+)
+
+// minimum is every vector set's known size (valid and invalid cases) by
+// generation and kind: a set that shrinks, or a kind that disappears, is
+// a broken copy of the vectors, not fewer tests to run.
+var minimum = map[string]map[string][2]int{
+	"v3": {"request": {5, 7}, "response": {14, 1}, "segment": {2, 4}, "push": {2, 4}, "realtime": {4, 4}},
+	"v2": {"request": {5, 7}, "response": {14, 1}, "segment": {2, 4}, "realtime": {4, 4}},
+}
+
+// Missing reports shared material the test needs and cannot find: it
+// skips t with a loud message, or fails it under SYNCD_REQUIRE_SHARED=1.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := "\n*** SHARED MATERIAL MISSING: " + fmt.Sprintf(format, args...) + " ***\n" +
+		"*** Provide ../shared beside the repository, or set " + EnvSharedDir + " / " + EnvVectorsDir + ". ***"
+	if os.Getenv(EnvRequire) == "1" {
+		t.Fatal(msg + "\n*** " + EnvRequire + "=1: the shared material is required. ***")
+	}
+	t.Skip(msg)
+}
+
+// SharedDir returns the shared directory, or "" when no module root is
+// found.
+func SharedDir() string {
+	if d := os.Getenv(EnvSharedDir); d != "" {
+		return d
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "..", "shared")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// Fixture returns the path of a file under the shared directory
+// (fixtures/tasks.ir.json), reporting it Missing when it is not there.
+func Fixture(t testing.TB, rel string) string {
+	t.Helper()
+	root := SharedDir()
+	p := filepath.Join(root, filepath.FromSlash(rel))
+	if _, err := os.Stat(p); root == "" || err != nil {
+		Missing(t, "fixture %s not found", p)
+	}
+	return p
+}
 
 // Case is one valid manifest entry.
 type Case struct {
@@ -50,47 +118,44 @@ type Manifest struct {
 
 // Root returns the vectors root directory, or "" when it cannot be found.
 func Root() string {
-	if d := os.Getenv("SYNCD_VECTORS_DIR"); d != "" {
+	if d := os.Getenv(EnvVectorsDir); d != "" {
 		return d
 	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
+	if d := SharedDir(); d != "" {
+		return filepath.Join(d, "vectors")
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared", "vectors")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
+	return ""
 }
 
-// Dir returns the directory of one generation ("v3" or "v2"), skipping the
-// test loudly when it is missing.
+// Dir returns the directory of one generation ("v3" or "v2"), reporting
+// it Missing when it is not there.
 func Dir(t testing.TB, generation string) string {
 	t.Helper()
 	root := Root()
-	dir := filepath.Join(root, generation)
 	if root == "" {
-		t.Skip("SKIPPING: golden vectors not found (set SYNCD_VECTORS_DIR or provide ../shared/vectors)")
+		Missing(t, "golden vectors not found")
 	}
+	dir := filepath.Join(root, generation)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		t.Skipf("SKIPPING: golden vectors directory %s is missing", dir)
+		Missing(t, "golden vectors directory %s not found", dir)
 	}
 	return dir
 }
 
 // Load reads a kind's manifest from a generation directory; ok is false
-// when the kind does not exist there.
+// when the kind does not exist in that generation. A kind the generation
+// is known to hold is reported Missing when absent, and fails the test
+// when it holds fewer cases than it is known to.
 func Load(t testing.TB, genDir, kind string) (m *Manifest, ok bool) {
 	t.Helper()
+	gen := filepath.Base(genDir)
+	least, known := minimum[gen][kind]
 	path := filepath.Join(genDir, kind, "manifest.json")
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
+		if known {
+			Missing(t, "%s vectors of %s not found (%s)", kind, gen, path)
+		}
 		return nil, false
 	}
 	if err != nil {
@@ -101,6 +166,10 @@ func Load(t testing.TB, genDir, kind string) (m *Manifest, ok bool) {
 		t.Fatalf("parse %s: %v", path, err)
 	}
 	m.Dir = filepath.Join(genDir, kind)
+	if known && (len(m.Cases) < least[0] || len(m.Invalid) < least[1]) {
+		t.Fatalf("%s: %d valid and %d invalid cases, the %s %s set holds at least %d and %d: an incomplete copy of the vectors",
+			path, len(m.Cases), len(m.Invalid), gen, kind, least[0], least[1])
+	}
 	return m, true
 }
 
