@@ -25,6 +25,13 @@ import (
 
 func newStore(t *testing.T, o Options) *Store {
 	t.Helper()
+	s, _ := newStoreOn(t, o)
+	return s
+}
+
+// newStoreOn is newStore with the fake server it stores to.
+func newStoreOn(t *testing.T, o Options) (*Store, *fakes3.Server) {
+	t.Helper()
 	srv := fakes3.Start(t)
 	o.Endpoint, o.Region, o.Bucket = srv.URL, fakes3.Region, srv.Bucket(t, "blobs")
 	o.AccessKeyID, o.SecretAccessKey, o.UsePathStyle = fakes3.AccessKeyID, fakes3.SecretAccessKey, true
@@ -35,7 +42,7 @@ func newStore(t *testing.T, o Options) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, srv
 }
 
 func upload(partition string, b []byte, media string, created int64) ports.BlobUpload {
@@ -125,7 +132,7 @@ func TestPresignedURLsWorkWithPlainHTTP(t *testing.T) {
 		id, media string
 		want      []byte
 	}{{u.BlobID, "", b}, {contentaddr.Of(c), "image/svg+xml", c}} {
-		get, err := s.PresignGet(ctx, "tenant/1", tc.id, time.Minute)
+		get, err := s.PresignGet(ctx, "tenant/1", tc.id, 10*time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,11 +146,97 @@ func TestPresignedURLsWorkWithPlainHTTP(t *testing.T) {
 		got, err := io.ReadAll(res.Body)
 		_ = res.Body.Close()
 		if err != nil || res.StatusCode != http.StatusOK || !bytes.Equal(got, tc.want) {
-			t.Fatalf("presigned GET: %s, %d bytes, %v", res.Status, len(got), err)
+			t.Fatalf("presigned GET: %s, %d bytes (%s), %v", res.Status, len(got), got, err)
 		}
 		if tc.media != "" && res.Header.Get("Content-Type") != tc.media {
 			t.Fatalf("presigned GET Content-Type %q, want %q", res.Header.Get("Content-Type"), tc.media)
 		}
+	}
+}
+
+// do sends one plain HTTP request and returns its status and body.
+func do(t *testing.T, method, u string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	return res.StatusCode, string(b)
+}
+
+// TestPresignedURLsAreSignedForWhatTheyAllow: the object store checks a
+// presigned URL's SigV4 signature (the fake server recomputes it with
+// the AWS SDK's signer, as S3 does), so a URL allows exactly what the
+// grant signed: the PUT of the declared length to the blob's key, before
+// its expiry, signed with the store's credentials. Each refusal stores
+// nothing.
+func TestPresignedURLsAreSignedForWhatTheyAllow(t *testing.T) {
+	signedAt := time.Now().UTC().Truncate(time.Second)
+	s, srv := newStoreOn(t, Options{Clock: clock.NewVirtual(signedAt.UnixMilli())})
+	ctx := context.Background()
+	b := bytes.Repeat([]byte("declared bytes "), 100)
+	u := upload("tenant/1", b, "", 5)
+	put, err := s.PresignPut(ctx, u, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := []byte("another blob")
+	otherPut, err := s.PresignPut(ctx, upload("tenant/1", other, "", 5), 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongKey, err := New(Options{Endpoint: srv.URL, Region: fakes3.Region, Bucket: "blobs", Prefix: "syncd/", UsePathStyle: true,
+		AccessKeyID: fakes3.AccessKeyID, SecretAccessKey: "not-the-secret", Clock: clock.NewVirtual(signedAt.UnixMilli())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := wrongKey.PresignPut(ctx, u, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped := mustQuery(t, otherPut).Get("X-Amz-Signature")
+	uu, _ := url.Parse(put)
+	q := uu.Query()
+	q.Set("X-Amz-Signature", swapped)
+	uu.RawQuery = q.Encode()
+
+	for _, tc := range []struct {
+		name string
+		url  string
+		body []byte
+		at   time.Time
+		want string // the S3 error code
+	}{
+		{"a byte short of the signed length", put, b[1:], signedAt, "SignatureDoesNotMatch"},
+		{"a byte past the signed length", put, append(bytes.Clone(b), '!'), signedAt, "SignatureDoesNotMatch"},
+		{"another blob's signature", uu.String(), b, signedAt, "SignatureDoesNotMatch"},
+		{"signed with another secret", forged, b, signedAt, "SignatureDoesNotMatch"},
+		{"past its expiry", put, b, signedAt.Add(10*time.Minute + time.Second), "AccessDenied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv.SetClock(func() time.Time { return tc.at })
+			status, body := do(t, http.MethodPut, tc.url, tc.body)
+			if status != http.StatusForbidden || !strings.Contains(body, "<Code>"+tc.want+"</Code>") {
+				t.Fatalf("PUT: %d %s, want 403 %s", status, body, tc.want)
+			}
+			if _, ok, err := s.Stat(ctx, "tenant/1", u.BlobID); err != nil || ok {
+				t.Fatalf("a refused PUT stored the blob (%v, %v)", ok, err)
+			}
+		})
+	}
+	// The URL as signed, within its lifetime, stores the blob.
+	srv.SetClock(func() time.Time { return signedAt.Add(10 * time.Minute) })
+	if status, body := do(t, http.MethodPut, put, b); status != http.StatusOK {
+		t.Fatalf("the signed PUT: %d %s", status, body)
+	}
+	if _, ok, err := s.Stat(ctx, "tenant/1", u.BlobID); err != nil || !ok {
+		t.Fatalf("Stat after the signed PUT: %v, %v", ok, err)
 	}
 }
 
