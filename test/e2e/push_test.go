@@ -145,6 +145,16 @@ func TestValidatorAndConstraintRejections(t *testing.T) {
 		if d := resp.Details["k2"]; d == nil || d.Entries[0].Details.Reason != "project_locked" {
 			t.Fatalf("details %+v", resp.Details)
 		}
+		// Byte for byte as SPEC §6.3 and §6.3.1 lay them out, written by
+		// hand: the rejected result (no commitSeq; opIndex 0, status
+		// error, code, message, not retryable) and its details right after.
+		wantFrames := new(ssptest.Bytes).
+			Frame(0x11, new(ssptest.Bytes).Str("k2").U8(3).Absent().U32(1).I32(0).U8(3).
+				Str("app.project_locked").Str("project is locked or missing").U8(0)).
+			Frame(0x1B, new(ssptest.Bytes).Str("k2").U32(1).I32(0).Str(`{"fieldPaths":["project_id"],"reason":"project_locked"}`)).B
+		if !bytes.Contains(first, wantFrames) {
+			t.Fatalf("response %x\ndoes not hold the spec's frames\n%x", first, wantFrames)
+		}
 		_, again := s.sync(c, req(ssptest.Commit("k2", ssptest.Upsert("tasks", "t-2", task(t, s.sch, "t-2", "p-9", "b"), -1))))
 		if !bytes.Equal(first, again) {
 			t.Fatal("validator rejection replay differs")

@@ -15,6 +15,7 @@ import (
 	"github.com/syncd-dev/syncd/domain/realtime"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
+	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
@@ -140,6 +141,9 @@ func TestRealtimeChannel(t *testing.T) {
 		if len(st) != 1 || st[0].ID != "projects" || commits != 1 || en[0].NextCursor != 1 {
 			t.Fatalf("delta %+v", delta.Msg.Frames)
 		}
+		if want := wantDelta(t, s, "rt", "projects", "owner", "alice", 1); !bytes.Equal(d, want) {
+			t.Fatalf("delta\n%x\nthe spec's bytes\n%x", d, want)
+		}
 
 		// An ack advances the stored cursor (never creating a record).
 		kb.send(websocket.MessageText, []byte(`{"type":"ack","cursor":1}`))
@@ -190,6 +194,40 @@ func TestRealtimeChannel(t *testing.T) {
 			}
 		}
 	})
+}
+
+// wantDelta writes by hand, from the spec's field tables (§8.7's 0x00
+// tag, §1.2's envelope, §1.6 RESP_HEADER, §4.4 SUB_START and SUB_END,
+// §4.5 COMMIT), the delta a registration on one scope value is sent for
+// the partition's single-change commit seq: its values (time, actor,
+// row, version) read back from storage, its layout never from the codec.
+func wantDelta(t *testing.T, s *server, partition, sub, variable, value string, seq int64) []byte {
+	t.Helper()
+	ctx := context.Background()
+	epoch, _, err := s.store.LogEpoch(ctx, partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := s.store.ReadCommitRange(ctx, partition, ports.CommitRange{AfterSeq: seq - 1, ThroughSeq: seq, LimitChanges: 10})
+	if err != nil || len(sp.Commits) != 1 || len(sp.Commits[0].Changes) != 1 {
+		t.Fatalf("commit %d: %+v %v", seq, sp, err)
+	}
+	c, ch := sp.Commits[0], sp.Commits[0].Changes[0]
+	b := ssptest.Response(3)
+	b.B = append([]byte{realtime.TagDelta}, b.B...)
+	return b.
+		// RESP_HEADER: no schema versions, the epoch, no reset.
+		Frame(0x10, new(ssptest.Bytes).Absent().Absent().Str(epoch).U8(0)).
+		// SUB_START: id, active, no reason, effective scopes {variable:
+		// [value]}, not bootstrapping.
+		Frame(0x12, new(ssptest.Bytes).Str(sub).U8(1).Str("").U32(1).Str(variable).U32(1).Str(value).U8(0)).
+		// COMMIT: seq, time, actor, tables [table], one upsert change at
+		// table 0 with its version, stored scopes and row.
+		Frame(0x13, new(ssptest.Bytes).I64(c.Seq).I64(c.CreatedAtMs).Str(c.ActorID).U32(1).Str(ch.Table).
+			U32(1).U16(0).Str(ch.RowID).U8(1).Present().I64(ch.RowVersion).U32(1).Str(variable).Str(value).Present().Raw(ch.Row)).
+		// SUB_END: the cursor, no bootstrap state.
+		Frame(0x16, new(ssptest.Bytes).I64(seq).Absent()).
+		End().B
 }
 
 // waitFor polls cond until it holds or a generous deadline passes (it
