@@ -126,20 +126,42 @@ func TestGCKeepsTheClaimOfAFailedDeletion(t *testing.T) {
 
 // TestGCRacesPushes: pushes that reference old orphans (checking, under
 // the partition lock, that the blob exists and is not claimed, as the push
-// pipeline does) race collections; no committed reference may point at a
-// deleted blob.
+// pipeline does) race collections. Every orphan ends one way or the
+// other, never both and never neither: referenced by a committed row and
+// still stored, or swept and referenced by nothing. Rounds repeat until
+// one has ended both ways, so the race was run, not one side alone.
 func TestGCRacesPushes(t *testing.T) {
-	f := newFixture(t)
+	const n, maxRounds = 30, 1000
+	for round := 1; ; round++ {
+		referenced, swept := gcRace(t, n)
+		if referenced > 0 && swept > 0 {
+			t.Logf("round %d: %d of %d orphans referenced before a sweep claimed them, %d swept", round, referenced, n, swept)
+			return
+		}
+		if round == maxRounds {
+			t.Fatalf("%d rounds, none with orphans both referenced and swept: the race never ran", maxRounds)
+		}
+	}
+}
+
+// gcRace runs one race of n pushes and three collections over n old
+// orphans and returns how many ended referenced and how many swept. The
+// collections claim in pages of two, each page its own transaction, so
+// their claims interleave with the pushes; all start together.
+func gcRace(t *testing.T, n int) (referenced, swept int) {
+	t.Helper()
+	f := newFixture(t, func(o *Options) { o.GCPage = 2 })
 	ctx := context.Background()
-	n := 30
 	ids := make([]string, n)
 	for i := range n {
 		ids[i] = f.upload(alice, fmt.Appendf(nil, "orphan %d", i))
 	}
 	f.now = f.now.Add(DefaultOrphanGrace + time.Millisecond)
+	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
+			<-start
 			rowID := fmt.Sprint("t", i)
 			err := f.store.Push(ctx, "p1", ports.PushOptions{}, func(tx ports.PushTx) error {
 				ok, err := f.svc.BlobExists(ctx, "p1", ids[i])
@@ -161,22 +183,35 @@ func TestGCRacesPushes(t *testing.T) {
 	}
 	for range 3 {
 		wg.Go(func() {
+			<-start
 			if _, err := f.svc.CollectPartition(ctx, "p1"); err != nil {
 				t.Error(err)
 			}
 		})
 	}
+	close(start)
 	wg.Wait()
-	referenced, err := f.store.ListReferencedBlobIDs(ctx, "p1")
+	refs, err := f.store.ListReferencedBlobIDs(ctx, "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range referenced {
-		if !f.stored(id) {
+	isRef := map[string]bool{}
+	for _, id := range refs {
+		isRef[id] = true
+	}
+	for _, id := range ids {
+		switch stored := f.stored(id); {
+		case isRef[id] && stored:
+			referenced++
+		case !isRef[id] && !stored:
+			swept++
+		case isRef[id]:
 			t.Fatalf("blob %s is referenced but was swept", id)
+		default:
+			t.Fatalf("blob %s is neither referenced nor swept", id)
 		}
 	}
-	t.Logf("%d of %d orphans were referenced before a sweep claimed them", len(referenced), n)
+	return referenced, swept
 }
 
 func taskWrite(rowID string) ports.RowWrite {

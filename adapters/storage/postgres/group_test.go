@@ -735,9 +735,10 @@ func TestGroupFirstRowReadAhead(t *testing.T) {
 // TestGroupHeldAppendChecksItsSeq: a member's commit append takes the seq
 // its group hands out from the partition's last seq, read once under the
 // lock, and the group's COMMIT moves the partition row only if it still
-// holds that seq; should anything else have moved it in between (here a
-// trigger on the row table, which no real deployment has), the push fails
-// rather than acknowledge a seq the log does not agree with.
+// holds that seq. Should anything else have moved it in between (here a
+// trigger on the row table, which no real deployment has), the COMMIT
+// fails: the push is refused as an internal error with nothing stored,
+// never acknowledged at a seq the partition row does not agree with.
 func TestGroupHeldAppendChecksItsSeq(t *testing.T) {
 	s := groupStore(t)
 	ctx := context.Background()
@@ -755,17 +756,18 @@ BEGIN UPDATE sync_partitions SET max_commit_seq=max_commit_seq+1 WHERE partition
 		"SELECT coalesce(max(commit_seq), 0) FROM sync_commits WHERE partition='p' AND client_commit_id='second'").Scan(&stored); qerr != nil {
 		t.Fatal(qerr)
 	}
-	switch {
-	case err == nil && acked != stored:
-		t.Fatalf("push acknowledged seq %d, its commit is stored at %d", acked, stored)
-	case err != nil && stored != 0:
-		t.Fatalf("push failed (%v) but its commit is stored at %d", err, stored)
-	case err == nil:
-		t.Logf("push ran its append itself: seq %d", acked)
+	if err == nil {
+		t.Fatalf("push acknowledged at seq %d (its commit stored at %d) though the partition row moved under its group", acked, stored)
 	}
 	var se *syncerr.Error
-	if err != nil && (!errors.As(err, &se) || se.Code != syncerr.InternalError) {
+	if !errors.As(err, &se) || se.Code != syncerr.InternalError {
 		t.Fatalf("failure %v, want %s", err, syncerr.InternalError)
+	}
+	if stored != 0 || present(t, s, "p", "second") {
+		t.Fatalf("the refused push left its commit (seq %d) or its row", stored)
+	}
+	if got := maxSeq(t, s, "p"); got != before {
+		t.Fatalf("partition row at %d after the refused push, want %d", got, before)
 	}
 }
 
