@@ -299,24 +299,47 @@ func TestIncrementalLimitsAndCursor(t *testing.T) {
 	}
 }
 
-// §4.6: a cursor behind the horizon is reset, the cursor echoed.
+// heldWhole answers every window as a recent log holding the whole log
+// would: the pull then reads no window from the log and runs no re-check.
+type heldWhole struct{ *memory.Store }
+
+func (h heldWhole) ReadRecentWindow(partition, _ string, w ports.CommitWindow) ([]commit.Commit, bool) {
+	cs, err := h.Store.ReadCommitWindow(context.Background(), partition, w)
+	return cs, err == nil
+}
+
+// §4.6: a cursor behind the horizon (one below it included) is reset,
+// the cursor echoed; a cursor at the horizon is served. The decision is
+// the bounds', before any read: a window a recent log still holds whole
+// does not serve a cursor the log was pruned past.
 func TestResetBehindHorizon(t *testing.T) {
-	e := newEnv(t, nil)
-	for i := range 5 {
-		e.seed("alice", fmt.Sprintf("a%d", i), 1)
-	}
-	if _, err := e.st.PruneCommitsThrough(context.Background(), part, ports.PruneRequest{LogEpoch: e.epoch, ThroughSeq: 3}); err != nil {
-		t.Fatal(err)
-	}
-	r := e.ok(inlineOnly, aliceGrant, sub("old", 2), sub("edge", 3), sub("new", -1))
-	if r.starts[0].Status != ssp2.SubReset || r.starts[0].ReasonCode != "sync.cursor_expired" || len(r.starts[0].EffectiveScopes) != 0 || r.ends[0].NextCursor != 2 || len(r.commits[0]) != 0 {
-		t.Fatalf("reset %+v %+v", r.starts[0], r.ends[0])
-	}
-	if r.starts[1].Status != ssp2.SubActive || len(r.commits[1]) != 2 || r.ends[1].NextCursor != 5 {
-		t.Fatalf("at the horizon %+v %+v", r.starts[1], r.ends[1])
-	}
-	if !r.starts[2].Bootstrap || r.ends[2].NextCursor != 5 {
-		t.Fatalf("bootstrap %+v", r.ends[2])
+	for _, held := range []bool{false, true} {
+		t.Run(fmt.Sprint("held window ", held), func(t *testing.T) {
+			e := newEnv(t, func(o *pull.Options) {
+				if held {
+					o.Store = heldWhole{o.Store.(*memory.Store)}
+				}
+			})
+			for i := range 5 {
+				e.seed("alice", fmt.Sprintf("a%d", i), 1)
+			}
+			if _, err := e.st.PruneCommitsThrough(context.Background(), part, ports.PruneRequest{LogEpoch: e.epoch, ThroughSeq: 3}); err != nil {
+				t.Fatal(err)
+			}
+			r := e.ok(inlineOnly, aliceGrant, sub("old", 1), sub("below", 2), sub("edge", 3), sub("new", -1))
+			for i, cursor := range []int64{1, 2} {
+				if r.starts[i].Status != ssp2.SubReset || r.starts[i].ReasonCode != "sync.cursor_expired" || len(r.starts[i].EffectiveScopes) != 0 ||
+					r.ends[i].NextCursor != cursor || len(r.commits[i]) != 0 {
+					t.Fatalf("cursor %d behind the horizon: %+v %+v", cursor, r.starts[i], r.ends[i])
+				}
+			}
+			if r.starts[2].Status != ssp2.SubActive || len(r.commits[2]) != 2 || r.ends[2].NextCursor != 5 {
+				t.Fatalf("at the horizon %+v %+v", r.starts[2], r.ends[2])
+			}
+			if !r.starts[3].Bootstrap || r.ends[3].NextCursor != 5 {
+				t.Fatalf("bootstrap %+v", r.ends[3])
+			}
+		})
 	}
 }
 

@@ -211,6 +211,15 @@ func TestRowValidatorSeesStagedWrites(t *testing.T) {
 	if !bytes.Equal(first, second) {
 		t.Fatal("replay with details differs")
 	}
+	// SPEC §6.3.1: the details entry names the opIndex of its error
+	// record, whichever operation it is.
+	resp, _ = e.Must(e.Req(ssptest.Commit("k2b",
+		ssptest.Upsert("tasks", "t-4", e.Task("t-4", "p-1", "fine"), -1),
+		ssptest.Upsert("tasks", "t-5", e.Task("t-5", "p-y", "x"), -1))))
+	roundtest.WantRejected(t, resp.Results[0], 1, "app.project_locked")
+	if d := resp.Details["k2b"]; d == nil || len(d.Entries) != 1 || d.Entries[0].OpIndex != 1 {
+		t.Fatalf("details of op 1's rejection %+v", d)
+	}
 	resp, _ = e.Must(e.Req(ssptest.Commit("k3",
 		ssptest.Upsert("projects", "p-2", e.Project("p-2", "alice", "Two"), -1),
 		ssptest.Upsert("tasks", "t-3", e.Task("t-3", "p-1", "boom"), -1))))

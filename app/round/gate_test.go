@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/syncd-dev/syncd/adapters/storage/memory"
+	pullsvc "github.com/syncd-dev/syncd/app/pull"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/roundtest"
@@ -74,5 +76,96 @@ func TestServeGatePushOnly(t *testing.T) {
 	}
 	if row, _ := e.Store.GetRow(context.Background(), "p1", "projects", "p-3"); row != nil {
 		t.Fatal("write landed past the gate")
+	}
+}
+
+// bumpingStore, once armed, answers every serve-gate read after the
+// first spared ones with the stored schema version one past running: a
+// newer process upgraded the partition while the request was served.
+type bumpingStore struct {
+	*memory.Store
+	armed  bool
+	spared int
+	reads  int
+}
+
+func (b *bumpingStore) bump(g checkpoint.ServeGate, running int32) checkpoint.ServeGate {
+	if !b.armed {
+		return g
+	}
+	if b.reads++; b.reads > b.spared {
+		g.StoredSchemaVersion = running + 1
+	}
+	return g
+}
+
+func (b *bumpingStore) TouchPartitionHead(ctx context.Context, q ports.HeadQuery) (ports.RequestHead, error) {
+	h, err := b.Store.TouchPartitionHead(ctx, q)
+	if err == nil && h.GateRead {
+		h.Gate = b.bump(h.Gate, q.Running)
+	}
+	return h, err
+}
+
+func (b *bumpingStore) ReadServeGate(ctx context.Context, partition string, running int32) (checkpoint.ServeGate, error) {
+	g, err := b.Store.ReadServeGate(ctx, partition, running)
+	return b.bump(g, running), err
+}
+
+func (b *bumpingStore) ReadBoundsAndGate(ctx context.Context, partition string, running int32) (ports.LogBounds, checkpoint.ServeGate, bool, error) {
+	bounds, g, complete, err := b.Store.ReadBoundsAndGate(ctx, partition, running)
+	if complete {
+		g = b.bump(g, running)
+	}
+	return bounds, g, complete, err
+}
+
+// The buffered read-verify (SPEC §2.4, 0.24): the gate is read again
+// before the first byte, and a stored schema version that moved past the
+// running one meanwhile refuses the answer with sync.schema_not_ready,
+// though the gate was open at entry: for a pull that read after its
+// entry read, and for a push answered from its idempotency record alone,
+// which read no gate before the read-verify.
+func TestReadVerifyRefusesASchemaBumpedMidRequest(t *testing.T) {
+	var bs *bumpingStore
+	e := roundtest.New(t, func(o *roundtest.Options) {
+		bs = &bumpingStore{Store: o.Store.(*memory.Store)}
+		o.Store = bs
+		p, err := pullsvc.New(pullsvc.Options{Store: bs, Now: o.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Round.Pull = p
+	})
+	// A commit to catch up on: the pull reads its window after its head.
+	push := e.Req(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", e.Project("p-1", "alice", "One"), -1)))
+	e.Must(push)
+	pull, err := ssp2.Encode(&ssp2.Message{WireVersion: 3, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+		&ssp2.ReqHeader{ClientID: "c1", SchemaVersion: e.Schema.Version, LogEpoch: ssp2.Some(e.Epoch)},
+		&ssp2.PullHeader{LimitCommits: 100, LimitSnapshotRows: 100, MaxSnapshotPages: 1, Accept: ssp2.AcceptInlineRows},
+		&ssp2.Subscription{ID: "s1", Table: "projects", Scopes: ssp2.ScopeListsFromMap(map[string][]string{"owner": {"alice"}}), Cursor: 0},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		body   []byte
+		spared int // gate reads before the bump: the entry read's
+	}{
+		{"a pull", pull, 1},
+		{"a replayed push", push.Encode(t), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bs.armed, bs.spared, bs.reads = true, tc.spared, 0
+			defer func() { bs.armed = false }()
+			_, err := e.Round.Handle(context.Background(), e.ID, tc.body)
+			if syncerr.CodeOf(err) != syncerr.SchemaNotReady {
+				t.Fatalf("gate closed mid-request: %v, want %s (%d gate reads)", err, syncerr.SchemaNotReady, bs.reads)
+			}
+			if rec, _ := e.Store.GetClient(context.Background(), "p1", "c1"); rec != nil {
+				t.Fatalf("the refused request recorded its client: %+v", rec)
+			}
+		})
 	}
 }
