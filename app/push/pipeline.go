@@ -579,7 +579,7 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 	if a.b.WireVersion >= 3 {
 		vals, err = codec.DecodeSparse(op.Payload, nil)
 	} else {
-		// Wire 2 pushes full rows: a write naming every column.
+		// Wires 1 and 2 push full rows: a write naming every column.
 		vals, err = codec.DecodeRow(op.Payload, nil)
 	}
 	if err != nil {
@@ -639,8 +639,8 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 	default:
 		return nil, fmt.Errorf("push: unexpected upsert action %s", d.Action)
 	}
-	// A wire-2 update keeps the stored scope columns (the change it
-	// carries, if any, is dropped silently, as a wire-2 server does).
+	// A wire-1/2 update keeps the stored scope columns (the change it
+	// carries, if any, is dropped silently, as a server of theirs does).
 	for _, c := range d.Stripped {
 		present[c] = false
 	}

@@ -12,9 +12,11 @@ type section struct {
 }
 
 // encodeDelta encodes a delta (SPEC §8.2): an SSP2 response with, per
-// affected registration, SUB_START, its COMMITs and SUB_END at through.
+// affected registration, SUB_START, its COMMITs and SUB_END at through,
+// in the client's wire version (a wire-1 header carries no epoch).
 func encodeDelta(wire uint16, epoch string, secs []section, through int64) ([]byte, error) {
-	frames := []ssp2.Frame{&ssp2.RespHeader{LogEpoch: epoch}}
+	h := &ssp2.RespHeader{LogEpoch: epoch}
+	frames := []ssp2.Frame{h.ForWire(wire)}
 	for _, s := range secs {
 		frames = append(frames, &ssp2.SubStart{ID: s.reg.id, Status: ssp2.SubActive, EffectiveScopes: ssp2.ScopeListsFromMap(s.reg.effective)})
 		for i := range s.commits {

@@ -35,7 +35,9 @@ import (
 )
 
 // Store is the storage a round reads and binds with (its commits write
-// through the Pusher).
+// through the Pusher). A store that is also a ports.RequestHeadStore
+// reads a request's first reads in one round trip; admitting wire 1 needs
+// one (its head says whether the partition's epoch was rotated).
 type Store interface {
 	TouchPartition(ctx context.Context, partition string, nowMs int64) (string, error)
 	GetClient(ctx context.Context, partition, clientID string) (*ports.ClientRecord, error)
@@ -55,10 +57,10 @@ const (
 	MaxWireVersion uint16 = 3
 	// DefaultMinWireVersion is the reference 0.24 window: wire 3 only.
 	DefaultMinWireVersion uint16 = 3
-	// LowestMinWireVersion is the oldest generation that may be admitted
-	// (wire 2, answered by the wire-2 rules where the generations differ;
-	// see ARCHITECTURE.md).
-	LowestMinWireVersion uint16 = 2
+	// LowestMinWireVersion is the oldest generation that may be admitted:
+	// wire 1, the 0.15 window's oldest (wires 1 and 2 are answered by
+	// their own rules where they and wire 3 differ; see ARCHITECTURE.md).
+	LowestMinWireVersion uint16 = 1
 )
 
 // Options configure a Service.
@@ -84,7 +86,7 @@ type Options struct {
 	// commits answered); nil: nothing listens, and no event is built.
 	Events ports.EventSink
 
-	// MinWireVersion is the oldest admitted wire version (2 or 3; 0 → 3).
+	// MinWireVersion is the oldest admitted wire version (1, 2 or 3; 0 → 3).
 	MinWireVersion uint16
 	// MaxOperations caps the operations of one request (0 → 500).
 	MaxOperations int
@@ -124,7 +126,12 @@ func New(o Options) (*Service, error) {
 		o.MinWireVersion = DefaultMinWireVersion
 	}
 	if o.MinWireVersion < LowestMinWireVersion || o.MinWireVersion > MaxWireVersion {
-		return nil, fmt.Errorf("round: minimum wire version %d: want %d or %d", o.MinWireVersion, LowestMinWireVersion, MaxWireVersion)
+		return nil, fmt.Errorf("round: minimum wire version %d: want %d to %d", o.MinWireVersion, LowestMinWireVersion, MaxWireVersion)
+	}
+	if _, ok := o.Store.(ports.RequestHeadStore); o.MinWireVersion < 2 && !ok {
+		// Only the request head says whether the partition's epoch was
+		// rotated, which closes a partition to wire 1.
+		return nil, fmt.Errorf("round: admitting wire 1 needs a store that reads request heads (%T does not)", o.Store)
 	}
 	if o.MaxOperations < 0 {
 		return nil, errors.New("round: negative operation cap")
@@ -192,7 +199,8 @@ func ErrorResponse(err error, wireVersion uint16, logEpoch string) *Response {
 	if len(b.Details) > 0 {
 		f.Details = ssp2.Some(string(b.Details))
 	}
-	return &Response{WireVersion: wireVersion, Frames: []ssp2.Frame{&ssp2.RespHeader{LogEpoch: logEpoch}, f}}
+	h := &ssp2.RespHeader{LogEpoch: logEpoch}
+	return &Response{WireVersion: wireVersion, Frames: []ssp2.Frame{h.ForWire(wireVersion), f}}
 }
 
 // Release frees the buffered pull sections (memory or temporary file).
@@ -388,16 +396,27 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	}
 	resp := &Response{WireVersion: rq.wire}
 
-	reset := dompush.AdmitEpoch(rq.hdr.LogEpoch.Value, rq.hdr.LogEpoch.Present, epoch).ResetRequired()
+	// Wire 1 carries no log epoch either way (the 0.15 SPEC §2.1, §9): it
+	// is served until the partition's epoch is first rotated, and refused
+	// from then on before any other request work, since its client could
+	// not notice the discontinuity. A rotation after the head was read is
+	// caught by the read-verify (the epoch moved), and the retry is refused.
+	if rq.wire < 2 && head.EpochRequired {
+		return early(nil, syncerr.Newf(syncerr.ClientWireUnsupported,
+			"partition log epoch was rotated; wire-1 clients cannot validate it (§2.1)").
+			WithMessage("this partition's log was restored (its epoch rotated): a wire-1 client cannot sync here any more; upgrade to a client that sends a log epoch"))
+	}
+	reset := rq.wire >= 2 && dompush.AdmitEpoch(rq.hdr.LogEpoch.Value, rq.hdr.LogEpoch.Present, epoch).ResetRequired()
 	// §1.6 schema floor: this server codes rows for its running version
 	// only. The header still says whether the epoch needs a reset.
 	if rq.hdr.SchemaVersion != running {
-		resp.Frames = []ssp2.Frame{&ssp2.RespHeader{
+		h := &ssp2.RespHeader{
 			RequiredSchemaVersion: ssp2.Some(running),
 			LatestSchemaVersion:   ssp2.Some(running),
 			LogEpoch:              epoch,
 			ResetRequired:         reset,
-		}}
+		}
+		resp.Frames = []ssp2.Frame{h.ForWire(rq.wire)}
 		return early(resp, nil)
 	}
 	// §2.1 log epoch, before any other request work.
@@ -449,7 +468,8 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	}
 	// Every header names the newest schema version this server knows
 	// (§1.6, informational), as the reference does, not only the floor.
-	resp.Frames = append(resp.Frames, &ssp2.RespHeader{LatestSchemaVersion: ssp2.Some(running), LogEpoch: epoch})
+	h := &ssp2.RespHeader{LatestSchemaVersion: ssp2.Some(running), LogEpoch: epoch}
+	resp.Frames = append(resp.Frames, h.ForWire(rq.wire))
 	rq.push.Scopes = rq.res
 	// pushed is the newest commit this request applied: the pull after
 	// the pushes must read a log that holds it (SPEC §7).
@@ -655,9 +675,10 @@ func asRequestError(err error, code syncerr.Code) error {
 }
 
 // touch is TouchPartition, with the request's other first reads taken in
-// the same round trip where the store can (ports.RequestHeadStore): the
-// entry gate, the client record of a pull, the log bounds and the
-// optimistic idempotency lookup of the first commit.
+// the same round trip where the store can (ports.RequestHeadStore):
+// whether the epoch was rotated, the entry gate, the client record of a
+// pull, the log bounds and the optimistic idempotency lookup of the first
+// commit. New refuses to admit wire 1 over a store that cannot.
 func (s *Service) touch(ctx context.Context, rq *request) (ports.RequestHead, error) {
 	hs, ok := s.o.Store.(ports.RequestHeadStore)
 	if !ok {

@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/adapters/testcontrolhttp"
+	"github.com/syncd-dev/syncd/app/round"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 )
 
@@ -105,12 +106,18 @@ func New(o Options) (*Manager, error) {
 }
 
 // Capabilities are the optional catalog capabilities this build honours,
-// the methods it implements, and the admitted wire versions.
+// the methods it implements, and the admitted wire versions: every one a
+// server can admit, since an instance serves the widest window (the
+// catalog of the 0.15 window writes wires 1 and 2).
 func (m *Manager) Capabilities() testcontrolhttp.Capabilities {
+	var wires []int
+	for v := round.LowestMinWireVersion; v <= round.MaxWireVersion; v++ {
+		wires = append(wires, int(v))
+	}
 	return testcontrolhttp.Capabilities{
 		Capabilities: []string{"backup-restore", "idempotency-fault", "signed-urls", "blobs", "blob-presign", "leases", "validators", "commit-validators", "crdt"},
 		Methods:      methodNames(),
-		WireVersions: []int{2, 3},
+		WireVersions: wires,
 	}
 }
 

@@ -193,7 +193,7 @@ func pushStatus(m *ssp2.Message) ssp2.PushStatus {
 func TestCreateCallClose(t *testing.T) {
 	p := newPlane(t)
 	code, b := p.do("GET", "/control/capabilities", nil, nil)
-	if code != http.StatusOK || !strings.Contains(string(b), `"wireVersions":[2,3]`) || !strings.Contains(string(b), `"blobs","blob-presign"`) ||
+	if code != http.StatusOK || !strings.Contains(string(b), `"wireVersions":[1,2,3]`) || !strings.Contains(string(b), `"blobs","blob-presign"`) ||
 		!strings.Contains(string(b), `"crdt"`) {
 		t.Fatalf("capabilities: %d %s", code, b)
 	}

@@ -103,7 +103,8 @@ type Req struct {
 	Wire          uint16 // 0 → 3
 	ClientID      string
 	SchemaVersion int32
-	// Epoch is the logEpoch; NoEpoch leaves it absent.
+	// Epoch is the logEpoch; NoEpoch leaves it absent (a wire-1 header
+	// has none).
 	Epoch   string
 	NoEpoch bool
 	Commits []*ssp2.PushCommit
@@ -120,7 +121,7 @@ func (r Req) Encode(t testing.TB) []byte {
 		wire = 3
 	}
 	h := &ssp2.ReqHeader{ClientID: r.ClientID, SchemaVersion: r.SchemaVersion}
-	if !r.NoEpoch {
+	if !r.NoEpoch && wire >= 2 {
 		h.LogEpoch = ssp2.Some(r.Epoch)
 	}
 	m := &ssp2.Message{WireVersion: wire, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{h}}
