@@ -82,3 +82,22 @@ func encodedLen(b []byte, t schema.ColumnType) (int, error) {
 	}
 	return 0, wire.Errorf("unknown column type tag %d", t)
 }
+
+// AppendNullColumns appends to dst a full-row payload of oldN columns
+// re-encoded as one of newN columns whose appended columns are NULL: the
+// null bitmap grows (the appended bits set), the values stay.
+func AppendNullColumns(dst, payload []byte, oldN, newN int) ([]byte, error) {
+	ob, nb := (oldN+7)/8, (newN+7)/8
+	if len(payload) < ob {
+		return dst, wire.Errorf("payload shorter than its null bitmap")
+	}
+	start := len(dst)
+	dst = append(dst, payload[:ob]...)
+	for range nb - ob {
+		dst = append(dst, 0)
+	}
+	for i := oldN; i < newN; i++ {
+		dst[start+i/8] |= 1 << (i % 8)
+	}
+	return append(dst, payload[ob:]...), nil
+}
