@@ -95,6 +95,7 @@ func NewRoundService(p RoundServiceParams) (*round.Service, error) {
 	}
 	return round.New(round.Options{
 		Schema:         p.Readiness.Schema,
+		Window:         p.Readiness.Window,
 		Store:          p.Store,
 		Resolver:       p.Resolver,
 		Push:           p.Push,
