@@ -99,6 +99,9 @@ type Options struct {
 	// the schema version its last pull recorded. Nil: Schema alone.
 	Window   func() *schema.Window
 	Resolver ports.ScopeResolver
+	// Clients counts a socket's client under its registrations' schema
+	// version at registration and at each ack; nil counts nothing.
+	Clients *round.SchemaClients
 	// Leases, when set, serves a resolver outage from the client's auth
 	// lease at registration (SPEC §7.3.3), as a socket round's resolution
 	// is; nil: an outage registers nothing.

@@ -23,6 +23,8 @@ type registration struct {
 	effective scopes.Map
 	digest    string
 	proj      *schema.Projection
+	// version is the schema version the registration's codec is.
+	version int32
 	// keys are changeKeys of its driving variable (the one with the
 	// fewest values): a change it matches has one of them.
 	keys []string
@@ -117,6 +119,7 @@ func (h *Hub) load(ctx context.Context, id ports.Identity, clientID string) (*po
 			continue
 		}
 		r := newRegistration(sub.ID, sub.Table, oc.Effective)
+		r.version = view.Version()
 		if !p.Identity() {
 			r.proj = p
 		}

@@ -82,6 +82,9 @@ type Options struct {
 	// Pull serves PULL_HEADER and its subscriptions; nil refuses pulls
 	// with sync.internal_error (a server assembled without it is broken).
 	Pull *pullsvc.Service
+	// Clients counts the clients by the schema version of their rounds
+	// (syncd_clients_by_schema_version); nil counts nothing.
+	Clients *SchemaClients
 	// Events hears every request handled, pull served and scope
 	// resolution failed (domain/event; the pipeline's own sink hears the
 	// commits answered); nil: nothing listens, and no event is built.
@@ -299,6 +302,9 @@ func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) (*
 		// Its head then remembers the current epoch.
 		rq.restart()
 		resp, err = s.serve(ctx, rq, pull)
+	}
+	if err == nil {
+		s.o.Clients.Observe(id.Partition, rq.hdr.ClientID, rq.hdr.SchemaVersion, rq.now)
 	}
 	return resp, rq, err
 }

@@ -27,7 +27,7 @@ type windowEnv struct {
 	v2, v3 *schema.Schema
 }
 
-func newWindowEnv(t *testing.T) *windowEnv {
+func newWindowEnv(t *testing.T, mut func(*round.Options)) *windowEnv {
 	t.Helper()
 	w := ssptest.Window(t)
 	st := memory.New()
@@ -41,8 +41,11 @@ func newWindowEnv(t *testing.T) *windowEnv {
 		t.Fatal(err)
 	}
 	e := &roundtest.Env{T: t, Schema: w.Current(), Store: st, ID: ports.Identity{ActorID: "alice", Partition: "p1"}}
-	e.Round, e.Push = roundtest.Assemble(t, w.Current(), roundtest.Options{Store: st, Now: now,
-		Round: round.Options{Resolver: roundtest.AllowAll, Pull: p, Window: func() *schema.Window { return w }}})
+	ro := round.Options{Resolver: roundtest.AllowAll, Pull: p, Window: func() *schema.Window { return w }}
+	if mut != nil {
+		mut(&ro)
+	}
+	e.Round, e.Push = roundtest.Assemble(t, w.Current(), roundtest.Options{Store: st, Now: now, Round: ro})
 	if e.Epoch, err = st.TouchPartition(context.Background(), "p1", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +107,7 @@ func (e *windowEnv) pull(client string, v int32, table string, cursor int64) (*s
 }
 
 func TestWindowFloorNamesTheOldestServedVersion(t *testing.T) {
-	e := newWindowEnv(t)
+	e := newWindowEnv(t, nil)
 	for _, v := range []int32{1, 4} {
 		resp, _ := e.Must(e.at("c1", v, ssptest.Commit("k1", ssptest.Delete("tasks", "a"))))
 		h := resp.Header
@@ -125,7 +128,7 @@ func TestWindowFloorNamesTheOldestServedVersion(t *testing.T) {
 // its conflict rows come in its shape, and a table it does not know is
 // unknown to it.
 func TestWindowOlderClientPushes(t *testing.T) {
-	e := newWindowEnv(t)
+	e := newWindowEnv(t, nil)
 	v2Task := ssptest.Cols{"id": rowcodec.String("t-1"), "project_id": rowcodec.String("pr-1"), "title": rowcodec.String("one"),
 		"done": rowcodec.Bool(false), "estimate": rowcodec.Null(), "attachment": rowcodec.Null()}
 	resp, _ := e.Must(e.at("old", 2, ssptest.Commit("o1", ssptest.Upsert("tasks", "t-1", e.task(e.v2, v2Task), -1))))
@@ -173,7 +176,7 @@ func TestWindowOlderClientPushes(t *testing.T) {
 // with its version, and is recorded with it; a table it does not know
 // is unknown to it.
 func TestWindowOlderClientPulls(t *testing.T) {
-	e := newWindowEnv(t)
+	e := newWindowEnv(t, nil)
 	resp, _ := e.Must(e.at("new", 3, ssptest.Commit("n1", ssptest.Upsert("tasks", "t-1", e.task(e.v3, ssptest.Cols{
 		"id": rowcodec.String("t-1"), "project_id": rowcodec.String("pr-1"), "title": rowcodec.String("one"), "done": rowcodec.Bool(false),
 		"estimate": rowcodec.Null(), "attachment": rowcodec.Null(), "priority": rowcodec.Int(9)}), -1))))
