@@ -2,6 +2,7 @@ package round
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,7 +107,8 @@ func (c *SchemaClients) Observe(partition, clientID string, v int32, at time.Tim
 				return
 			}
 			s = &seenClient{}
-			c.seen[k] = s
+			// Copies: a decoded id may share the request body's memory.
+			c.seen[clientKey{strings.Clone(partition), strings.Clone(clientID)}] = s
 		}
 		c.mu.Unlock()
 	}

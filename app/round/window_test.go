@@ -27,7 +27,7 @@ type windowEnv struct {
 	v2, v3 *schema.Schema
 }
 
-func newWindowEnv(t *testing.T, mut func(*round.Options)) *windowEnv {
+func newWindowEnv(t testing.TB, mut func(*round.Options)) *windowEnv {
 	t.Helper()
 	w := ssptest.Window(t)
 	st := memory.New()

@@ -17,7 +17,7 @@ import (
 
 // windowBuild is a Builder over n tasks rows stored at version 3 of
 // ssptest.Window, which serves version 2 too.
-func windowBuild(t *testing.T, n int, mut func(*BuildOptions)) (*buildEnv, *schema.Window) {
+func windowBuild(t testing.TB, n int, mut func(*BuildOptions)) (*buildEnv, *schema.Window) {
 	t.Helper()
 	w := ssptest.Window(t)
 	tbl := w.Current().Table("tasks")
@@ -137,5 +137,45 @@ func TestImagesPerCodecVersion(t *testing.T) {
 	}
 	if im.builds() != 2 || e.m.get("image built") != 2 || e.m.get("image reused") != 2 {
 		t.Fatalf("builds %d, counts %v", im.builds(), e.m.n)
+	}
+}
+
+// BenchmarkPagesTwoCodecs is a bootstrap storm through the inline page
+// cache: clients at one schema version, or half of them at the older
+// version of the window. Each page is built once per codec version, so
+// the hit rate drops by one build per page and version, and the cache
+// holds both shapes.
+func BenchmarkPagesTwoCodecs(b *testing.B) {
+	for _, versions := range [][]int32{{3}, {3, 2}} {
+		b.Run(fmt.Sprintf("codecs=%d", len(versions)), func(b *testing.B) {
+			var built, reused int
+			for b.Loop() {
+				e, w := windowBuild(b, 1000, nil)
+				for client := range 100 {
+					v := versions[client%len(versions)]
+					p := w.View(v).Table("tasks")
+					cursor := ""
+					for {
+						k := ports.SegmentKey{Partition: "p1", LogEpoch: "e1", Table: "tasks", SchemaVersion: v, MediaType: ports.SegmentRows,
+							ScopeDigest: "d", AsOfCommitSeq: 7, PageSize: 100, RowCursor: cursor}
+						pg := PageRequest{Key: k, Header: rowcodec.SegmentHeader{Table: "tasks", SchemaVersion: v, Columns: p.Table().Columns}, Inline: true}
+						if !p.Identity() {
+							pg.Project = p
+						}
+						var buf bytes.Buffer
+						out, err := e.b.Page(context.Background(), &pg, &buf)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if cursor = out.Next; cursor == "" {
+							break
+						}
+					}
+				}
+				built, reused = e.m.get("page built"), e.m.get("page reused")
+			}
+			b.ReportMetric(100*float64(reused)/float64(built+reused), "hit%")
+			b.ReportMetric(float64(built), "builds")
+		})
 	}
 }
