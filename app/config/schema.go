@@ -45,7 +45,14 @@ func (f *schemaFlag) Set(v string) error {
 	return nil
 }
 
-func (f *schemaFlag) Get() any { return f.c.SchemaFiles() }
+// Get is the one file as a string (printed as before the window), or
+// the list.
+func (f *schemaFlag) Get() any {
+	if len(f.c.SchemaWindow.Older) == 0 {
+		return f.c.Schema
+	}
+	return f.c.SchemaFiles()
+}
 
 // repeatable marks a flag a YAML list sets value by value.
 func (f *schemaFlag) repeatable() {}

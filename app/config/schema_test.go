@@ -56,3 +56,15 @@ func TestSchemaWindowPrinted(t *testing.T) {
 		t.Fatalf("printed:\n%s", out.String())
 	}
 }
+
+func TestOneSchemaPrintedAsBefore(t *testing.T) {
+	res, err := config.Load([]string{"--auth", "dev", "--schema", "v2.json"}, nil, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res.Config.Print(&out)
+	if !strings.Contains(out.String(), "\nschema: \"v2.json\"\n") {
+		t.Fatalf("printed:\n%s", out.String())
+	}
+}
