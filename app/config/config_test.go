@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func TestLoadPrecedence(t *testing.T) {
 		{"defaults", nil, nil, func(t *testing.T, c config.Config) {
 			want := config.Default()
 			want.Auth = config.AuthDev
-			if c != want {
+			if !reflect.DeepEqual(c, want) {
 				t.Fatalf("got %+v", c)
 			}
 		}, ""},

@@ -67,6 +67,9 @@ const (
 type Options struct {
 	// Schema returns the running compiled schema (nil before it compiled).
 	Schema func() *schema.Schema
+	// Window returns the served schema window (SPEC §9), whose current
+	// schema is Schema's; nil: the window of Schema alone.
+	Window func() *schema.Window
 	Store  Store
 	// Resolver returns the actor's allowed scopes, once per request.
 	Resolver ports.ScopeResolver
@@ -81,6 +84,9 @@ type Options struct {
 	// Pull serves PULL_HEADER and its subscriptions; nil refuses pulls
 	// with sync.internal_error (a server assembled without it is broken).
 	Pull *pullsvc.Service
+	// Clients counts the clients by the schema version of their rounds
+	// (syncd_clients_by_schema_version); nil counts nothing.
+	Clients *SchemaClients
 	// Events hears every request handled, pull served and scope
 	// resolution failed (domain/event; the pipeline's own sink hears the
 	// commits answered); nil: nothing listens, and no event is built.
@@ -143,6 +149,9 @@ func New(o Options) (*Service, error) {
 		o.Now = time.Now
 	}
 	o.Limits = o.Limits.WithDefaults()
+	if o.Window == nil {
+		o.Window = schema.Follow(o.Schema)
+	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
@@ -255,10 +264,11 @@ func transportOf(ctx context.Context) event.Transport {
 
 // handle is Handle; rq is the decoded request once there is one.
 func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) (*Response, *request, error) {
-	sch := s.o.Schema()
-	if sch == nil {
+	win := s.o.Window()
+	if win == nil {
 		return nil, nil, syncerr.Newf(syncerr.SchemaNotReady, "schema not compiled yet")
 	}
+	sch := win.Current()
 	msg, err := ssp2.DecodeWith(body, ssp2.DecodeOptions{
 		Versions:        s.versions,
 		MaxFrameBytes:   s.o.MaxFrameBytes,
@@ -270,7 +280,7 @@ func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) (*
 	if msg.Kind != ssp2.KindRequest {
 		return nil, nil, syncerr.Newf(syncerr.InvalidRequest, "message kind %s is not a request", msg.Kind)
 	}
-	rq := &request{s: s, sch: sch, id: id, wire: msg.WireVersion, now: s.o.Now()}
+	rq := &request{s: s, sch: sch, win: win, id: id, wire: msg.WireVersion, now: s.o.Now()}
 	var pull bool
 	for _, f := range msg.Frames {
 		switch f := f.(type) {
@@ -301,12 +311,19 @@ func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) (*
 		rq.restart()
 		resp, err = s.serve(ctx, rq, pull)
 	}
+	if err == nil {
+		s.o.Clients.Observe(id.Partition, rq.hdr.ClientID, rq.hdr.SchemaVersion, rq.now)
+	}
 	return resp, rq, err
 }
 
 type request struct {
-	s       *Service
-	sch     *schema.Schema
+	s   *Service
+	sch *schema.Schema
+	win *schema.Window
+	// view is the request's schema version in the window (nil: not
+	// served, the request gets the floor).
+	view    *schema.View
 	id      ports.Identity
 	wire    uint16
 	now     time.Time
@@ -343,8 +360,9 @@ func (rq *request) restart() {
 func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response, error) {
 	part := rq.id.Partition
 	running := rq.sch.Version
+	rq.view = rq.win.View(rq.hdr.SchemaVersion)
 	rq.push = push.Batch{Identity: rq.id, ClientID: rq.hdr.ClientID, WireVersion: rq.wire, Schema: rq.sch,
-		Now: rq.now, Commits: rq.commits}
+		View: rq.view, Now: rq.now, Commits: rq.commits}
 	var head ports.RequestHead
 	if epoch, ok := s.headless(rq, pull); ok && !rq.mustHead {
 		head.LogEpoch, rq.headless = epoch, true
@@ -407,11 +425,13 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 			WithMessage("this partition's log was restored (its epoch rotated): a wire-1 client cannot sync here any more; upgrade to a client that sends a log epoch"))
 	}
 	reset := rq.wire >= 2 && dompush.AdmitEpoch(rq.hdr.LogEpoch.Value, rq.hdr.LogEpoch.Present, epoch).ResetRequired()
-	// §1.6 schema floor: this server codes rows for its running version
-	// only. The header still says whether the epoch needs a reset.
-	if rq.hdr.SchemaVersion != running {
+	// §1.6 schema floor: this server codes rows for the versions of its
+	// window only (§9); the floor names the oldest as required and the
+	// current as latest. The header still says whether the epoch needs
+	// a reset.
+	if rq.view == nil {
 		h := &ssp2.RespHeader{
-			RequiredSchemaVersion: ssp2.Some(running),
+			RequiredSchemaVersion: ssp2.Some(rq.win.Oldest()),
 			LatestSchemaVersion:   ssp2.Some(running),
 			LogEpoch:              epoch,
 			ResetRequired:         reset,
@@ -428,7 +448,9 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		return early(nil, syncerr.Newf(syncerr.InternalError, "no pull service configured"))
 	}
 	// §1.7 and §4.1–§4.3: pull validation is request-level, before any push.
-	if err := pullsvc.Validate(rq.sch, rq.pullHdr, rq.subs); err != nil {
+	// A subscription is validated against the client's schema version:
+	// a table it does not declare is unknown to it (§9).
+	if err := pullsvc.Validate(rq.view.Schema(), rq.pullHdr, rq.subs); err != nil {
 		return early(nil, err)
 	}
 	// §1.5 client id binding and §6.1 operation cap: request-level. The
@@ -502,7 +524,7 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		resp.Sections = s.o.Pull.NewSpool()
 		preq := pullsvc.Request{
 			Partition: part, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID,
-			WireVersion: rq.wire, LogEpoch: epoch, Schema: rq.sch,
+			WireVersion: rq.wire, LogEpoch: epoch, Schema: rq.sch, View: rq.view,
 			Header: rq.pullHdr, Subscriptions: rq.subs, Scopes: rq.res, Previous: rec, Pushed: pushed,
 		}
 		if head.BoundsRead && len(rq.commits) == 0 {

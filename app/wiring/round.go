@@ -32,6 +32,7 @@ import (
 var RoundModule = fx.Module("syncd.round",
 	fx.Provide(
 		NewSyncTransport,
+		NewSchemaClients,
 		NewRoundService,
 		fx.Annotate(newSyncRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
 	),
@@ -78,6 +79,13 @@ type RoundServiceParams struct {
 	Pull         *pull.Service            `optional:"true"`
 	Leases       *leases.Service          `optional:"true"`
 	Events       ports.EventSink          `optional:"true"`
+	Clients      *round.SchemaClients     `optional:"true"`
+}
+
+// NewSchemaClients registers syncd_clients_by_schema_version, which the
+// rounds and the realtime sockets feed.
+func NewSchemaClients(m *platform.Metrics, r *platform.Readiness, clock ports.Clock) (*round.SchemaClients, error) {
+	return round.NewSchemaClients(m.Registry, round.SchemaClientsOptions{Served: r.Window, Now: clock.Now})
 }
 
 // NewRoundService builds the round use case over the push pipeline; nil
@@ -98,7 +106,9 @@ func NewRoundService(p RoundServiceParams) (*round.Service, error) {
 			zap.Int("min_wire_version", p.Config.Round.MinWireVersion))
 	}
 	return round.New(round.Options{
+		Clients:        p.Clients,
 		Schema:         p.Readiness.Schema,
+		Window:         p.Readiness.Window,
 		Store:          p.Store,
 		Resolver:       p.Resolver,
 		Push:           p.Push,
