@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/syncd-dev/syncd/app/config"
 	"github.com/syncd-dev/syncd/test/pgtest"
 )
 
@@ -110,5 +111,23 @@ func TestCreateBeforeStart(t *testing.T) {
 	}
 	if err := m.Shutdown(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The flags' defaults and bounds are the plane's.
+func TestConfigAgrees(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		flag, mine int64
+	}{
+		{"max instances", config.DefaultTestControlMaxInstances, DefaultMaxInstances},
+		{"max bytes", config.DefaultTestControlMaxBytes, DefaultMaxBytes},
+		{"least instance bytes", config.MinTestControlInstanceBytes, MinInstanceBytes},
+		{"database connections", config.DefaultTestControlDatabaseMaxConns, DefaultDatabaseMaxConns},
+		{"least database connections", config.MinTestControlDatabaseMaxConns, MinDatabaseMaxConns},
+	} {
+		if c.flag != c.mine {
+			t.Errorf("%s: the flag says %d, the plane %d", c.name, c.flag, c.mine)
+		}
 	}
 }
