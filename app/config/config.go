@@ -145,6 +145,12 @@ type Config struct {
 	// TestControlMaxBytes is the storage the live test instances share:
 	// each gets an equal part (TestControlMaxBytes/TestControlMaxInstances).
 	TestControlMaxBytes int64
+	// TestControlDatabase, a postgres:// URL, puts each test instance in a
+	// PostgreSQL schema of its own on that database; empty keeps each in
+	// a SQLite file.
+	TestControlDatabase string
+	// TestControlDatabaseMaxConns caps the plane's PostgreSQL connections.
+	TestControlDatabaseMaxConns int
 	// ConfigFile is the YAML file the values came from, if any.
 	ConfigFile string
 }
@@ -250,6 +256,8 @@ func Default() Config {
 
 		TestControlMaxInstances: DefaultTestControlMaxInstances,
 		TestControlMaxBytes:     DefaultTestControlMaxBytes,
+
+		TestControlDatabaseMaxConns: DefaultTestControlDatabaseMaxConns,
 	}
 }
 
@@ -365,9 +373,10 @@ func (c *Config) Validate() error {
 }
 
 // Redacted returns a copy safe to log or print: credentials in the
-// database URL are masked.
+// database URLs are masked.
 func (c Config) Redacted() Config {
 	c.Database = redactURL(c.Database)
+	c.TestControlDatabase = redactURL(c.TestControlDatabase)
 	return c
 }
 
