@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-
-	"github.com/syncd-dev/syncd/domain/syncerr"
 )
 
 // Window is the set of schema versions a server serves (SPEC §9): the
@@ -195,38 +193,17 @@ func (e *WindowError) Error() string {
 	if e.Version != 0 {
 		fmt.Fprintf(&b, ": version %d against current version %d", e.Version, e.Current)
 	}
-	if e.Table != "" {
-		b.WriteString(": table ")
-		b.WriteString(quote(e.Table))
-	}
-	if e.Column != "" {
-		b.WriteString(" column ")
-		b.WriteString(quote(e.Column))
-	}
-	b.WriteString(": ")
-	b.WriteString(string(e.Reason))
-	if e.Detail != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Detail)
-	}
+	where(&b, e.Table, e.Column, e.Reason, e.Detail)
 	return b.String()
 }
 
 // Unwrap returns the catalog form of the refusal.
 func (e *WindowError) Unwrap() error {
-	d := map[string]string{"reason": string(e.Reason)}
+	var d map[string]string
 	if e.Version != 0 {
-		d["version"] = strconv.Itoa(int(e.Version))
+		d = map[string]string{"version": strconv.Itoa(int(e.Version))}
 	}
-	if e.Table != "" {
-		d["table"] = e.Table
-	}
-	if e.Column != "" {
-		d["column"] = e.Column
-	}
-	se := syncerr.New(syncerr.SchemaInvalid).WithDetails(d)
-	se.Reason = string(e.Reason)
-	return se
+	return refusal(d, e.Table, e.Column, e.Reason)
 }
 
 // compatible applies §9's rules to one older version, table by table in
