@@ -41,6 +41,7 @@ func Options(cfg config.Config, info BuildInfo, log *zap.Logger, extra ...fx.Opt
 		fx.StartTimeout(startTimeout),
 		wiring.ChecksFirst,
 		wiring.CoreModule,
+		wiring.SchemaModule,
 		wiring.PeriodicModule,
 		wiring.SocketsModule,
 		wiring.EventsModule,

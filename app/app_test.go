@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -241,6 +242,37 @@ func TestBadSchemaFailsStart(t *testing.T) {
 	}
 	if code := app.Run(cfg, platform.ReadBuildInfo("test"), zap.NewNop()); code != 1 {
 		t.Fatalf("Run = %d", code)
+	}
+}
+
+// An older schema the current one is not compatible with stops the
+// start before storage opens (SPEC §9): the refusal names the column and
+// no database file is created.
+func TestIncompatibleSchemaWindowFailsStart(t *testing.T) {
+	dir := t.TempDir()
+	ir := func(v int, extra string) string {
+		return fmt.Sprintf(`{"irVersion":1,"schemaVersion":%d,"schemaVersions":[{"version":%d}],"tables":[{"name":"t","primaryKey":"id",`+
+			`"columns":[{"name":"id","type":"string","nullable":false}%s],"scopes":["a:{id}"]}]}`, v, v, extra)
+	}
+	cur, old := filepath.Join(dir, "v2.json"), filepath.Join(dir, "v1.json")
+	if err := os.WriteFile(cur, []byte(ir(2, `,{"name":"n","type":"integer","nullable":false}`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, []byte(ir(1, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.Schema, cfg.SchemaWindow.Older = cur, []string{old}
+	a := fx.New(app.Options(cfg, platform.ReadBuildInfo("test"), zap.NewNop()), fx.NopLogger)
+	var we *schema.WindowError
+	if err := a.Err(); !errors.As(err, &we) || we.Column != "n" || we.Reason != schema.ReasonWindowAppendedNotNull || syncerr.CodeOf(err) != syncerr.SchemaInvalid {
+		t.Fatalf("err = %v", err)
+	}
+	if code := app.Run(cfg, platform.ReadBuildInfo("test"), zap.NewNop()); code != 1 {
+		t.Fatalf("Run = %d", code)
+	}
+	if _, err := os.Stat(cfg.Database); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the database was opened: %v", err)
 	}
 }
 

@@ -28,6 +28,8 @@ func TestBannerTellsABrowserAppWhatItNeeds(t *testing.T) {
 			c.HTTP.CORSOrigins = "http://localhost:5173"
 			c.DevAuth.Actor = "demo-user"
 		}, []string{"SSP2 wire 3 and 2)", "Browser apps may call it from: http://localhost:5173", `Requests without it act as "demo-user" (--dev-actor).`}, nil},
+		{"wire-1 producers admitted", func(c *config.Config) { c.Round.MinWireVersion = 1 },
+			[]string{"SSP2 wire 3, 2 and 1)"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)

@@ -1,10 +1,18 @@
 package app_test
 
 import (
+	"database/sql"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/syncd-dev/syncd/app"
 	"github.com/syncd-dev/syncd/app/platform"
+	"github.com/syncd-dev/syncd/test/pgtest"
 )
 
 // Without --test-control-listen nothing of the plane exists: no listener,
@@ -31,4 +39,54 @@ func TestTestControlPlaneOnlyWhenAsked(t *testing.T) {
 		t.Fatalf("sync listener served the plane: %d", code)
 	}
 	on.app.RequireStop()
+}
+
+// With --test-control-database the plane starts only once its database is
+// open, keeps each instance in a schema of its own there, and drops them
+// when the server stops; a database it cannot reach fails the start.
+func TestTestControlPlaneOnPostgres(t *testing.T) {
+	base := pgtest.BaseURL(t)
+	cfg := testConfig(t)
+	cfg.TestControlListen, cfg.TestControlDatabase = "127.0.0.1:0", base
+	on := start(t, cfg)
+	body := `{"schema": {"version": 1, "tables": [{"name": "tcpg_app_notes", "primaryKey": "id",
+		"columns": [{"name": "id", "type": "string", "nullable": false}], "scopes": [{"pattern": "user:{id}"}]}]},
+		"partition": "p", "nowMs": 1}`
+	resp, err := http.Post(on.url(platform.ServerTestControl, "/control/instances"), "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"id"`) {
+		t.Fatalf("create: %d %s", resp.StatusCode, b)
+	}
+	schemas := func() int {
+		t.Helper()
+		db, err := sql.Open("pgx", base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = db.Close() }()
+		var n int
+		// Only this test's: other planes may run beside it.
+		if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_namespace n WHERE n.nspname LIKE 'syncd\_tc\_%'
+  AND EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid AND c.relname = 'tcpg_app_notes')`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := schemas(); n < 1 {
+		t.Fatal("no schema holds the instance's table")
+	}
+	on.app.RequireStop()
+	if n := schemas(); n != 0 {
+		t.Fatalf("%d instance schemas survived the stop", n)
+	}
+
+	cfg.TestControlDatabase = "postgres://syncd@127.0.0.1:1/syncd?sslmode=disable&connect_timeout=5"
+	failing := fxtest.New(t, app.Options(cfg, platform.ReadBuildInfo("test"), zaptest.NewLogger(t)))
+	if err := failing.Start(t.Context()); err == nil || !strings.Contains(err.Error(), "test-control database") {
+		t.Fatalf("start with an unreachable test-control database: %v", err)
+	}
 }

@@ -24,6 +24,10 @@ type HeadQuery struct {
 type RequestHead struct {
 	// LogEpoch is what TouchPartition would have returned.
 	LogEpoch string
+	// EpochRequired reports that the partition's epoch was rotated (the
+	// registry's epoch_required): from then on only clients that validate
+	// epochs may sync there, so a wire-1 request is refused.
+	EpochRequired bool
 	// Gate is the serve gate when GateRead; false when it must be read
 	// apart (a checkpoint is pending at the running version, or the touch
 	// wrote after the snapshot the rest was read in).

@@ -137,7 +137,8 @@ type ImageBuilder interface {
 
 // ImageWriter is one image being written.
 type ImageWriter interface {
-	// Add writes one row: its server version and full-row payload. A
+	// Add writes one row: its server version and full-row payload. The
+	// payload is lent for the call: the writer copies what it keeps. A
 	// value no image cell holds exactly is sqliteimage.ErrUnrepresentable
 	// (the table is then served on the rows lane).
 	Add(ctx context.Context, version int64, payload []byte) error

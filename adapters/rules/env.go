@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/ast"
@@ -246,21 +247,28 @@ func exprError(file, rule string, e expr, line, col int, msg string) *Error {
 	return out
 }
 
-// wantBool checks a validator rule's type.
-func wantBool(t *types.Type) string {
-	if t.IsExactType(types.BoolType) || t.IsExactType(types.DynType) {
-		return ""
+// wantType checks that a rule's expression has the type t (or dyn,
+// decided at run time); what names the expression in the error.
+func wantType(t *types.Type, what string) func(*types.Type) string {
+	return func(got *types.Type) string {
+		if got.IsExactType(t) || got.IsExactType(types.DynType) {
+			return ""
+		}
+		return fmt.Sprintf("%s must be %s %s, this one is a %s", what, article(t.String()), t, got)
 	}
-	return fmt.Sprintf("a validator rule must be a bool, this one is a %s", t)
 }
 
-// wantInt checks an opIndex expression's type.
-func wantInt(t *types.Type) string {
-	if t.IsExactType(types.IntType) || t.IsExactType(types.DynType) {
-		return ""
+func article(noun string) string {
+	if noun != "" && strings.ContainsRune("aeiou", rune(noun[0])) {
+		return "an"
 	}
-	return fmt.Sprintf("opIndex must be an int, this one is a %s", t)
+	return "a"
 }
+
+var (
+	wantBool = wantType(types.BoolType, "a validator rule")
+	wantInt  = wantType(types.IntType, "opIndex")
+)
 
 // scopesType is what the scopes rule returns: variable → values.
 var scopesType = types.NewMapType(types.StringType, types.NewListType(types.StringType))

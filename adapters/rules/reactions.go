@@ -253,21 +253,11 @@ func (c *compiler) tableNames() []string {
 	return names
 }
 
-// wantWhen checks a reaction rule's condition.
-func wantWhen(t *types.Type) string {
-	if t.IsExactType(types.BoolType) || t.IsExactType(types.DynType) {
-		return ""
-	}
-	return fmt.Sprintf("when must be a bool, this one is a %s", t)
-}
-
-// wantKey checks a reaction rule's key.
-func wantKey(t *types.Type) string {
-	if t.IsExactType(types.StringType) || t.IsExactType(types.DynType) {
-		return ""
-	}
-	return fmt.Sprintf("key must be a string, this one is a %s", t)
-}
+// A reaction rule's condition and key.
+var (
+	wantWhen = wantType(types.BoolType, "when")
+	wantKey  = wantType(types.StringType, "key")
+)
 
 // wantPayload checks a reaction rule's payload: a map with string keys
 // (a JSON object), or something that may be one at run time.

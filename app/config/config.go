@@ -69,8 +69,12 @@ type Config struct {
 	AdminListen string
 	// Database is a SQLite file path, sqlite:PATH, or a postgres:// URL.
 	Database string
-	// Schema is the path of a schema IR file; empty serves the embedded demo schema.
+	// Schema is the path of the current schema IR file; empty (and no
+	// SchemaWindow.File) serves the embedded demo schema.
 	Schema string
+	// SchemaWindow holds the older schema versions served beside the
+	// current one (SPEC §9).
+	SchemaWindow SchemaWindow
 	// Operations is the path of a JSON file declaring registered remote
 	// queries (POST <mount>/operations); empty registers none.
 	Operations string
@@ -141,6 +145,12 @@ type Config struct {
 	// TestControlMaxBytes is the storage the live test instances share:
 	// each gets an equal part (TestControlMaxBytes/TestControlMaxInstances).
 	TestControlMaxBytes int64
+	// TestControlDatabase, a postgres:// URL, puts each test instance in a
+	// PostgreSQL schema of its own on that database; empty keeps each in
+	// a SQLite file.
+	TestControlDatabase string
+	// TestControlDatabaseMaxConns caps the plane's PostgreSQL connections.
+	TestControlDatabaseMaxConns int
 	// ConfigFile is the YAML file the values came from, if any.
 	ConfigFile string
 }
@@ -246,11 +256,13 @@ func Default() Config {
 
 		TestControlMaxInstances: DefaultTestControlMaxInstances,
 		TestControlMaxBytes:     DefaultTestControlMaxBytes,
+
+		TestControlDatabaseMaxConns: DefaultTestControlDatabaseMaxConns,
 	}
 }
 
 // DemoSchema reports whether the embedded demo schema is served.
-func (c Config) DemoSchema() bool { return c.Schema == "" }
+func (c Config) DemoSchema() bool { return c.Schema == "" && c.SchemaWindow.File == "" }
 
 // DatabaseKind is the storage engine a Database value selects.
 type DatabaseKind string
@@ -309,7 +321,7 @@ func (c *Config) Validate() error {
 		if c.DemoSchema() || c.Dev {
 			c.Auth = AuthDev
 		} else {
-			errs = append(errs, errors.New("--auth is required with --schema (dev, jwt or callout; --dev implies dev)"))
+			errs = append(errs, errors.New("--auth is required with --schema or --schema-window (dev, jwt or callout; --dev implies dev)"))
 		}
 	case AuthDev, AuthHost, AuthCallout:
 	case AuthJWT:
@@ -326,6 +338,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--scopes %q: want auth, callout or rules", c.Scopes))
 	}
 	errs = append(errs, c.Rules.validate(c.Scopes)...)
+	errs = append(errs, c.validateSchema()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -360,9 +373,10 @@ func (c *Config) Validate() error {
 }
 
 // Redacted returns a copy safe to log or print: credentials in the
-// database URL are masked.
+// database URLs are masked.
 func (c Config) Redacted() Config {
 	c.Database = redactURL(c.Database)
+	c.TestControlDatabase = redactURL(c.TestControlDatabase)
 	return c
 }
 
@@ -424,7 +438,7 @@ func flagSet(c *Config, configFile *string, printConfig *bool) *flag.FlagSet {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "host:port of the sync API")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "host:port of the admin listener (/livez, /readyz, /metrics, /debug/pprof)")
 	fs.StringVar(&c.Database, "database", c.Database, "SQLite file path, sqlite:PATH, or postgres:// URL")
-	fs.StringVar(&c.Schema, "schema", c.Schema, "schema IR file written by the Syncular CLI (syncular.ir.json); empty serves the embedded todos demo")
+	c.schemaFlags(fs)
 	fs.StringVar(&c.Operations, "operations", c.Operations, "JSON file declaring registered remote queries against the synced tables for POST <mount>/operations, and the typegen descriptors (syncular.queries.ir.json) to register (see docs/operations.md)")
 	fs.StringVar(&c.Mount, "mount", c.Mount, "route prefix of the sync API, e.g. /api/sync (default empty)")
 	fs.StringVar(&c.Checkpoints, "checkpoints", c.Checkpoints, "backfill checkpoints this process declares at the running schema version, comma-separated partition/name: it serves while they backfill (see syncd checkpoint)")
@@ -559,6 +573,7 @@ func LoadFor(header string, args, environ []string, out io.Writer) (Result, erro
 	}
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	nextSource(fs)
 	for _, name := range names {
 		if name == "config" {
 			continue
@@ -569,6 +584,7 @@ func LoadFor(header string, args, environ []string, out io.Writer) (Result, erro
 			}
 		}
 	}
+	nextSource(fs)
 	if err := fs.Parse(args); err != nil {
 		return Result{}, err
 	}
@@ -597,6 +613,16 @@ func applyYAML(fs *flag.FlagSet, path string) error {
 			return fmt.Errorf("config file %s: unknown key %q", path, k)
 		}
 		v := m[k]
+		if list, ok := v.([]any); ok {
+			if _, repeatable := fs.Lookup(k).Value.(interface{ repeatable() }); repeatable {
+				for _, item := range list {
+					if err := fs.Set(k, fmt.Sprint(item)); err != nil {
+						return fmt.Errorf("config file %s: key %q: %w", path, k, err)
+					}
+				}
+				continue
+			}
+		}
 		switch v.(type) {
 		case map[string]any, []any:
 			return fmt.Errorf("config file %s: key %q: want a scalar", path, k)
@@ -648,8 +674,11 @@ func explainFlagError(fs *flag.FlagSet, err error) error {
 	// invalid value "5" for flag -prune-interval: parse error
 	if rest, ok := strings.CutPrefix(msg, "invalid value "); ok {
 		val, after, _ := strings.Cut(strings.TrimPrefix(rest, `"`), `" for flag -`)
-		name, _, _ := strings.Cut(after, ":")
+		name, reason, _ := strings.Cut(after, ":")
 		if f := fs.Lookup(name); f != nil {
+			if _, custom := f.Value.(interface{ repeatable() }); custom {
+				return fmt.Errorf("--%s %q:%s", name, val, reason)
+			}
 			if _, isDur := f.Value.(interface{ Get() any }).Get().(time.Duration); isDur {
 				if _, perr := strconv.ParseFloat(val, 64); perr == nil {
 					return fmt.Errorf("--%s %s: a duration needs a unit, e.g. %sm or %ss", name, val, val, val)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func TestLoadPrecedence(t *testing.T) {
 		{"defaults", nil, nil, func(t *testing.T, c config.Config) {
 			want := config.Default()
 			want.Auth = config.AuthDev
-			if c != want {
+			if !reflect.DeepEqual(c, want) {
 				t.Fatalf("got %+v", c)
 			}
 		}, ""},
@@ -58,6 +59,13 @@ func TestLoadPrecedence(t *testing.T) {
 				t.Fatalf("got %+v", c.Redacted())
 			}
 		}, ""},
+		{"wire 1 admitted", []string{"--min-wire-version", "1"}, nil, func(t *testing.T, c config.Config) {
+			if c.Round.MinWireVersion != 1 {
+				t.Fatalf("got %+v", c.Round)
+			}
+		}, ""},
+		{"no wire 0", []string{"--min-wire-version", "0"}, nil, nil, "--min-wire-version 0: want 1, 2 or 3"},
+		{"no wire 4", []string{"--min-wire-version", "4"}, nil, nil, "--min-wire-version 4: want 1, 2 or 3"},
 		{"schema needs auth", []string{"--schema", "x.json"}, nil, nil, "--auth is required"},
 		{"bad auth", []string{"--auth", "none"}, nil, nil, `--auth "none"`},
 		{"jwt needs algorithm", []string{"--auth", "jwt", "--jwt-key-file", "k"}, nil, nil, "--jwt-algorithm"},

@@ -9,7 +9,9 @@ import (
 // (POST /sync and socket rounds).
 type Round struct {
 	// MinWireVersion is the oldest admitted wire version: 3 (the 0.24
-	// window) or 2 (also admit wire-2 clients during an app upgrade).
+	// window), 2 (also admit wire-2 clients during an app upgrade) or 1
+	// (also the wire-1 clients of the 0.15 window, such as its
+	// database-less commit producers, which send no log epoch).
 	MinWireVersion int
 	// MaxOperations caps the operations of one request across its commits.
 	MaxOperations int
@@ -25,7 +27,7 @@ func DefaultRound() Round {
 }
 
 func (r *Round) flags(fs *flag.FlagSet) {
-	fs.IntVar(&r.MinWireVersion, "min-wire-version", r.MinWireVersion, "oldest admitted SSP2 wire version: 3, or 2 to keep wire-2 clients syncing during an upgrade")
+	fs.IntVar(&r.MinWireVersion, "min-wire-version", r.MinWireVersion, "oldest admitted SSP2 wire version: 3, 2 to keep wire-2 clients syncing during an upgrade, or 1 to also admit wire-1 clients (0.15 commit producers without a log epoch)")
 	fs.IntVar(&r.MaxOperations, "max-operations", r.MaxOperations, "most push operations one /sync request may carry (all commits together)")
 	fs.Int64Var(&r.MaxBodyBytes, "max-body-bytes", r.MaxBodyBytes, "largest /sync request body as sent (413 above)")
 	fs.Int64Var(&r.MaxDecodedBodyBytes, "max-decoded-body-bytes", r.MaxDecodedBodyBytes, "largest /sync request body after gzip or zstd decoding (413 above)")
@@ -33,8 +35,8 @@ func (r *Round) flags(fs *flag.FlagSet) {
 
 func (r Round) validate() []error {
 	var errs []error
-	if r.MinWireVersion != 2 && r.MinWireVersion != 3 {
-		errs = append(errs, fmt.Errorf("--min-wire-version %d: want 2 or 3", r.MinWireVersion))
+	if r.MinWireVersion < 1 || r.MinWireVersion > 3 {
+		errs = append(errs, fmt.Errorf("--min-wire-version %d: want 1, 2 or 3", r.MinWireVersion))
 	}
 	if r.MaxOperations < 1 {
 		errs = append(errs, fmt.Errorf("--max-operations %d: must be positive", r.MaxOperations))

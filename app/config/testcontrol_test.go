@@ -81,3 +81,46 @@ func TestTestControlInstanceBounds(t *testing.T) {
 		t.Fatalf("defaults: %d instances, %d bytes, %v; want 64 and 1 GiB", res.Config.TestControlMaxInstances, res.Config.TestControlMaxBytes, err)
 	}
 }
+
+// --test-control-database takes only a postgres:// URL, only with the
+// plane on, and never prints its password.
+func TestTestControlDatabase(t *testing.T) {
+	const pg = "postgres://syncd:hunter2@127.0.0.1:5432/test?sslmode=disable"
+	tests := []struct {
+		name string
+		args []string
+		want string // "" accepted
+	}{
+		{"postgres", []string{"--test-control-listen", "127.0.0.1:0", "--test-control-database", pg}, ""},
+		{"postgresql scheme", []string{"--test-control-listen", "127.0.0.1:0", "--test-control-database", "postgresql://h/db"}, ""},
+		{"a SQLite path", []string{"--test-control-listen", "127.0.0.1:0", "--test-control-database", "/tmp/x.db"}, "want a postgres:// URL"},
+		{"another scheme", []string{"--test-control-listen", "127.0.0.1:0", "--test-control-database", "mysql://u:hunter2@h/db"}, "want a postgres:// URL"},
+		{"without the plane", []string{"--test-control-database", pg}, "--test-control-database needs --test-control-listen"},
+		{"budget below one instance", []string{"--test-control-listen", "127.0.0.1:0", "--test-control-database", pg,
+			"--test-control-database-max-conns", "6"}, "--test-control-database-max-conns 6: want at least 7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			res, err := config.Load(tt.args, nil, &out)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("got %v (config %q), want %q without the password", err, res.Config.TestControlDatabase, tt.want)
+			}
+		})
+	}
+	res, err := config.Load([]string{"--test-control-listen", "127.0.0.1:0"}, []string{"SYNCD_TEST_CONTROL_DATABASE=" + pg}, &bytes.Buffer{})
+	if err != nil || res.Config.TestControlDatabase != pg || res.Config.TestControlDatabaseMaxConns != 64 {
+		t.Fatalf("from the environment: %q, %d conns, %v", res.Config.TestControlDatabase, res.Config.TestControlDatabaseMaxConns, err)
+	}
+	var printed bytes.Buffer
+	res.Config.Print(&printed)
+	if !strings.Contains(printed.String(), `test-control-database: "postgres://syncd:xxxxx@`) || strings.Contains(printed.String(), "hunter2") {
+		t.Fatalf("printed config:\n%s", printed.String())
+	}
+}

@@ -78,7 +78,10 @@ Development authentication: send header %s: <user id> (optional %s, %s).`, dev.H
 
 // wireVersions names the admitted wire versions for the banner.
 func wireVersions(c config.Config) string {
-	if c.Round.MinWireVersion <= 2 {
+	switch c.Round.MinWireVersion {
+	case 1:
+		return "wire 3, 2 and 1"
+	case 2:
 		return "wire 3 and 2"
 	}
 	return "wire 3"

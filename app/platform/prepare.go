@@ -1,9 +1,14 @@
 package platform
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -23,35 +28,143 @@ type SchemaSource struct {
 	Read func() ([]byte, error)
 }
 
-// NewSchemaSource serves --schema, or the embedded todos demo without it.
+// NewSchemaSource serves the current schema: the first --schema, the
+// first file of --schema-window, or the embedded todos demo without them.
 func NewSchemaSource(cfg config.Config) SchemaSource {
-	if cfg.DemoSchema() {
+	switch {
+	case cfg.SchemaWindow.File != "":
+		file := cfg.SchemaWindow.File
+		return SchemaSource{Name: file, Read: func() ([]byte, error) {
+			srcs, err := SchemaSources(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return srcs[0].Read()
+		}}
+	case cfg.DemoSchema():
 		return SchemaSource{Name: "embedded " + todos.Name, Read: func() ([]byte, error) { return todos.IR(), nil }}
 	}
-	path := cfg.Schema
+	return fileSource(cfg.Schema)
+}
+
+func fileSource(path string) SchemaSource {
 	return SchemaSource{Name: path, Read: func() ([]byte, error) { return os.ReadFile(path) }}
 }
 
-// CompileSchema runs phase schema_compile: it reads and compiles the IR
-// of src and publishes the schema on r. On failure the phase stays
-// schema_compile with the error recorded, and the error (a
-// *schema.CompileError for a refused IR) is returned.
+// SchemaSources lists the served schema window's IR documents, current
+// first (SPEC §9): every --schema, the files --schema-window lists, or
+// the embedded demo alone. It reads the window file, not the schemas.
+func SchemaSources(cfg config.Config) ([]SchemaSource, error) {
+	if cfg.SchemaWindow.File != "" {
+		paths, err := ReadSchemaWindow(cfg.SchemaWindow.File)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]SchemaSource, len(paths))
+		for i, p := range paths {
+			out[i] = fileSource(p)
+		}
+		return out, nil
+	}
+	if cfg.DemoSchema() {
+		return []SchemaSource{NewSchemaSource(cfg)}, nil
+	}
+	var out []SchemaSource
+	for _, p := range cfg.SchemaFiles() {
+		out = append(out, fileSource(p))
+	}
+	return out, nil
+}
+
+// ReadSchemaWindow reads a --schema-window file: a JSON array of IR file
+// paths, or one path a line (blank lines and lines starting with # are
+// skipped), current first. Relative paths are relative to the file.
+func ReadSchemaWindow(file string) ([]string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("schema window %s: %w", file, err)
+	}
+	var paths []string
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '[' {
+		if err := json.Unmarshal(t, &paths); err != nil {
+			return nil, fmt.Errorf("schema window %s: want a JSON array of IR file paths: %w", file, err)
+		}
+	} else {
+		for _, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimSpace(line)
+			if line != "" && !strings.HasPrefix(line, "#") {
+				paths = append(paths, line)
+			}
+		}
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("schema window %s: lists no IR file", file)
+	}
+	dir := filepath.Dir(file)
+	for i, p := range paths {
+		if p == "" {
+			return nil, fmt.Errorf("schema window %s: entry %d is empty", file, i+1)
+		}
+		if !filepath.IsAbs(p) {
+			paths[i] = filepath.Join(dir, p)
+		}
+	}
+	return paths, nil
+}
+
+// CompileSchema runs phase schema_compile for one schema: it reads and
+// compiles the IR of src and publishes the schema (a window of one
+// version) on r. On failure the phase stays schema_compile with the
+// error recorded, and the error (a *schema.CompileError for a refused
+// IR) is returned.
 func CompileSchema(src SchemaSource, r *Readiness) (*schema.Schema, error) {
+	w, err := CompileWindow([]SchemaSource{src}, r)
+	if err != nil {
+		return nil, err
+	}
+	return w.Current(), nil
+}
+
+// CompileWindow runs phase schema_compile for the served window: it
+// reads and compiles every IR of srcs (current first), checks the window
+// (schema.NewWindow: an incompatible older version is a
+// *schema.WindowError naming its first incompatible column) and
+// publishes it on r. On failure the phase stays schema_compile with the
+// error recorded, and the error is returned.
+func CompileWindow(srcs []SchemaSource, r *Readiness) (*schema.Window, error) {
 	r.enter(PhaseSchemaCompile, nil)
-	data, err := src.Read()
-	if err != nil {
-		err = fmt.Errorf("schema %s: %w", src.Name, err)
+	fail := func(err error) (*schema.Window, error) {
 		r.enter(PhaseSchemaCompile, err)
 		return nil, err
 	}
-	s, err := schema.Load(data)
-	if err != nil {
-		err = fmt.Errorf("schema %s: %w", src.Name, err)
-		r.enter(PhaseSchemaCompile, err)
-		return nil, err
+	if len(srcs) == 0 {
+		return fail(errors.New("schema: no schema to serve"))
 	}
-	r.setSchema(s)
-	return s, nil
+	compiled := make([]*schema.Schema, len(srcs))
+	for i, src := range srcs {
+		data, err := src.Read()
+		if err != nil {
+			return fail(fmt.Errorf("schema %s: %w", src.Name, err))
+		}
+		if compiled[i], err = schema.Load(data); err != nil {
+			return fail(fmt.Errorf("schema %s: %w", src.Name, err))
+		}
+	}
+	w, err := schema.NewWindow(compiled[0], compiled[1:]...)
+	if err != nil {
+		var we *schema.WindowError
+		if errors.As(err, &we) && we.Version != 0 {
+			for i, s := range compiled {
+				if i > 0 && s.Version == we.Version {
+					err = fmt.Errorf("schema %s: %w", srcs[i].Name, err)
+					break
+				}
+			}
+		}
+		return fail(err)
+	}
+	r.setWindow(w)
+	return w, nil
 }
 
 // Preparer runs the storage readiness phases for a compiled schema: it

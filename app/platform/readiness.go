@@ -61,12 +61,15 @@ const (
 
 // Status is the /readyz document.
 type Status struct {
-	Ready         bool         `json:"ready"`
-	Phase         Phase        `json:"phase"`
-	SchemaVersion int32        `json:"schemaVersion,omitempty"`
-	Draining      bool         `json:"draining,omitempty"`
-	Since         time.Time    `json:"since"`
-	Error         *StatusError `json:"error,omitempty"`
+	Ready         bool  `json:"ready"`
+	Phase         Phase `json:"phase"`
+	SchemaVersion int32 `json:"schemaVersion,omitempty"`
+	// SchemaWindow lists the served schema versions, current first, when
+	// older ones are served beside it (SPEC §9).
+	SchemaWindow []int32      `json:"schemaWindow,omitempty"`
+	Draining     bool         `json:"draining,omitempty"`
+	Since        time.Time    `json:"since"`
+	Error        *StatusError `json:"error,omitempty"`
 	// Reason says why the server is not ready: the phase while it is
 	// starting, else draining, sync_listener_not_bound or dependency_down.
 	Reason string `json:"reason,omitempty"`
@@ -210,6 +213,7 @@ type Readiness struct {
 	phase     Phase
 	since     time.Time
 	schema    *schema.Schema
+	window    *schema.Window
 	err       error
 	draining  bool
 	listening bool
@@ -309,10 +313,18 @@ func (r *Readiness) enter(p Phase, err error) {
 	}
 }
 
-func (r *Readiness) setSchema(s *schema.Schema) {
+func (r *Readiness) setWindow(w *schema.Window) {
 	r.mu.Lock()
-	r.schema = s
+	r.schema, r.window = w.Current(), w
 	r.mu.Unlock()
+}
+
+// Window returns the served schema window (SPEC §9), or nil before the
+// schema compiled.
+func (r *Readiness) Window() *schema.Window {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.window
 }
 
 // Schema returns the compiled schema, or nil before compile succeeded.
@@ -354,6 +366,9 @@ func (r *Readiness) Status() Status {
 	}
 	if r.schema != nil {
 		st.SchemaVersion = r.schema.Version
+	}
+	if r.window != nil && r.window.Len() > 1 {
+		st.SchemaWindow = r.window.Versions()
 	}
 	if r.err != nil {
 		// Operators read /readyz: the precise internal reason is useful

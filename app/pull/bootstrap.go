@@ -103,14 +103,15 @@ func (s *Service) bootstrap(ctx context.Context, e *emitter, r Request, p *plan,
 			Partition:     r.Partition,
 			LogEpoch:      r.LogEpoch,
 			Table:         p.table.Name,
-			SchemaVersion: r.Schema.Version,
+			SchemaVersion: r.version(),
 			MediaType:     ports.SegmentRows,
 			ScopeDigest:   p.effective.Digest(),
 			AsOfCommitSeq: pin,
 			PageSize:      lim.SnapshotRows,
 		},
 		Filter:   p.effective,
-		Header:   rowcodec.SegmentHeader{Table: p.table.Name, SchemaVersion: r.Schema.Version, Columns: p.table.Columns},
+		Header:   rowcodec.SegmentHeader{Table: p.table.Name, SchemaVersion: r.version(), Columns: p.table.Columns},
+		Project:  p.proj,
 		Inline:   lim.Accept&ssp2.AcceptInlineRows != 0,
 		External: lim.Accept&ssp2.AcceptExternalRows != 0,
 	}
@@ -149,12 +150,12 @@ func (s *Service) image(ctx context.Context, e *emitter, r Request, p *plan, lim
 		Partition:     r.Partition,
 		LogEpoch:      r.LogEpoch,
 		Table:         p.table.Name,
-		SchemaVersion: r.Schema.Version,
+		SchemaVersion: r.version(),
 		MediaType:     ports.SegmentSQLite,
 		ScopeDigest:   p.effective.Digest(),
 		AsOfCommitSeq: pin,
 	}
-	img, err := s.build.Image(ctx, segments.ImageRequest{Key: key, Table: p.table, Filter: p.effective, PageSize: lim.SnapshotRows})
+	img, err := s.build.Image(ctx, segments.ImageRequest{Key: key, Table: p.table, Project: p.proj, Filter: p.effective, PageSize: lim.SnapshotRows})
 	if err != nil {
 		return false, err
 	}

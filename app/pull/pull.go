@@ -37,6 +37,7 @@ import (
 	"github.com/syncd-dev/syncd/app/segments"
 	"github.com/syncd-dev/syncd/domain/checkpoint"
 	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/domain/ssp2"
@@ -244,7 +245,11 @@ type Request struct {
 	WireVersion uint16
 	LogEpoch    string
 	Schema      *schema.Schema
-	Header      *ssp2.PullHeader
+	// View is the client's schema version in the served window (SPEC
+	// §9): its tables, the shape and version stamp of the rows it is
+	// sent. Nil: the current version.
+	View   *schema.View
+	Header *ssp2.PullHeader
 	// Subscriptions in request order (validated by Validate).
 	Subscriptions []*ssp2.Subscription
 	// Scopes is the request's one memoized scope resolution.
@@ -262,6 +267,32 @@ type Request struct {
 	// before the pull (0: none). A log maximum read below it is a stale
 	// read (SPEC §7), and the pull fails with sync.storage_stale_read.
 	Pushed int64
+}
+
+// table returns the client's form of a table (nil when its schema
+// version does not declare it) and, for an older version's form, the
+// projection of stored rows onto it.
+func (r *Request) table(name string) (*schema.Table, *schema.Projection) {
+	if r.View.IsCurrent() {
+		return r.Schema.Table(name), nil
+	}
+	p := r.View.Table(name)
+	switch {
+	case p == nil:
+		return nil, nil
+	case p.Identity():
+		return p.Table(), nil
+	}
+	return p.Table(), p
+}
+
+// version is the client's schema version: the version stamp of its
+// segments and their publication keys.
+func (r *Request) version() int32 {
+	if r.View.IsCurrent() {
+		return r.Schema.Version
+	}
+	return r.View.Version()
 }
 
 type sectionKind uint8
@@ -299,8 +330,11 @@ func (v *Served) count(k sectionKind) {
 }
 
 type plan struct {
-	sub       *ssp2.Subscription
+	sub *ssp2.Subscription
+	// table is the client's form of the subscription's table; proj, when
+	// set, projects stored rows onto it (an older schema version).
 	table     *schema.Table
+	proj      *schema.Projection
 	kind      sectionKind
 	effective scopes.Map
 	commits   []commit.Commit
@@ -340,8 +374,7 @@ func (s *Service) Pull(ctx context.Context, r Request, out *Spool) error {
 	for i, sub := range r.Subscriptions {
 		p := &plans[i]
 		p.sub = sub
-		p.table = r.Schema.Table(sub.Table)
-		if p.table == nil {
+		if p.table, p.proj = r.table(sub.Table); p.table == nil {
 			return syncerr.Newf(syncerr.UnknownTable, "subscription %q: unknown table %q", sub.ID, sub.Table)
 		}
 		oc := scopes.Effective(requestedMap(sub.Scopes), r.Scopes)
@@ -616,7 +649,7 @@ func (s *Service) incremental(e *emitter, p *plan, lim Limits, b ports.LogBounds
 		if delivered > 0 && (delivered+len(c.Changes) > lim.Commits || s.overBudget(e)) {
 			break
 		}
-		if err := e.commit(c); err != nil {
+		if err := e.commit(c, p.proj); err != nil {
 			return err
 		}
 		delivered += len(c.Changes)
@@ -644,6 +677,9 @@ type clientSub struct {
 	Params     json.RawMessage     `json:"params,omitempty"`
 	Status     string              `json:"status"`
 	NextCursor int64               `json:"nextCursor"`
+	// SchemaVersion is the codec version the pull that wrote the entry
+	// accepted: realtime projects the subscription's deltas through it.
+	SchemaVersion int32 `json:"schemaVersion,omitempty"`
 }
 
 // clientRecord is the client record after all sections (§4.5): the
@@ -672,7 +708,8 @@ func (s *Service) clientRecord(r Request, plans []plan) (*ports.ClientRecord, er
 				cursor, have = p.nextCursor, true
 			}
 		}
-		cs := clientSub{ID: p.sub.ID, Table: p.sub.Table, Scopes: requestedMap(p.sub.Scopes), Status: status, NextCursor: p.nextCursor}
+		cs := clientSub{ID: p.sub.ID, Table: p.sub.Table, Scopes: requestedMap(p.sub.Scopes), Status: status, NextCursor: p.nextCursor,
+			SchemaVersion: r.version()}
 		if p.sub.Params.Present {
 			cs.Params = json.RawMessage(p.sub.Params.Value)
 		}
@@ -721,7 +758,7 @@ func (s *Service) unchanged(r Request, cursor int64, list []clientSub, now int64
 	}
 	for i := range list {
 		a, b := &list[i], &stored[i]
-		if a.ID != b.ID || a.Table != b.Table || a.Status != b.Status || !sameScopes(a.Scopes, b.Scopes) {
+		if a.ID != b.ID || a.Table != b.Table || a.Status != b.Status || a.SchemaVersion != b.SchemaVersion || !sameScopes(a.Scopes, b.Scopes) {
 			return false
 		}
 		if len(a.Params) != 0 || len(b.Params) != 0 {
@@ -757,6 +794,7 @@ type emitter struct {
 	changes []ssp2.Change
 	tables  []string
 	scopes  []ssp2.ScopeValue // arena of one frame's stored scopes
+	rows    []byte            // arena of one frame's projected rows
 	seg     bytes.Buffer
 }
 
@@ -781,6 +819,32 @@ func (e *emitter) raw(t ssp2.FrameType, payload []byte) error {
 	return err
 }
 
+// project replaces the rows of the frame's changes with their projection
+// onto an older schema version, all of them written into one arena
+// first, so no row aliases a buffer that grew after it.
+func (e *emitter) project(c *commit.Commit, proj *schema.Projection) error {
+	e.rows = e.rows[:0]
+	ends := make([]int, len(c.Changes))
+	for i := range c.Changes {
+		ch := &c.Changes[i]
+		if ch.Op == commit.OpUpsert && ch.Table == proj.Current().Name {
+			var err error
+			if e.rows, err = rowcodec.Project(e.rows, ch.Row, proj); err != nil {
+				return syncerr.Wrap(syncerr.InternalError, fmt.Errorf("stored change %s/%s: %w", ch.Table, ch.RowID, err))
+			}
+		}
+		ends[i] = len(e.rows)
+	}
+	start := 0
+	for i := range c.Changes {
+		if ends[i] > start {
+			e.changes[i].Row = e.rows[start:ends[i]:ends[i]]
+		}
+		start = ends[i]
+	}
+	return nil
+}
+
 // storedScopes renders a change's scopes in key order into the frame's
 // arena (sized up front, so earlier slices stay valid).
 func (e *emitter) storedScopes(m map[string]string) ssp2.StoredScopes {
@@ -798,8 +862,10 @@ func (e *emitter) storedScopes(m map[string]string) ssp2.StoredScopes {
 	return out
 }
 
-// commit writes one COMMIT frame with a frame-local table dictionary.
-func (e *emitter) commit(c *commit.Commit) error {
+// commit writes one COMMIT frame with a frame-local table dictionary;
+// proj, when set, projects each row onto the client's older schema
+// version (the window's changes are of the one table it projects).
+func (e *emitter) commit(c *commit.Commit, proj *schema.Projection) error {
 	e.tables = e.tables[:0]
 	e.changes = e.changes[:0]
 	n := 0
@@ -828,6 +894,11 @@ func (e *emitter) commit(c *commit.Commit) error {
 			out.RowVersion, out.Row = ch.RowVersion, ch.Row
 		}
 		e.changes = append(e.changes, out)
+	}
+	if proj != nil {
+		if err := e.project(c, proj); err != nil {
+			return err
+		}
 	}
 	return e.frame(&ssp2.Commit{CommitSeq: c.Seq, CreatedAtMs: c.CreatedAtMs, ActorID: c.ActorID, Tables: e.tables, Changes: e.changes})
 }

@@ -29,6 +29,10 @@ type Batch struct {
 	ClientID    string
 	WireVersion uint16
 	Schema      *schema.Schema
+	// View is the client's schema version in the served window (SPEC
+	// §9): its payloads decode with that version's codec and its
+	// conflict rows are projected onto it. Nil: the current version.
+	View *schema.View
 	// Now is the request's time (its reactions are available from it).
 	Now time.Time
 	// Scopes is the request's one scope resolution.
@@ -59,6 +63,7 @@ type Batch struct {
 	// epochChecked: a transaction that committed saw RememberedEpoch.
 	epochChecked bool
 	codecs       map[string]*rowcodec.Codec
+	vcodecs      map[string]*rowcodec.Codec // the View's tables
 	// plan, for a server-authoritative command, returns the commit's
 	// operations inside its push transaction (PushCommand); its client id
 	// is the reserved command identity.
@@ -99,13 +104,39 @@ func (b *Batch) checkClientID(boundActor string) error {
 }
 
 func (b *Batch) codec(t *schema.Table) *rowcodec.Codec {
-	if b.codecs == nil {
-		b.codecs = map[string]*rowcodec.Codec{}
+	return cachedCodec(&b.codecs, t)
+}
+
+// versionCodec is the codec of the View's form of a table.
+func (b *Batch) versionCodec(t *schema.Table) *rowcodec.Codec {
+	return cachedCodec(&b.vcodecs, t)
+}
+
+func cachedCodec(m *map[string]*rowcodec.Codec, t *schema.Table) *rowcodec.Codec {
+	if *m == nil {
+		*m = map[string]*rowcodec.Codec{}
 	}
-	c := b.codecs[t.Name]
+	c := (*m)[t.Name]
 	if c == nil {
 		c = rowcodec.New(t)
-		b.codecs[t.Name] = c
+		(*m)[t.Name] = c
 	}
 	return c
+}
+
+// projection is the View's projection of a table: nil for the current
+// version (or an identity), the table unknown to the version when ok is
+// false.
+func (b *Batch) projection(table string) (p *schema.Projection, ok bool) {
+	if b.View.IsCurrent() {
+		return nil, true
+	}
+	p = b.View.Table(table)
+	if p == nil {
+		return nil, false
+	}
+	if p.Identity() {
+		return nil, true
+	}
+	return p, true
 }

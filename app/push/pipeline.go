@@ -295,7 +295,7 @@ func firstRow(b *Batch, pc *ssp2.PushCommit) ports.RowKey {
 	}
 	op := &pc.Operations[0]
 	t := b.Schema.Table(op.Table)
-	if t == nil {
+	if _, known := b.projection(op.Table); t == nil || !known {
 		return ports.RowKey{}
 	}
 	return ports.RowKey{Table: t.Name, RowID: op.RowID}
@@ -512,7 +512,10 @@ func (a *applier) apply(ctx context.Context) (*termination, error) {
 
 func (a *applier) applyOp(ctx context.Context, i int, op *ssp2.PushOperation) (*termination, error) {
 	t := a.b.Schema.Table(op.Table)
-	if t == nil {
+	// A table the client's schema version does not declare is unknown to
+	// it, as on a server running that version (SPEC §9).
+	proj, known := a.b.projection(op.Table)
+	if t == nil || !known {
 		return codeTerm(i, syncerr.UnknownTable, ""), nil
 	}
 	if !a.b.Scopes.OK() {
@@ -521,7 +524,7 @@ func (a *applier) applyOp(ctx context.Context, i int, op *ssp2.PushOperation) (*
 	if op.Op == ssp2.OpDelete {
 		return a.applyDelete(ctx, i, t, op)
 	}
-	return a.applyUpsert(ctx, i, t, op)
+	return a.applyUpsert(ctx, i, t, proj, op)
 }
 
 func (a *applier) applyDelete(ctx context.Context, i int, t *schema.Table, op *ssp2.PushOperation) (*termination, error) {
@@ -571,19 +574,31 @@ func (a *applier) applyDelete(ctx context.Context, i int, t *schema.Table, op *s
 	return nil, nil
 }
 
-func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *ssp2.PushOperation) (*termination, error) {
+// applyUpsert applies an upsert of table t; proj, when set, is the
+// client's older form of t (SPEC §9): the payload decodes with its codec
+// and the columns appended since are NULL on an insert, untouched on an
+// update.
+func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, proj *schema.Projection, op *ssp2.PushOperation) (*termination, error) {
 	codec := a.b.codec(t)
 	n := len(t.Columns)
+	dec := codec
+	if proj != nil {
+		dec = a.b.versionCodec(proj.Table())
+	}
 	var vals []rowcodec.Value
 	var err error
 	if a.b.WireVersion >= 3 {
-		vals, err = codec.DecodeSparse(op.Payload, nil)
+		vals, err = dec.DecodeSparse(op.Payload, nil)
 	} else {
-		// Wire 2 pushes full rows: a write naming every column.
-		vals, err = codec.DecodeRow(op.Payload, nil)
+		// Wires 1 and 2 push full rows: a write naming every column.
+		vals, err = dec.DecodeRow(op.Payload, nil)
 	}
 	if err != nil {
 		return errTerm(i, syncerr.Wrap(syncerr.InvalidRequest, err)), nil
+	}
+	if proj != nil {
+		// The appended columns are absent from an older version's write.
+		vals = append(vals, make([]rowcodec.Value, n-len(vals))...)
 	}
 	if rid, ok := rowcodec.ScopeString(vals[t.PKIndex]); !ok || rid != op.RowID {
 		return codeTerm(i, syncerr.InvalidRequest, ""), nil
@@ -613,6 +628,12 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 			return nil, fmt.Errorf("read tombstone: %w", err)
 		}
 		target.Tombstoned = tomb
+		if proj != nil {
+			// An older version's insert: the columns it cannot name are NULL.
+			for c := proj.Columns(); c < n; c++ {
+				vals[c], present[c] = rowcodec.Null(), true
+			}
+		}
 	}
 	d, err := dompush.DecideUpsert(dompush.Upsert{Table: t, Present: present,
 		BaseVersion: op.BaseVersion.Value, HasBaseVersion: op.BaseVersion.Present, WireVersion: a.b.WireVersion}, target, dompush.Checks{
@@ -630,17 +651,25 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, op *s
 	switch d.Action {
 	case dompush.ActionConflict:
 		e := syncerr.Lookup(syncerr.VersionConflict)
+		row, cols := append([]byte(nil), stored.Payload...), d.ConflictColumns
+		if proj != nil {
+			// The client's codec reads the row and the bitmap in its shape.
+			if row, err = rowcodec.Project(nil, stored.Payload, proj); err != nil {
+				return nil, fmt.Errorf("project stored row %s/%s: %w", t.Name, op.RowID, err)
+			}
+			cols = rowcodec.CutBitmap(nil, cols, proj.Columns())
+		}
 		return &termination{record: ssp2.OpResult{
 			OpIndex: int32(i), Status: ssp2.OpConflict, Code: string(e.Code), Message: e.Message,
-			ServerVersion: stored.Version, ServerRow: append([]byte(nil), stored.Payload...),
-			ConflictColumns: d.ConflictColumns,
+			ServerVersion: stored.Version, ServerRow: row,
+			ConflictColumns: cols,
 		}}, nil
 	case dompush.ActionUpdate, dompush.ActionInsert:
 	default:
 		return nil, fmt.Errorf("push: unexpected upsert action %s", d.Action)
 	}
-	// A wire-2 update keeps the stored scope columns (the change it
-	// carries, if any, is dropped silently, as a wire-2 server does).
+	// A wire-1/2 update keeps the stored scope columns (the change it
+	// carries, if any, is dropped silently, as a server of theirs does).
 	for _, c := range d.Stripped {
 		present[c] = false
 	}

@@ -92,9 +92,16 @@ const (
 
 // Options configure a Hub.
 type Options struct {
-	Store    Store
-	Schema   func() *schema.Schema
+	Store  Store
+	Schema func() *schema.Schema
+	// Window returns the served schema window (SPEC §9), whose current
+	// schema is Schema's: each registration's deltas are projected onto
+	// the schema version its last pull recorded. Nil: Schema alone.
+	Window   func() *schema.Window
 	Resolver ports.ScopeResolver
+	// Clients counts a socket's client under its registrations' schema
+	// version at registration and at each ack; nil counts nothing.
+	Clients *round.SchemaClients
 	// Leases, when set, serves a resolver outage from the client's auth
 	// lease at registration (SPEC §7.3.3), as a socket round's resolution
 	// is; nil: an outage registers nothing.
@@ -188,6 +195,9 @@ func New(o Options) (*Hub, error) {
 	if o.MaxDeltaBytes < 0 || o.MaxPresenceBytes < 0 || o.PresenceLease < 0 || o.MaxSockets < 0 || o.MaxSocketsPerActor < 0 || o.SendQueueBytes < 0 ||
 		o.SendBudgetBytes < 0 || o.PresenceRate < 0 || o.PresenceBurst < 0 || o.RoundTimeout < 0 || o.MaxRequestBytes < 0 {
 		return nil, errors.New("realtime: negative limit")
+	}
+	if o.Window == nil {
+		o.Window = schema.Follow(o.Schema)
 	}
 	if o.MaxDeltaBytes == 0 {
 		o.MaxDeltaBytes = DefaultMaxDeltaBytes

@@ -8,17 +8,23 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/syncd-dev/syncd/app/leases"
+	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/scopes"
 	"github.com/syncd-dev/syncd/ports"
 )
 
 // registration is one subscription a session receives deltas for: the
-// persisted subscription's id and table with its effective scopes.
+// persisted subscription's id and table with its effective scopes, and
+// the projection of its rows onto the schema version its client's last
+// pull accepted (nil: the current version's shape).
 type registration struct {
 	id        string
 	table     string
 	effective scopes.Map
 	digest    string
+	proj      *schema.Projection
+	// version is the schema version the registration's codec is.
+	version int32
 	// keys are changeKeys of its driving variable (the one with the
 	// fewest values): a change it matches has one of them.
 	keys []string
@@ -49,12 +55,18 @@ type storedSub struct {
 	ID     string              `json:"id"`
 	Table  string              `json:"table"`
 	Scopes map[string][]string `json:"scopes"`
+	// SchemaVersion is the codec version the pull that wrote the entry
+	// accepted; 0 in entries written before pulls recorded it.
+	SchemaVersion int32 `json:"schemaVersion"`
 }
 
 // load reads the client record and derives the registrations (SPEC §8.1):
 // every persisted subscription of a known table whose requested scopes
 // are declared and whose effective scopes, re-resolved now, are not
-// revoked. During a resolver outage the client's valid auth lease
+// revoked, with the codec of the schema version its last pull accepted
+// (§9): an entry of a version the window does not serve registers
+// nothing, nor, on a window of several versions, one that records no
+// version (written before pulls recorded it) until the next pull does. During a resolver outage the client's valid auth lease
 // stands in for the resolver (§7.3.3), as in a socket round. A resolver
 // failure, or an outage no lease serves, fails closed: no registration.
 // An error is a failure to read the record.
@@ -73,7 +85,8 @@ func (h *Hub) load(ctx context.Context, id ports.Identity, clientID string) (*po
 	if err := json.Unmarshal(rec.Subscriptions, &subs); err != nil {
 		return nil, nil, fmt.Errorf("decode stored subscriptions: %w", err)
 	}
-	sch := h.o.Schema()
+	win := h.o.Window()
+	sch := win.Current()
 	res := scopes.Failed()
 	r, err := leases.Resolve(ctx, h.o.Leases, h.o.Resolver, ports.ScopeRequest{Partition: id.Partition, ActorID: id.ActorID, ClientID: clientID},
 		sch.ScopeVariables())
@@ -89,15 +102,28 @@ func (h *Hub) load(ctx context.Context, id ports.Identity, clientID string) (*po
 	}
 	var regs []registration
 	for _, sub := range subs {
+		view := win.View(sub.SchemaVersion)
+		if sub.SchemaVersion == 0 && win.Len() == 1 {
+			view = win.CurrentView()
+		}
+		if view == nil {
+			continue
+		}
 		t := sch.Table(sub.Table)
-		if t == nil || scopes.ValidateRequested(t, sub.Scopes) != nil {
+		p := view.Table(sub.Table)
+		if t == nil || p == nil || scopes.ValidateRequested(t, sub.Scopes) != nil {
 			continue
 		}
 		oc := scopes.Effective(sub.Scopes, res)
 		if oc.Revoked() || len(oc.Effective) == 0 {
 			continue
 		}
-		regs = append(regs, newRegistration(sub.ID, sub.Table, oc.Effective))
+		r := newRegistration(sub.ID, sub.Table, oc.Effective)
+		r.version = view.Version()
+		if !p.Identity() {
+			r.proj = p
+		}
+		regs = append(regs, r)
 	}
 	return rec, regs, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -108,6 +109,16 @@ func (s *Session) setRegistrations(regs []registration) {
 	s.mu.Lock()
 	s.regs = regs
 	s.mu.Unlock()
+	s.seen(regs)
+}
+
+// seen counts the socket's client under the schema version of its
+// registrations (syncd_clients_by_schema_version): a connected client
+// that only takes deltas still counts.
+func (s *Session) seen(regs []registration) {
+	if len(regs) > 0 && s.hub.o.Clients != nil {
+		s.hub.o.Clients.Observe(s.id.Partition, s.clientID, regs[0].version, time.UnixMilli(s.hub.nowMs()))
+	}
 }
 
 // Abort implements ports.RealtimeAdmission: the upgrade failed.
@@ -334,8 +345,9 @@ func (s *Session) ack(ctx context.Context, cursor int64) {
 	if s.cursor >= s.lastSeq {
 		s.wakePending = false
 	}
-	epoch := s.epoch
+	epoch, regs := s.epoch, s.regs
 	s.mu.Unlock()
+	s.seen(regs)
 	if _, err := s.hub.o.Store.AdvanceClientCursor(ctx, ports.CursorAdvance{
 		Partition: s.id.Partition, ClientID: s.clientID, ActorID: s.id.ActorID,
 		LogEpoch: epoch, Cursor: cursor, NowMs: s.hub.nowMs(),

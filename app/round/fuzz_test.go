@@ -13,9 +13,13 @@ import (
 
 // FuzzHandle: no request body makes the use case panic or answer an
 // internal error; malformed input is always a catalog refusal or a
-// commit-level rejection.
+// commit-level rejection. Every wire version is admitted and pulls are
+// served, so the older generations' seeds are read through too.
 func FuzzHandle(f *testing.F) {
-	e := roundtest.New(f, nil)
+	e := roundtest.New(f, func(o *roundtest.Options) {
+		o.Round.MinWireVersion = 1
+		roundtest.WithPull(o)
+	})
 	tasks := e.Table("tasks")
 	for _, b := range vectortest.Files("request", "push") {
 		f.Add(b)

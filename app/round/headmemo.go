@@ -62,12 +62,12 @@ func (m *headMemo) recent(partition string, now time.Time, window time.Duration)
 }
 
 // headless reports whether rq may skip its request head, and the epoch
-// it is then admitted at: a push-only request of the running schema
+// it is then admitted at: a push-only request of a served schema
 // version, naming the remembered epoch of a head read within
 // Options.HeadReuse.
 func (s *Service) headless(rq *request, pull bool) (string, bool) {
 	if s.o.HeadReuse <= 0 || pull || rq.pullHdr != nil || len(rq.commits) == 0 ||
-		rq.hdr.SchemaVersion != rq.sch.Version || !rq.hdr.LogEpoch.Present {
+		rq.view == nil || !rq.hdr.LogEpoch.Present {
 		return "", false
 	}
 	epoch, ok := s.heads.recent(rq.id.Partition, rq.now, s.o.HeadReuse)

@@ -35,7 +35,9 @@ import (
 )
 
 // Store is the storage a round reads and binds with (its commits write
-// through the Pusher).
+// through the Pusher). A store that is also a ports.RequestHeadStore
+// reads a request's first reads in one round trip; admitting wire 1 needs
+// one (its head says whether the partition's epoch was rotated).
 type Store interface {
 	TouchPartition(ctx context.Context, partition string, nowMs int64) (string, error)
 	GetClient(ctx context.Context, partition, clientID string) (*ports.ClientRecord, error)
@@ -55,16 +57,19 @@ const (
 	MaxWireVersion uint16 = 3
 	// DefaultMinWireVersion is the reference 0.24 window: wire 3 only.
 	DefaultMinWireVersion uint16 = 3
-	// LowestMinWireVersion is the oldest generation that may be admitted
-	// (wire 2, answered by the wire-2 rules where the generations differ;
-	// see ARCHITECTURE.md).
-	LowestMinWireVersion uint16 = 2
+	// LowestMinWireVersion is the oldest generation that may be admitted:
+	// wire 1, the 0.15 window's oldest (wires 1 and 2 are answered by
+	// their own rules where they and wire 3 differ; see ARCHITECTURE.md).
+	LowestMinWireVersion uint16 = 1
 )
 
 // Options configure a Service.
 type Options struct {
 	// Schema returns the running compiled schema (nil before it compiled).
 	Schema func() *schema.Schema
+	// Window returns the served schema window (SPEC §9), whose current
+	// schema is Schema's; nil: the window of Schema alone.
+	Window func() *schema.Window
 	Store  Store
 	// Resolver returns the actor's allowed scopes, once per request.
 	Resolver ports.ScopeResolver
@@ -79,12 +84,15 @@ type Options struct {
 	// Pull serves PULL_HEADER and its subscriptions; nil refuses pulls
 	// with sync.internal_error (a server assembled without it is broken).
 	Pull *pullsvc.Service
+	// Clients counts the clients by the schema version of their rounds
+	// (syncd_clients_by_schema_version); nil counts nothing.
+	Clients *SchemaClients
 	// Events hears every request handled, pull served and scope
 	// resolution failed (domain/event; the pipeline's own sink hears the
 	// commits answered); nil: nothing listens, and no event is built.
 	Events ports.EventSink
 
-	// MinWireVersion is the oldest admitted wire version (2 or 3; 0 → 3).
+	// MinWireVersion is the oldest admitted wire version (1, 2 or 3; 0 → 3).
 	MinWireVersion uint16
 	// MaxOperations caps the operations of one request (0 → 500).
 	MaxOperations int
@@ -124,7 +132,12 @@ func New(o Options) (*Service, error) {
 		o.MinWireVersion = DefaultMinWireVersion
 	}
 	if o.MinWireVersion < LowestMinWireVersion || o.MinWireVersion > MaxWireVersion {
-		return nil, fmt.Errorf("round: minimum wire version %d: want %d or %d", o.MinWireVersion, LowestMinWireVersion, MaxWireVersion)
+		return nil, fmt.Errorf("round: minimum wire version %d: want %d to %d", o.MinWireVersion, LowestMinWireVersion, MaxWireVersion)
+	}
+	if _, ok := o.Store.(ports.RequestHeadStore); o.MinWireVersion < 2 && !ok {
+		// Only the request head says whether the partition's epoch was
+		// rotated, which closes a partition to wire 1.
+		return nil, fmt.Errorf("round: admitting wire 1 needs a store that reads request heads (%T does not)", o.Store)
 	}
 	if o.MaxOperations < 0 {
 		return nil, errors.New("round: negative operation cap")
@@ -136,6 +149,9 @@ func New(o Options) (*Service, error) {
 		o.Now = time.Now
 	}
 	o.Limits = o.Limits.WithDefaults()
+	if o.Window == nil {
+		o.Window = schema.Follow(o.Schema)
+	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
@@ -192,7 +208,8 @@ func ErrorResponse(err error, wireVersion uint16, logEpoch string) *Response {
 	if len(b.Details) > 0 {
 		f.Details = ssp2.Some(string(b.Details))
 	}
-	return &Response{WireVersion: wireVersion, Frames: []ssp2.Frame{&ssp2.RespHeader{LogEpoch: logEpoch}, f}}
+	h := &ssp2.RespHeader{LogEpoch: logEpoch}
+	return &Response{WireVersion: wireVersion, Frames: []ssp2.Frame{h.ForWire(wireVersion), f}}
 }
 
 // Release frees the buffered pull sections (memory or temporary file).
@@ -247,10 +264,11 @@ func transportOf(ctx context.Context) event.Transport {
 
 // handle is Handle; rq is the decoded request once there is one.
 func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) (*Response, *request, error) {
-	sch := s.o.Schema()
-	if sch == nil {
+	win := s.o.Window()
+	if win == nil {
 		return nil, nil, syncerr.Newf(syncerr.SchemaNotReady, "schema not compiled yet")
 	}
+	sch := win.Current()
 	msg, err := ssp2.DecodeWith(body, ssp2.DecodeOptions{
 		Versions:        s.versions,
 		MaxFrameBytes:   s.o.MaxFrameBytes,
@@ -262,7 +280,7 @@ func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) (*
 	if msg.Kind != ssp2.KindRequest {
 		return nil, nil, syncerr.Newf(syncerr.InvalidRequest, "message kind %s is not a request", msg.Kind)
 	}
-	rq := &request{s: s, sch: sch, id: id, wire: msg.WireVersion, now: s.o.Now()}
+	rq := &request{s: s, sch: sch, win: win, id: id, wire: msg.WireVersion, now: s.o.Now()}
 	var pull bool
 	for _, f := range msg.Frames {
 		switch f := f.(type) {
@@ -293,12 +311,19 @@ func (s *Service) handle(ctx context.Context, id ports.Identity, body []byte) (*
 		rq.restart()
 		resp, err = s.serve(ctx, rq, pull)
 	}
+	if err == nil {
+		s.o.Clients.Observe(id.Partition, rq.hdr.ClientID, rq.hdr.SchemaVersion, rq.now)
+	}
 	return resp, rq, err
 }
 
 type request struct {
-	s       *Service
-	sch     *schema.Schema
+	s   *Service
+	sch *schema.Schema
+	win *schema.Window
+	// view is the request's schema version in the window (nil: not
+	// served, the request gets the floor).
+	view    *schema.View
 	id      ports.Identity
 	wire    uint16
 	now     time.Time
@@ -335,8 +360,9 @@ func (rq *request) restart() {
 func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response, error) {
 	part := rq.id.Partition
 	running := rq.sch.Version
+	rq.view = rq.win.View(rq.hdr.SchemaVersion)
 	rq.push = push.Batch{Identity: rq.id, ClientID: rq.hdr.ClientID, WireVersion: rq.wire, Schema: rq.sch,
-		Now: rq.now, Commits: rq.commits}
+		View: rq.view, Now: rq.now, Commits: rq.commits}
 	var head ports.RequestHead
 	if epoch, ok := s.headless(rq, pull); ok && !rq.mustHead {
 		head.LogEpoch, rq.headless = epoch, true
@@ -388,16 +414,29 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	}
 	resp := &Response{WireVersion: rq.wire}
 
-	reset := dompush.AdmitEpoch(rq.hdr.LogEpoch.Value, rq.hdr.LogEpoch.Present, epoch).ResetRequired()
-	// §1.6 schema floor: this server codes rows for its running version
-	// only. The header still says whether the epoch needs a reset.
-	if rq.hdr.SchemaVersion != running {
-		resp.Frames = []ssp2.Frame{&ssp2.RespHeader{
-			RequiredSchemaVersion: ssp2.Some(running),
+	// Wire 1 carries no log epoch either way (the 0.15 SPEC §2.1, §9): it
+	// is served until the partition's epoch is first rotated, and refused
+	// from then on before any other request work, since its client could
+	// not notice the discontinuity. A rotation after the head was read is
+	// caught by the read-verify (the epoch moved), and the retry is refused.
+	if rq.wire < 2 && head.EpochRequired {
+		return early(nil, syncerr.Newf(syncerr.ClientWireUnsupported,
+			"partition log epoch was rotated; wire-1 clients cannot validate it (§2.1)").
+			WithMessage("this partition's log was restored (its epoch rotated): a wire-1 client cannot sync here any more; upgrade to a client that sends a log epoch"))
+	}
+	reset := rq.wire >= 2 && dompush.AdmitEpoch(rq.hdr.LogEpoch.Value, rq.hdr.LogEpoch.Present, epoch).ResetRequired()
+	// §1.6 schema floor: this server codes rows for the versions of its
+	// window only (§9); the floor names the oldest as required and the
+	// current as latest. The header still says whether the epoch needs
+	// a reset.
+	if rq.view == nil {
+		h := &ssp2.RespHeader{
+			RequiredSchemaVersion: ssp2.Some(rq.win.Oldest()),
 			LatestSchemaVersion:   ssp2.Some(running),
 			LogEpoch:              epoch,
 			ResetRequired:         reset,
-		}}
+		}
+		resp.Frames = []ssp2.Frame{h.ForWire(rq.wire)}
 		return early(resp, nil)
 	}
 	// §2.1 log epoch, before any other request work.
@@ -409,7 +448,9 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		return early(nil, syncerr.Newf(syncerr.InternalError, "no pull service configured"))
 	}
 	// §1.7 and §4.1–§4.3: pull validation is request-level, before any push.
-	if err := pullsvc.Validate(rq.sch, rq.pullHdr, rq.subs); err != nil {
+	// A subscription is validated against the client's schema version:
+	// a table it does not declare is unknown to it (§9).
+	if err := pullsvc.Validate(rq.view.Schema(), rq.pullHdr, rq.subs); err != nil {
 		return early(nil, err)
 	}
 	// §1.5 client id binding and §6.1 operation cap: request-level. The
@@ -449,7 +490,8 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 	}
 	// Every header names the newest schema version this server knows
 	// (§1.6, informational), as the reference does, not only the floor.
-	resp.Frames = append(resp.Frames, &ssp2.RespHeader{LatestSchemaVersion: ssp2.Some(running), LogEpoch: epoch})
+	h := &ssp2.RespHeader{LatestSchemaVersion: ssp2.Some(running), LogEpoch: epoch}
+	resp.Frames = append(resp.Frames, h.ForWire(rq.wire))
 	rq.push.Scopes = rq.res
 	// pushed is the newest commit this request applied: the pull after
 	// the pushes must read a log that holds it (SPEC §7).
@@ -482,7 +524,7 @@ func (s *Service) serve(ctx context.Context, rq *request, pull bool) (*Response,
 		resp.Sections = s.o.Pull.NewSpool()
 		preq := pullsvc.Request{
 			Partition: part, ActorID: rq.id.ActorID, ClientID: rq.hdr.ClientID,
-			WireVersion: rq.wire, LogEpoch: epoch, Schema: rq.sch,
+			WireVersion: rq.wire, LogEpoch: epoch, Schema: rq.sch, View: rq.view,
 			Header: rq.pullHdr, Subscriptions: rq.subs, Scopes: rq.res, Previous: rec, Pushed: pushed,
 		}
 		if head.BoundsRead && len(rq.commits) == 0 {
@@ -655,9 +697,10 @@ func asRequestError(err error, code syncerr.Code) error {
 }
 
 // touch is TouchPartition, with the request's other first reads taken in
-// the same round trip where the store can (ports.RequestHeadStore): the
-// entry gate, the client record of a pull, the log bounds and the
-// optimistic idempotency lookup of the first commit.
+// the same round trip where the store can (ports.RequestHeadStore):
+// whether the epoch was rotated, the entry gate, the client record of a
+// pull, the log bounds and the optimistic idempotency lookup of the first
+// commit. New refuses to admit wire 1 over a store that cannot.
 func (s *Service) touch(ctx context.Context, rq *request) (ports.RequestHead, error) {
 	hs, ok := s.o.Store.(ports.RequestHeadStore)
 	if !ok {

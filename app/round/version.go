@@ -80,10 +80,15 @@ func (s *Service) logVersion(v uint16) {
 		zap.Int("min_wire_version", int(s.o.MinWireVersion)), zap.Int("refusals_not_logged", suppressed))
 }
 
+// versionList names versions as a sentence does: "3", "2 and 3",
+// "1, 2 and 3".
 func versionList(vs []uint16) string {
 	parts := make([]string, len(vs))
 	for i, v := range vs {
 		parts[i] = strconv.Itoa(int(v))
 	}
-	return strings.Join(parts, " and ")
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }

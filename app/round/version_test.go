@@ -47,7 +47,7 @@ func TestRefusedWireVersionSaysWhy(t *testing.T) {
 		contains []string
 	}{
 		{2, []string{"wire version 2 is not admitted", "admits wire 3", "--min-wire-version 2"}},
-		{1, []string{"wire version 1 is not supported", "admits wire 3", "--min-wire-version"}},
+		{1, []string{"wire version 1 is not admitted", "admits wire 3", "--min-wire-version 1"}},
 		{4, []string{"wire version 4 is not supported", "admits wire 3", "--min-wire-version"}},
 	}
 	for _, c := range cases {
@@ -65,19 +65,20 @@ func TestRefusedWireVersionSaysWhy(t *testing.T) {
 			t.Errorf("wire %d: details %s", c.wire, pub.Details)
 		}
 	}
-	// Wire 2 and the unknown versions (one bucket) each warned once.
-	if got := warnings(); got != 2 {
-		t.Fatalf("%d warnings, want 2: %+v", got, logs.All())
+	// Wire 2, wire 1 and the unknown versions (one bucket) each warned once.
+	if got := warnings(); got != 3 {
+		t.Fatalf("%d warnings, want 3: %+v", got, logs.All())
 	}
 	send(2)
 	send(2)
-	if got := warnings(); got != 2 {
+	send(9)
+	if got := warnings(); got != 3 {
 		t.Fatalf("repeats within the interval logged: %d warnings", got)
 	}
 	now = now.Add(round.VersionLogInterval)
 	send(2)
 	last := logs.All()[logs.Len()-1]
-	if got := warnings(); got != 3 || fmt.Sprint(last.ContextMap()["wire_version"]) != "2" || fmt.Sprint(last.ContextMap()["refusals_not_logged"]) != "2" {
+	if got := warnings(); got != 4 || fmt.Sprint(last.ContextMap()["wire_version"]) != "2" || fmt.Sprint(last.ContextMap()["refusals_not_logged"]) != "2" {
 		t.Fatalf("after the interval: %d warnings, last %+v", got, last.ContextMap())
 	}
 	if last.Level != zapcore.WarnLevel {
@@ -93,6 +94,20 @@ func TestRefusedWireVersionSaysWhy(t *testing.T) {
 	// (This service has no pull: getting that far means wire 2 decoded.)
 	if _, err := e2.Round.Handle(context.Background(), e2.ID, body(t, e2.Req(), 2)); syncerr.CodeOf(err) != syncerr.InternalError {
 		t.Fatalf("wire 2 to a wire-2 server: %v", err)
+	}
+	_, err = e2.Round.Handle(context.Background(), e2.ID, body(t, e2.Req(), 1))
+	if pub := syncerr.Public(err); pub == nil || !strings.Contains(pub.Message, "admits wire 2 and 3; started with --min-wire-version 1") {
+		t.Fatalf("wire 1 to a wire-2 server: %v", err)
+	}
+
+	// A server admitting wire 1 serves it and names all three to others.
+	e1 := roundtest.New(t, func(o *roundtest.Options) { o.Round.MinWireVersion = 1 })
+	_, err = e1.Round.Handle(context.Background(), e1.ID, body(t, e1.Req(), 4))
+	if pub := syncerr.Public(err); pub == nil || !strings.Contains(pub.Message, "admits wire 1, 2 and 3") {
+		t.Fatalf("wire 4 to a wire-1 server: %v", err)
+	}
+	if _, err := e1.Round.Handle(context.Background(), e1.ID, body(t, e1.Req(), 1)); syncerr.CodeOf(err) != syncerr.InternalError {
+		t.Fatalf("wire 1 to a wire-1 server: %v", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/sqliteimage"
 	"github.com/syncd-dev/syncd/ports"
@@ -51,9 +52,12 @@ func (s *Builder) ScopePin(ctx context.Context, partition, table string, filter 
 type ImageRequest struct {
 	// Key is the image's publication key: media sqlite, pinned at the
 	// scope pin, no row cursor or page size.
-	Key    ports.SegmentKey
-	Table  *schema.Table
-	Filter map[string][]string
+	Key   ports.SegmentKey
+	Table *schema.Table
+	// Project, when set, projects the stored rows onto Table, an older
+	// schema version's (SPEC §9); Key then names that version.
+	Project *schema.Projection
+	Filter  map[string][]string
 	// PageSize is the client's rows page (limitSnapshotRows): a snapshot
 	// within one page is declined to the rows lane.
 	PageSize int
@@ -177,9 +181,17 @@ func (s *Builder) buildImage(ctx context.Context, r ImageRequest, rows []commit.
 	defer cancel()
 	batches := make(chan scanBatch, 1)
 	go s.scanAfter(ctx, key.Partition, key.Table, r.Filter, rows[len(rows)-1].RowID, batches)
+	var scratch []byte // a projected row; the image copies what it keeps
 	for {
 		for i := range rows {
-			if err := w.Add(ctx, rows[i].Version, rows[i].Payload); err != nil {
+			row := rows[i].Payload
+			if r.Project != nil {
+				if scratch, err = rowcodec.Project(scratch[:0], row, r.Project); err != nil {
+					return nil, 0, fmt.Errorf("image row %s/%s: %w", key.Table, rows[i].RowID, err)
+				}
+				row = scratch
+			}
+			if err := w.Add(ctx, rows[i].Version, row); err != nil {
 				err = fmt.Errorf("image row %s/%s: %w", key.Table, rows[i].RowID, err)
 				if errors.Is(err, sqliteimage.ErrUnrepresentable) {
 					return nil, 0, err

@@ -57,7 +57,7 @@ func (w *image) Add(_ context.Context, version int64, payload []byte) error {
 		return w.im.addErr
 	}
 	w.im.mu.Lock()
-	w.im.added = append(w.im.added, commit.Row{Version: version, Payload: payload})
+	w.im.added = append(w.im.added, commit.Row{Version: version, Payload: bytes.Clone(payload)})
 	w.im.mu.Unlock()
 	w.b = append(w.b, payload...)
 	w.n++

@@ -9,6 +9,7 @@ import (
 	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/contentaddr"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
+	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
@@ -23,6 +24,9 @@ type PageRequest struct {
 	Key    ports.SegmentKey
 	Filter map[string][]string
 	Header rowcodec.SegmentHeader
+	// Project, when set, projects the stored rows onto an older schema
+	// version's table (SPEC §9); Header and Key then name that version.
+	Project *schema.Projection
 	// Inline and External are the deliveries the client takes (accept
 	// bits 0 and 1).
 	Inline, External bool
@@ -155,8 +159,16 @@ func (s *Builder) buildPage(ctx context.Context, pg *PageRequest, canRef bool, b
 		return Page{}, fmt.Errorf("segment header: %w", err)
 	}
 	w.BlockRows = blockRows
+	var scratch []byte // a projected row; the writer copies it
 	for i := range rows {
-		if err := w.WriteEncodedRow(rows[i].Version, rows[i].Payload); err != nil {
+		row := rows[i].Payload
+		if pg.Project != nil {
+			if scratch, err = rowcodec.Project(scratch[:0], row, pg.Project); err != nil {
+				return Page{}, syncerr.Wrap(syncerr.InternalError, fmt.Errorf("stored row %s/%s: %w", pg.Key.Table, rows[i].RowID, err))
+			}
+			row = scratch
+		}
+		if err := w.WriteEncodedRow(rows[i].Version, row); err != nil {
 			return Page{}, syncerr.Wrap(syncerr.InternalError, fmt.Errorf("stored row %s/%s: %w", pg.Key.Table, rows[i].RowID, err))
 		}
 	}

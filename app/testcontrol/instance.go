@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +23,6 @@ import (
 	"github.com/syncd-dev/syncd/adapters/leases/sqllease"
 	"github.com/syncd-dev/syncd/adapters/segments/imagebuilder"
 	"github.com/syncd-dev/syncd/adapters/segments/memseg"
-	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/adapters/storage/sqlstore"
 	"github.com/syncd-dev/syncd/app/blobs"
 	"github.com/syncd-dev/syncd/app/leases"
@@ -42,15 +40,16 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// instance is one test server: its own SQLite database in its own
-// directory, a virtual clock, a grant table, and the same use-case
-// services the real server assembles, behind the public routes.
+// instance is one test server: its own database (a SQLite file or a
+// PostgreSQL schema), its own directory, a virtual clock, a grant table,
+// and the same use-case services the real server assembles, behind the
+// public routes.
 type instance struct {
 	id      string
 	base    string // URL of the instance's routes, "http://host:port/i/<id>"
 	spec    spec
 	dir     string
-	dbPath  string
+	db      database
 	clock   *clock.Virtual
 	grants  *granttable.Table
 	auth    granttable.Authenticator
@@ -80,8 +79,9 @@ type instance struct {
 	mu     sync.RWMutex
 	live   *services
 	closed bool
-	backup string // path of the captured snapshot, "" before captureBackup
-	routes http.Handler
+	// captured is set by captureBackup: there is a snapshot to restore.
+	captured bool
+	routes   http.Handler
 	// hub serves the instance's realtime sockets over the live services;
 	// relay hands it the instance's commits (one node, no fanout).
 	hub   *realtime.Hub
@@ -90,7 +90,7 @@ type instance struct {
 
 // services are what one open database serves with.
 type services struct {
-	store *sqlite.Store
+	store *sqlstore.Store
 	sync  *round.Service
 	seg   *segments.Service
 	blob  *blobs.Service
@@ -98,15 +98,33 @@ type services struct {
 	leases *sqllease.Store
 }
 
-func newInstance(ctx context.Context, id, base, parentDir string, s spec, c caps, log *zap.Logger) (*instance, error) {
+func newInstance(ctx context.Context, id, base, parentDir string, eng engine, s spec, c caps, log *zap.Logger) (*instance, error) {
 	dir, err := os.MkdirTemp(parentDir, "syncd-test-instance-*")
 	if err != nil {
 		return nil, err
 	}
+	db, err := eng.newDB(ctx, id, dir, c.dbBytes)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	inst, err := assemble(ctx, id, base, dir, db, s, c, log)
+	if err != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return nil, errors.Join(err, db.drop(dctx), os.RemoveAll(dir))
+	}
+	return inst, nil
+}
+
+// assemble builds the instance over its new database; the caller drops
+// the database and the directory when it fails.
+func assemble(ctx context.Context, id, base, dir string, db database, s spec, c caps, log *zap.Logger) (*instance, error) {
+	var err error
 	vclock := clock.NewVirtual(s.nowMs)
 	mem := &memQuota{max: c.memBytes, segs: memseg.New()}
 	inst := &instance{
-		id: id, base: base, spec: s, dir: dir, dbPath: filepath.Join(dir, "sync.db"),
+		id: id, base: base, spec: s, dir: dir, db: db,
 		clock: vclock, grants: granttable.NewTable(),
 		auth: granttable.Authenticator{Partition: s.partition}, caps: c,
 		segs: quotaSegments{Store: mem.segs, q: mem, now: vclock.NowMs}, blobs: quotaBlobs{Store: memblob.New(), q: mem}, log: log,
@@ -114,7 +132,6 @@ func newInstance(ctx context.Context, id, base, parentDir string, s spec, c caps
 	inst.ttlSecs.Store(s.signedURLSeconds)
 	if s.leaseTTL > 0 {
 		if inst.leases, err = inst.newLeases(); err != nil {
-			_ = os.RemoveAll(dir)
 			return nil, err
 		}
 	}
@@ -125,7 +142,6 @@ func newInstance(ctx context.Context, id, base, parentDir string, s spec, c caps
 		Rounds: liveRounds{inst}, MaxDeltaBytes: s.maxDeltaBytes, MaxPresenceBytes: s.maxPresenceBytes, Now: inst.clock.Now, Sleep: clock.Wall{}.Sleep, Log: log.Named("realtime"),
 	})
 	if err != nil {
-		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	inst.relay.SetHandler(inst.hub)
@@ -133,54 +149,70 @@ func newInstance(ctx context.Context, id, base, parentDir string, s spec, c caps
 		key := make([]byte, signedurl.MinKeyBytes)
 		_, _ = rand.Read(key)
 		if inst.signer, err = signedurl.NewSigner(key); err != nil {
-			_ = os.RemoveAll(dir)
 			return nil, err
 		}
 	}
 	key := make([]byte, signedurl.MinKeyBytes)
 	_, _ = rand.Read(key)
 	if inst.blobSigner, err = signedurl.NewSigner(key); err != nil {
-		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	live, err := inst.open(ctx)
 	if err != nil {
-		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	inst.setLive(live)
+	if err := db.ready(ctx); err != nil {
+		_ = live.store.Close()
+		return nil, err
+	}
 	inst.routes, err = inst.router()
 	if err != nil {
 		_ = live.store.Close()
-		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	return inst, nil
 }
 
+// storeOptions are the instance's store options: its epochs and its clock.
+func (in *instance) storeOptions() storeOptions {
+	return storeOptions{newEpoch: in.mintEpoch, now: in.clock.Now}
+}
+
+// layout makes the tables of the instance schema and of the lease store
+// in a store open on an instance database.
+func (in *instance) layout(ctx context.Context, st *sqlstore.Store) error {
+	_, err := in.layoutLeases(ctx, st)
+	return err
+}
+
+// layoutLeases is layout, returning the lease store over st (nil without
+// leases).
+func (in *instance) layoutLeases(ctx context.Context, st *sqlstore.Store) (*sqllease.Store, error) {
+	if err := st.EnsureSchema(ctx, in.spec.schema, nil); err != nil {
+		return nil, err
+	}
+	if in.leases == nil {
+		return nil, nil
+	}
+	return sqllease.Open(ctx, sqllease.Options{DB: st.DB(), ReadDB: st.ReadDB(), Now: in.clock.NowMs})
+}
+
 // open opens the instance database, ensures its schema and assembles the
 // services over it. The instance answers only once this returned.
 func (in *instance) open(ctx context.Context) (*services, error) {
-	st, err := sqlite.Open(ctx, sqlite.Options{
-		Path: in.dbPath, Synchronous: "NORMAL", NewEpoch: in.mintEpoch, Now: in.clock.Now,
-		// The server's touch interval and head reuse: an instance serves
-		// requests as the server does.
-		TouchInterval: sqlstore.DefaultTouchInterval,
-		// One push per transaction: a test drives few pushes, and group
-		// commit only delays them.
-		PushGroup: 1,
-		// The instance's part of --test-control-max-bytes: a write past it
-		// fails (faultStore answers it as a catalog error).
-		MaxPageCount: in.caps.dbPages,
-	})
+	st, err := in.db.open(ctx, in.storeOptions())
 	if err != nil {
 		return nil, err
 	}
-	sch := in.spec.schema
-	if err := st.EnsureSchema(ctx, sch, nil); err != nil {
+	// Leases live in the instance database, so a restore brings back
+	// the leases of the snapshot with the rest.
+	ls, err := in.layoutLeases(ctx, st)
+	if err != nil {
 		_ = st.Close()
 		return nil, err
 	}
+	sch := in.spec.schema
 	schemaFn := func() *schema.Schema { return sch }
 	var signer ports.SegmentURLSigner
 	if in.signer != nil {
@@ -202,15 +234,6 @@ func (in *instance) open(ctx context.Context) (*services, error) {
 	if err != nil {
 		_ = st.Close()
 		return nil, err
-	}
-	// Leases live in the instance database, so a restore brings back
-	// the leases of the snapshot with the rest.
-	var ls *sqllease.Store
-	if in.leases != nil {
-		if ls, err = sqllease.Open(ctx, sqllease.Options{DB: st.DB(), ReadDB: st.ReadDB(), Now: in.clock.NowMs}); err != nil {
-			_ = st.Close()
-			return nil, err
-		}
 	}
 	var validators []ports.RowValidator
 	for _, t := range sch.Tables {
@@ -337,7 +360,7 @@ var errInstanceClosed = errors.New("test instance closed")
 // liveStore is the realtime hub's storage: the live database of the moment.
 type liveStore struct{ in *instance }
 
-func (l liveStore) store() (*sqlite.Store, error) {
+func (l liveStore) store() (*sqlstore.Store, error) {
 	sv := l.in.current()
 	if sv == nil {
 		return nil, errInstanceClosed
@@ -568,7 +591,7 @@ func (u urlSigner) SignSegmentURL(_ context.Context, r ports.SegmentURLRequest) 
 // from, the unreadable record of SPEC §6.3, whether or not a record
 // exists (the lookup itself fails, as the reference host's does).
 type faultStore struct {
-	*sqlite.Store
+	*sqlstore.Store
 	in *instance
 }
 
@@ -601,6 +624,9 @@ func (f faultStore) TouchPartitionHead(ctx context.Context, q ports.HeadQuery) (
 // Push hands the transaction's locked lookup the fault still armed, and
 // answers a push past the database cap with a clear refusal.
 func (f faultStore) Push(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) error {
+	if err := f.in.db.room(ctx); err != nil {
+		return err
+	}
 	return f.in.storeFull(f.Store.Push(ctx, partition, o, func(tx ports.PushTx) error {
 		return fn(faultTx{PushTx: tx, in: f.in, actor: o.ActorID})
 	}))
@@ -608,6 +634,9 @@ func (f faultStore) Push(ctx context.Context, partition string, o ports.PushOpti
 
 // PushThenReadGate hands the locked lookup the fault as Push does.
 func (f faultStore) PushThenReadGate(ctx context.Context, partition string, o ports.PushOptions, fn func(ports.PushTx) error) (checkpoint.ServeGate, bool, error) {
+	if err := f.in.db.room(ctx); err != nil {
+		return checkpoint.ServeGate{}, false, err
+	}
 	g, read, err := f.Store.PushThenReadGate(ctx, partition, o, func(tx ports.PushTx) error {
 		return fn(faultTx{PushTx: tx, in: f.in, actor: o.ActorID})
 	})
@@ -632,8 +661,8 @@ func (t faultTx) GetPushResult(ctx context.Context, clientID, clientCommitID str
 	return rec, true, nil
 }
 
-// close ends the instance and deletes its directory: its sockets are
-// closed first. Idempotent.
+// close ends the instance and deletes its database and directory: its
+// sockets are closed first, its store before its database. Idempotent.
 func (in *instance) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_ = in.hub.Drain(ctx)
@@ -645,7 +674,9 @@ func (in *instance) close() error {
 	}
 	in.closed = true
 	err := in.live.store.Close()
-	return errors.Join(err, os.RemoveAll(in.dir))
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return errors.Join(err, in.db.drop(ctx), os.RemoveAll(in.dir))
 }
 
 // bounds reads the partition's log bounds.

@@ -11,8 +11,6 @@ import (
 	"io"
 	"net/http"
 	neturl "net/url"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -280,7 +278,8 @@ func failNextIdempotencyLookup(_ context.Context, c *call) (any, error) {
 	return nil, nil
 }
 
-// captureBackup snapshots the instance database into its directory.
+// captureBackup snapshots the instance database: a SQLite file beside
+// it, or a PostgreSQL schema beside its own.
 func captureBackup(ctx context.Context, c *call) (any, error) {
 	in := c.in
 	in.mu.Lock()
@@ -288,12 +287,10 @@ func captureBackup(ctx context.Context, c *call) (any, error) {
 	if in.closed {
 		return nil, errors.New("instance closed")
 	}
-	path := filepath.Join(in.dir, "backup.db")
-	_ = os.Remove(path)
-	if _, err := in.live.store.DB().ExecContext(ctx, "VACUUM INTO ?", path); err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
+	if err := in.db.capture(ctx, in.live.store, in.storeOptions(), in.layout); err != nil {
+		return nil, err
 	}
-	in.backup = path
+	in.captured = true
 	return nil, nil
 }
 
@@ -308,19 +305,14 @@ func restoreBackup(ctx context.Context, c *call) (any, error) {
 	if in.closed {
 		return nil, errors.New("instance closed")
 	}
-	if in.backup == "" {
+	if !in.captured {
 		return nil, errors.New("captureBackup must run before restoreBackup")
 	}
 	if err := in.live.store.Close(); err != nil {
 		return nil, fmt.Errorf("close the database: %w", err)
 	}
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		if err := os.Remove(in.dbPath + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, err
-		}
-	}
-	if err := copyFile(in.backup, in.dbPath); err != nil {
-		return nil, err
+	if err := in.db.restore(ctx, in.storeOptions(), in.layout); err != nil {
+		return nil, fmt.Errorf("restore the snapshot: %w", err)
 	}
 	live, err := in.open(ctx)
 	if err != nil {
@@ -336,23 +328,6 @@ func restoreBackup(ctx context.Context, c *call) (any, error) {
 	}
 	in.hub.ResetPartition(ctx, in.spec.partition)
 	return nil, nil
-}
-
-func copyFile(from, to string) error {
-	src, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	dst, err := os.Create(to)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		_ = dst.Close()
-		return err
-	}
-	return dst.Close()
 }
 
 func setSignedURLTTL(_ context.Context, c *call) (any, error) {

@@ -10,32 +10,26 @@ import (
 	"github.com/syncd-dev/syncd/adapters/blobs/memblob"
 	"github.com/syncd-dev/syncd/adapters/httpapi"
 	"github.com/syncd-dev/syncd/adapters/segments/memseg"
-	"github.com/syncd-dev/syncd/adapters/storage/sqlite"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
 
 // caps are the storage bounds of one instance, its equal part ("share")
-// of Options.MaxBytes: half for its SQLite database, half for what it
-// keeps in memory (blobs and segments).
+// of Options.MaxBytes: half for its database, half for what it keeps in
+// memory (blobs and segments).
 type caps struct {
-	// dbPages caps the database file (PRAGMA max_page_count).
-	dbPages int64
+	// dbBytes caps the database: a SQLite file's size (a whole number of
+	// pages, PRAGMA max_page_count), or what a PostgreSQL schema may grow
+	// past its empty layout.
+	dbBytes int64
 	// memBytes caps the in-memory blob and segment bytes together.
 	memBytes int64
 }
 
-// sqlitePageBytes is the page size of an instance database: SQLite's
-// default, which a new database (and a VACUUM INTO snapshot of it) has.
-const sqlitePageBytes = 4096
-
 func capsOf(share int64) caps {
-	db := share / 2
-	return caps{dbPages: db / sqlitePageBytes, memBytes: share - db}
+	db := share / 2 / sqlitePageBytes * sqlitePageBytes
+	return caps{dbBytes: db, memBytes: share - db}
 }
-
-// dbBytes is the database cap in bytes.
-func (c caps) dbBytes() int64 { return c.dbPages * sqlitePageBytes }
 
 // errFull is the refusal of a write past one of the instance's caps,
 // with the catalog code code.
@@ -53,12 +47,13 @@ func errStoreFull(what string, limit int64) error {
 	return &httpapi.StatusError{Status: http.StatusInsufficientStorage, Err: errFull(what, limit, syncerr.InvalidRequest)}
 }
 
-// storeFull maps SQLite's "database full" (the instance reached its page
-// cap) to errStoreFull; other errors pass unchanged. The transaction that
-// hit the cap has rolled back: nothing of it was stored.
+// storeFull maps the engine's refusal of a write past the database cap
+// (SQLite's "database full") to errStoreFull; other errors pass
+// unchanged. The transaction that hit the cap has rolled back: nothing of
+// it was stored.
 func (in *instance) storeFull(err error) error {
-	if err != nil && sqlite.IsFull(err) {
-		return fmt.Errorf("%w (%v)", errStoreFull("database", in.caps.dbBytes()), err)
+	if err != nil && in.db.full(err) {
+		return fmt.Errorf("%w (%v)", errStoreFull("database", in.caps.dbBytes), err)
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/ports"
+	"github.com/syncd-dev/syncd/test/pgtest"
 )
 
 const tasksSchema = `{"version": 1, "tables": [{"name": "tasks", "primaryKey": "id",
@@ -31,18 +33,43 @@ type plane struct {
 	srv *httptest.Server
 }
 
-func newPlane(t *testing.T) *plane {
-	t.Helper()
-	return newPlaneWith(t, Options{})
+// engines are where the plane keeps instance databases: SQLite files,
+// and PostgreSQL schemas when a test database is configured (pgtest skips
+// that engine loudly without one, or fails under SYNCD_REQUIRE_POSTGRES=1).
+var engines = []struct {
+	name     string
+	database func(t *testing.T) string
+}{
+	{"sqlite", func(*testing.T) string { return "" }},
+	{"postgres", func(t *testing.T) string { return pgtest.BaseURL(t) }},
 }
 
-// newPlaneWith is newPlane with the Manager's bounds of o.
+// eachEngine runs f as one subtest per engine, with the plane options
+// selecting it.
+func eachEngine(t *testing.T, f func(t *testing.T, o Options)) {
+	t.Helper()
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) { f(t, Options{Database: e.database(t)}) })
+	}
+}
+
+// with is o with the bounds of b.
+func (o Options) with(b Options) Options {
+	o.MaxInstances, o.MaxBytes = b.MaxInstances, b.MaxBytes
+	return o
+}
+
+// newPlaneWith is a test-control listener over a fresh, started Manager
+// with the options of o.
 func newPlaneWith(t *testing.T, o Options) *plane {
 	t.Helper()
 	p := &plane{t: t}
 	o.Dir, o.BaseURL = t.TempDir(), func() string { return p.srv.URL }
 	m, err := New(o)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	p.m = m
@@ -54,6 +81,20 @@ func newPlaneWith(t *testing.T, o Options) *plane {
 		}
 	})
 	return p
+}
+
+// schemas lists the PostgreSQL schemas the plane holds (nil on SQLite).
+func (p *plane) schemas() []string {
+	p.t.Helper()
+	e, ok := p.m.eng.(*postgresEngine)
+	if !ok {
+		return nil
+	}
+	names, err := e.set.Schemas(context.Background())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return names
 }
 
 func (p *plane) do(method, path string, body any, hdr map[string]string) (int, []byte) {
@@ -191,172 +232,188 @@ func pushStatus(m *ssp2.Message) ssp2.PushStatus {
 }
 
 func TestCreateCallClose(t *testing.T) {
-	p := newPlane(t)
-	code, b := p.do("GET", "/control/capabilities", nil, nil)
-	if code != http.StatusOK || !strings.Contains(string(b), `"wireVersions":[2,3]`) || !strings.Contains(string(b), `"blobs","blob-presign"`) ||
-		!strings.Contains(string(b), `"crdt"`) {
-		t.Fatalf("capabilities: %d %s", code, b)
-	}
-	id := p.create("")
-	inst, _ := p.m.get(id)
+	eachEngine(t, func(t *testing.T, o Options) {
+		p := newPlaneWith(t, o)
+		code, b := p.do("GET", "/control/capabilities", nil, nil)
+		if code != http.StatusOK || !strings.Contains(string(b), `"wireVersions":[1,2,3]`) || !strings.Contains(string(b), `"blobs","blob-presign"`) ||
+			!strings.Contains(string(b), `"crdt"`) {
+			t.Fatalf("capabilities: %d %s", code, b)
+		}
+		id := p.create("")
+		inst, _ := p.m.get(id)
+		if _, pg := inst.db.(*postgresDB); pg && len(p.schemas()) != 1 {
+			t.Fatalf("schemas of one instance: %v", p.schemas())
+		}
 
-	// An actor never granted holds nothing: its write is forbidden.
-	resp := p.sync(id, "alice", &ssp2.ReqHeader{ClientID: "c0", SchemaVersion: 1}, p.upsert(id, "t0", "p1", false))
-	if st := pushStatus(resp); st != ssp2.PushRejected {
-		t.Fatalf("a write by an actor without a grant: status %v in %+v", st, resp.Frames)
-	}
+		// An actor never granted holds nothing: its write is forbidden.
+		resp := p.sync(id, "alice", &ssp2.ReqHeader{ClientID: "c0", SchemaVersion: 1}, p.upsert(id, "t0", "p1", false))
+		if st := pushStatus(resp); st != ssp2.PushRejected {
+			t.Fatalf("a write by an actor without a grant: status %v in %+v", st, resp.Frames)
+		}
 
-	p.call(id, "setAllowedScopes", nil, "alice", map[string][]string{"project_id": {"p1"}})
-	p.push(id, "alice", "c1", [2]string{"t2", "p1"}, [2]string{"t1", "p1"})
-	var seq int64
-	p.call(id, "getMaxCommitSeq", &seq)
-	if seq != 2 {
-		t.Fatalf("max commit seq %d, want 2", seq)
-	}
-	var rows []rowState
-	p.call(id, "readRows", &rows, "tasks")
-	if len(rows) != 2 || rows[0].RowID != "t1" || rows[1].RowID != "t2" || rows[0].Version != 1 ||
-		rows[0].Values["done"] != false || rows[1].Values["done"] != true || rows[0].Values["title"] != "title t1" ||
-		rows[0].Scopes["project_id"] != "p1" {
-		t.Fatalf("readRows: %+v", rows)
-	}
+		p.call(id, "setAllowedScopes", nil, "alice", map[string][]string{"project_id": {"p1"}})
+		p.push(id, "alice", "c1", [2]string{"t2", "p1"}, [2]string{"t1", "p1"})
+		var seq int64
+		p.call(id, "getMaxCommitSeq", &seq)
+		if seq != 2 {
+			t.Fatalf("max commit seq %d, want 2", seq)
+		}
+		var rows []rowState
+		p.call(id, "readRows", &rows, "tasks")
+		if len(rows) != 2 || rows[0].RowID != "t1" || rows[1].RowID != "t2" || rows[0].Version != 1 ||
+			rows[0].Values["done"] != false || rows[1].Values["done"] != true || rows[0].Values["title"] != "title t1" ||
+			rows[0].Scopes["project_id"] != "p1" {
+			t.Fatalf("readRows: %+v", rows)
+		}
 
-	// Closing deletes the instance database; closing again is fine.
-	if code, b := p.do("DELETE", "/control/instances/"+id, nil, nil); code != http.StatusOK {
-		t.Fatalf("close: %d %s", code, b)
-	}
-	if _, err := os.Stat(inst.dir); !os.IsNotExist(err) {
-		t.Fatalf("instance directory survived close: %v", err)
-	}
-	if code, _ := p.do("DELETE", "/control/instances/"+id, nil, nil); code != http.StatusOK {
-		t.Fatalf("second close: %d", code)
-	}
-	if code, b := p.do("POST", "/i/"+id+"/sync", "x", map[string]string{"x-actor": "alice"}); code != http.StatusNotFound || !strings.Contains(string(b), "sync.not_found") {
-		t.Fatalf("closed instance answered: %d %s", code, b)
-	}
+		// Closing deletes the instance database; closing again is fine.
+		if code, b := p.do("DELETE", "/control/instances/"+id, nil, nil); code != http.StatusOK {
+			t.Fatalf("close: %d %s", code, b)
+		}
+		if _, err := os.Stat(inst.dir); !os.IsNotExist(err) {
+			t.Fatalf("instance directory survived close: %v", err)
+		}
+		if left := p.schemas(); len(left) != 0 {
+			t.Fatalf("schemas survived close: %v", left)
+		}
+		if code, _ := p.do("DELETE", "/control/instances/"+id, nil, nil); code != http.StatusOK {
+			t.Fatalf("second close: %d", code)
+		}
+		if code, b := p.do("POST", "/i/"+id+"/sync", "x", map[string]string{"x-actor": "alice"}); code != http.StatusNotFound || !strings.Contains(string(b), "sync.not_found") {
+			t.Fatalf("closed instance answered: %d %s", code, b)
+		}
+	})
 }
 
 func TestUnsupportedCreateOptions(t *testing.T) {
-	p := newPlane(t)
-	tests := []struct{ extra, want string }{
-		{`, "limits": {"maxBlobBytes": 10}`, "limits.maxBlobBytes"},
-		{`, "leases": {"ttlMs": 1000, "grace": 5}`, "leases.grace"},
-		{`, "signedUrls": {"ttlSeconds": 5, "audience": "x"}`, "signedUrls.audience"},
-		{`, "blobStore": {}`, "blobStore"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.want, func(t *testing.T) {
-			code, b := p.do("POST", "/control/instances", `{"schema": `+tasksSchema+`, "partition": "p", "nowMs": 1`+tt.extra+`}`, nil)
-			var r struct{ Unsupported string }
-			if code != http.StatusUnprocessableEntity || json.Unmarshal(b, &r) != nil || r.Unsupported != tt.want {
-				t.Fatalf("got %d %s, want 422 unsupported %s", code, b, tt.want)
-			}
-		})
-	}
-	if n := p.m.Len(); n != 0 {
-		t.Fatalf("%d instances left by refused creates", n)
-	}
+	eachEngine(t, func(t *testing.T, o Options) {
+		p := newPlaneWith(t, o)
+		tests := []struct{ extra, want string }{
+			{`, "limits": {"maxBlobBytes": 10}`, "limits.maxBlobBytes"},
+			{`, "leases": {"ttlMs": 1000, "grace": 5}`, "leases.grace"},
+			{`, "signedUrls": {"ttlSeconds": 5, "audience": "x"}`, "signedUrls.audience"},
+			{`, "blobStore": {}`, "blobStore"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.want, func(t *testing.T) {
+				code, b := p.do("POST", "/control/instances", `{"schema": `+tasksSchema+`, "partition": "p", "nowMs": 1`+tt.extra+`}`, nil)
+				var r struct{ Unsupported string }
+				if code != http.StatusUnprocessableEntity || json.Unmarshal(b, &r) != nil || r.Unsupported != tt.want {
+					t.Fatalf("got %d %s, want 422 unsupported %s", code, b, tt.want)
+				}
+			})
+		}
+		if n := p.m.Len(); n != 0 {
+			t.Fatalf("%d instances left by refused creates", n)
+		}
+	})
 }
 
 func TestUnknownMethodAndInstance(t *testing.T) {
-	p := newPlane(t)
-	id := p.create("")
-	code, b := p.do("POST", "/control/instances/"+id+"/call", `{"method": "noSuchMethod", "args": []}`, nil)
-	if code != http.StatusNotImplemented || strings.TrimSpace(string(b)) != `{"unsupported":"noSuchMethod"}` {
-		t.Fatalf("unknown method: %d %s", code, b)
-	}
-	code, b = p.do("POST", "/control/instances/"+id+"/call", `{"method": "advanceClock", "args": [-5]}`, nil)
-	if code != http.StatusInternalServerError || !strings.Contains(string(b), `"error"`) {
-		t.Fatalf("host error: %d %s", code, b)
-	}
-	if code, _ := p.do("POST", "/control/instances/nope/call", `{"method": "nowMs", "args": []}`, nil); code != http.StatusNotFound {
-		t.Fatalf("unknown instance: %d", code)
-	}
+	eachEngine(t, func(t *testing.T, o Options) {
+		p := newPlaneWith(t, o)
+		id := p.create("")
+		code, b := p.do("POST", "/control/instances/"+id+"/call", `{"method": "noSuchMethod", "args": []}`, nil)
+		if code != http.StatusNotImplemented || strings.TrimSpace(string(b)) != `{"unsupported":"noSuchMethod"}` {
+			t.Fatalf("unknown method: %d %s", code, b)
+		}
+		code, b = p.do("POST", "/control/instances/"+id+"/call", `{"method": "advanceClock", "args": [-5]}`, nil)
+		if code != http.StatusInternalServerError || !strings.Contains(string(b), `"error"`) {
+			t.Fatalf("host error: %d %s", code, b)
+		}
+		if code, _ := p.do("POST", "/control/instances/nope/call", `{"method": "nowMs", "args": []}`, nil); code != http.StatusNotFound {
+			t.Fatalf("unknown instance: %d", code)
+		}
+	})
 }
 
 // The retention active window and the age force run on the virtual
 // clock: nothing moves until advanceClock does.
 func TestVirtualClockMovesRetention(t *testing.T) {
-	p := newPlane(t)
-	id := p.create("")
-	p.call(id, "setAllowedScopes", nil, "alice", map[string][]string{"project_id": {"*"}})
-	p.push(id, "alice", "writer", [2]string{"a", "p1"}, [2]string{"b", "p1"}, [2]string{"c", "p1"})
-	inst, _ := p.m.get(id)
-	var now int64
-	p.call(id, "nowMs", &now)
-	if now != 1000000 {
-		t.Fatalf("nowMs %d, want the create nowMs", now)
-	}
-	// A reader seen now, at cursor 1, holds the horizon while it is active.
-	if err := inst.live.store.PutClient(context.Background(), ports.ClientRecord{Partition: "part-1", ClientID: "reader",
-		ActorID: "alice", WireVersion: 3, Cursor: 1, Subscriptions: []byte("[]"), UpdatedAtMs: now}); err != nil {
-		t.Fatal(err)
-	}
-	policy := map[string]int64{"activeWindowMs": 60_000, "ageForceMs": 3_600_000, "minRetainedCommits": 0}
-	steps := []struct {
-		advance int64
-		horizon int64
-	}{
-		{0, 1},      // the active reader pins the horizon at its cursor
-		{60_000, 1}, // still inside the window (seen exactly 60 s ago)
-		{1, 3},      // out of the window: no floor, everything may go
-	}
-	for _, s := range steps {
-		p.call(id, "advanceClock", nil, s.advance)
-		var h int64
-		p.call(id, "prune", &h, policy)
-		if h != s.horizon {
-			t.Fatalf("after advancing %d ms: horizon %d, want %d", s.advance, h, s.horizon)
+	eachEngine(t, func(t *testing.T, o Options) {
+		p := newPlaneWith(t, o)
+		id := p.create("")
+		p.call(id, "setAllowedScopes", nil, "alice", map[string][]string{"project_id": {"*"}})
+		p.push(id, "alice", "writer", [2]string{"a", "p1"}, [2]string{"b", "p1"}, [2]string{"c", "p1"})
+		inst, _ := p.m.get(id)
+		var now int64
+		p.call(id, "nowMs", &now)
+		if now != 1000000 {
+			t.Fatalf("nowMs %d, want the create nowMs", now)
 		}
-		var got int64
-		p.call(id, "getHorizonSeq", &got)
-		if got != h {
-			t.Fatalf("getHorizonSeq %d, prune answered %d", got, h)
+		// A reader seen now, at cursor 1, holds the horizon while it is active.
+		if err := inst.live.store.PutClient(context.Background(), ports.ClientRecord{Partition: "part-1", ClientID: "reader",
+			ActorID: "alice", WireVersion: 3, Cursor: 1, Subscriptions: []byte("[]"), UpdatedAtMs: now}); err != nil {
+			t.Fatal(err)
 		}
-	}
+		policy := map[string]int64{"activeWindowMs": 60_000, "ageForceMs": 3_600_000, "minRetainedCommits": 0}
+		steps := []struct {
+			advance int64
+			horizon int64
+		}{
+			{0, 1},      // the active reader pins the horizon at its cursor
+			{60_000, 1}, // still inside the window (seen exactly 60 s ago)
+			{1, 3},      // out of the window: no floor, everything may go
+		}
+		for _, s := range steps {
+			p.call(id, "advanceClock", nil, s.advance)
+			var h int64
+			p.call(id, "prune", &h, policy)
+			if h != s.horizon {
+				t.Fatalf("after advancing %d ms: horizon %d, want %d", s.advance, h, s.horizon)
+			}
+			var got int64
+			p.call(id, "getHorizonSeq", &got)
+			if got != h {
+				t.Fatalf("getHorizonSeq %d, prune answered %d", got, h)
+			}
+		}
+	})
 }
 
 // A segment expires when the virtual clock passes its TTL, judged at the
 // download: no timer sweeps it.
 func TestVirtualClockMovesSegmentExpiry(t *testing.T) {
-	p := newPlane(t)
-	id := p.create(`, "limits": {"inlineSegmentMaxBytes": 0, "segmentTtlMs": 5000}`)
-	p.call(id, "setAllowedScopes", nil, "alice", map[string][]string{"project_id": {"p1"}})
-	p.push(id, "alice", "writer", [2]string{"a", "p1"})
-	resp := p.sync(id, "alice", &ssp2.ReqHeader{ClientID: "reader", SchemaVersion: 1},
-		&ssp2.PullHeader{LimitCommits: 100, LimitSnapshotRows: 100, MaxSnapshotPages: 1,
-			Accept: ssp2.AcceptInlineRows | ssp2.AcceptExternalRows},
-		&ssp2.Subscription{ID: "s1", Table: "tasks", Cursor: -1,
-			Scopes: ssp2.ScopeListsFromMap(map[string][]string{"project_id": {"p1"}})})
-	var ref *ssp2.SegmentRef
-	for _, f := range resp.Frames {
-		if r, ok := f.(*ssp2.SegmentRef); ok {
-			ref = r
+	eachEngine(t, func(t *testing.T, o Options) {
+		p := newPlaneWith(t, o)
+		id := p.create(`, "limits": {"inlineSegmentMaxBytes": 0, "segmentTtlMs": 5000}`)
+		p.call(id, "setAllowedScopes", nil, "alice", map[string][]string{"project_id": {"p1"}})
+		p.push(id, "alice", "writer", [2]string{"a", "p1"})
+		resp := p.sync(id, "alice", &ssp2.ReqHeader{ClientID: "reader", SchemaVersion: 1},
+			&ssp2.PullHeader{LimitCommits: 100, LimitSnapshotRows: 100, MaxSnapshotPages: 1,
+				Accept: ssp2.AcceptInlineRows | ssp2.AcceptExternalRows},
+			&ssp2.Subscription{ID: "s1", Table: "tasks", Cursor: -1,
+				Scopes: ssp2.ScopeListsFromMap(map[string][]string{"project_id": {"p1"}})})
+		var ref *ssp2.SegmentRef
+		for _, f := range resp.Frames {
+			if r, ok := f.(*ssp2.SegmentRef); ok {
+				ref = r
+			}
+			if _, ok := f.(*ssp2.SegmentInline); ok {
+				t.Fatal("inlineSegmentMaxBytes 0 inlined a page")
+			}
 		}
-		if _, ok := f.(*ssp2.SegmentInline); ok {
-			t.Fatal("inlineSegmentMaxBytes 0 inlined a page")
+		if ref == nil {
+			t.Fatalf("no SEGMENT_REF in %+v", resp.Frames)
 		}
-	}
-	if ref == nil {
-		t.Fatalf("no SEGMENT_REF in %+v", resp.Frames)
-	}
-	hdr := map[string]string{"x-actor": "alice", "X-Syncular-Scopes": `{"project_id":["p1"]}`}
-	steps := []struct {
-		advance int64
-		status  int
-		code    string
-	}{
-		{0, http.StatusOK, ""},
-		{4_999, http.StatusOK, ""},
-		{1, http.StatusNotFound, "sync.segment_expired"},
-	}
-	for _, s := range steps {
-		p.call(id, "advanceClock", nil, s.advance)
-		code, b := p.do("GET", "/i/"+id+"/segments/"+ref.SegmentID, nil, hdr)
-		if code != s.status || (s.code != "" && !strings.Contains(string(b), s.code)) {
-			t.Fatalf("after advancing %d ms: %d %s, want %d %s", s.advance, code, b, s.status, s.code)
+		hdr := map[string]string{"x-actor": "alice", "X-Syncular-Scopes": `{"project_id":["p1"]}`}
+		steps := []struct {
+			advance int64
+			status  int
+			code    string
+		}{
+			{0, http.StatusOK, ""},
+			{4_999, http.StatusOK, ""},
+			{1, http.StatusNotFound, "sync.segment_expired"},
 		}
-	}
+		for _, s := range steps {
+			p.call(id, "advanceClock", nil, s.advance)
+			code, b := p.do("GET", "/i/"+id+"/segments/"+ref.SegmentID, nil, hdr)
+			if code != s.status || (s.code != "" && !strings.Contains(string(b), s.code)) {
+				t.Fatalf("after advancing %d ms: %d %s, want %d %s", s.advance, code, b, s.status, s.code)
+			}
+		}
+	})
 }
 
 // TestIdempotencyFault: failNextIdempotencyLookup makes the next lookup
@@ -365,50 +422,113 @@ func TestVirtualClockMovesSegmentExpiry(t *testing.T) {
 // sync.idempotency_cache_miss, nothing applies, and the identical retry
 // goes through.
 func TestIdempotencyFault(t *testing.T) {
-	p := newPlane(t)
-	id := p.create("")
-	p.call(id, "setAllowedScopes", nil, "alice", map[string][]string{"project_id": {"p1"}})
-	for _, tc := range []struct {
-		name, clientID string
-		bindFirst      bool
-	}{
-		{"a new commit of a client never seen", "fresh", false},
-		{"a new commit of a bound client", "bound", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.bindFirst {
-				p.push(id, "alice", tc.clientID, [2]string{"b-" + tc.clientID, "p1"})
-			}
-			var before int64
-			p.call(id, "getMaxCommitSeq", &before)
-			p.call(id, "failNextIdempotencyLookup", nil)
-			commit := p.upsert(id, "t-"+tc.clientID, "p1", false)
-			resp := p.sync(id, "alice", &ssp2.ReqHeader{ClientID: tc.clientID, SchemaVersion: 1}, commit)
-			var res *ssp2.PushResult
-			for _, f := range resp.Frames {
-				if pr, ok := f.(*ssp2.PushResult); ok {
-					res = pr
+	eachEngine(t, func(t *testing.T, o Options) {
+		p := newPlaneWith(t, o)
+		id := p.create("")
+		p.call(id, "setAllowedScopes", nil, "alice", map[string][]string{"project_id": {"p1"}})
+		for _, tc := range []struct {
+			name, clientID string
+			bindFirst      bool
+		}{
+			{"a new commit of a client never seen", "fresh", false},
+			{"a new commit of a bound client", "bound", true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				if tc.bindFirst {
+					p.push(id, "alice", tc.clientID, [2]string{"b-" + tc.clientID, "p1"})
 				}
+				var before int64
+				p.call(id, "getMaxCommitSeq", &before)
+				p.call(id, "failNextIdempotencyLookup", nil)
+				commit := p.upsert(id, "t-"+tc.clientID, "p1", false)
+				resp := p.sync(id, "alice", &ssp2.ReqHeader{ClientID: tc.clientID, SchemaVersion: 1}, commit)
+				var res *ssp2.PushResult
+				for _, f := range resp.Frames {
+					if pr, ok := f.(*ssp2.PushResult); ok {
+						res = pr
+					}
+				}
+				if res == nil || res.Status != ssp2.PushRejected || len(res.Results) != 1 ||
+					res.Results[0].Code != "sync.idempotency_cache_miss" || !res.Results[0].Retryable {
+					t.Fatalf("under the fault: %+v, want a retryable sync.idempotency_cache_miss", res)
+				}
+				var after int64
+				p.call(id, "getMaxCommitSeq", &after)
+				if after != before {
+					t.Fatalf("the commit applied under the fault: max seq %d → %d", before, after)
+				}
+				resp = p.sync(id, "alice", &ssp2.ReqHeader{ClientID: tc.clientID, SchemaVersion: 1}, commit)
+				if st := pushStatus(resp); st != ssp2.PushApplied {
+					t.Fatalf("the identical retry: status %v in %+v", st, resp.Frames)
+				}
+			})
+		}
+		// A replay of a stored result under the fault is the cache miss too.
+		p.call(id, "failNextIdempotencyLookup", nil)
+		resp := p.sync(id, "alice", &ssp2.ReqHeader{ClientID: "bound", SchemaVersion: 1}, p.upsert(id, "t-bound", "p1", false))
+		if st := pushStatus(resp); st != ssp2.PushRejected {
+			t.Fatalf("a replay under the fault: status %v in %+v", st, resp.Frames)
+		}
+	})
+}
+
+// captureBackup snapshots the instance database and restoreBackup brings
+// it back, as often as asked: the rows and the log of the snapshot, a
+// new epoch restored-<nowMs>, and the instance serving writes after it.
+func TestBackupRestore(t *testing.T) {
+	eachEngine(t, func(t *testing.T, o Options) {
+		p := newPlaneWith(t, o)
+		id := p.create("")
+		if code, b := p.do("POST", "/control/instances/"+id+"/call", `{"method": "restoreBackup", "args": []}`, nil); code != http.StatusInternalServerError ||
+			!strings.Contains(string(b), "captureBackup must run before restoreBackup") {
+			t.Fatalf("restore before a capture: %d %s", code, b)
+		}
+		p.call(id, "setAllowedScopes", nil, "alice", map[string][]string{"project_id": {"p1"}})
+		p.push(id, "alice", "writer", [2]string{"a", "p1"}, [2]string{"b", "p1"})
+		p.call(id, "captureBackup", nil)
+		inst, _ := p.m.get(id)
+		if _, pg := inst.db.(*postgresDB); pg && len(p.schemas()) != 2 {
+			t.Fatalf("schemas with a capture: %v, want the live one and the capture", p.schemas())
+		}
+		p.push(id, "alice", "writer", [2]string{"c", "p1"})
+		epoch := func() string {
+			m := p.post(id, "alice", &ssp2.ReqHeader{ClientID: "reader", SchemaVersion: 1},
+				&ssp2.PullHeader{LimitCommits: 1, LimitSnapshotRows: 1, MaxSnapshotPages: 1, Accept: ssp2.AcceptInlineRows})
+			return m.Frames[0].(*ssp2.RespHeader).LogEpoch
+		}
+		before := epoch()
+		check := func(when string, ids ...string) {
+			t.Helper()
+			var rows []rowState
+			p.call(id, "readRows", &rows, "tasks")
+			var got []string
+			for _, r := range rows {
+				got = append(got, r.RowID)
 			}
-			if res == nil || res.Status != ssp2.PushRejected || len(res.Results) != 1 ||
-				res.Results[0].Code != "sync.idempotency_cache_miss" || !res.Results[0].Retryable {
-				t.Fatalf("under the fault: %+v, want a retryable sync.idempotency_cache_miss", res)
+			var seq int64
+			p.call(id, "getMaxCommitSeq", &seq)
+			if strings.Join(got, ",") != strings.Join(ids, ",") || seq != int64(len(ids)) {
+				t.Fatalf("%s: rows %v and max seq %d, want %v", when, got, seq, ids)
 			}
-			var after int64
-			p.call(id, "getMaxCommitSeq", &after)
-			if after != before {
-				t.Fatalf("the commit applied under the fault: max seq %d → %d", before, after)
+		}
+		check("before the restore", "a", "b", "c")
+		for i, advance := range []int64{1000, 2500} {
+			p.call(id, "advanceClock", nil, advance)
+			var now int64
+			p.call(id, "nowMs", &now)
+			p.call(id, "restoreBackup", nil)
+			check(fmt.Sprintf("after restore %d", i+1), "a", "b")
+			if e := epoch(); e != fmt.Sprintf("restored-%d", now) || e == before {
+				t.Fatalf("epoch after restore %d: %q (before: %q), want restored-%d", i+1, e, before, now)
 			}
-			resp = p.sync(id, "alice", &ssp2.ReqHeader{ClientID: tc.clientID, SchemaVersion: 1}, commit)
-			if st := pushStatus(resp); st != ssp2.PushApplied {
-				t.Fatalf("the identical retry: status %v in %+v", st, resp.Frames)
-			}
-		})
-	}
-	// A replay of a stored result under the fault is the cache miss too.
-	p.call(id, "failNextIdempotencyLookup", nil)
-	resp := p.sync(id, "alice", &ssp2.ReqHeader{ClientID: "bound", SchemaVersion: 1}, p.upsert(id, "t-bound", "p1", false))
-	if st := pushStatus(resp); st != ssp2.PushRejected {
-		t.Fatalf("a replay under the fault: status %v in %+v", st, resp.Frames)
-	}
+			p.push(id, "alice", "writer2", [2]string{"d", "p1"})
+			check(fmt.Sprintf("a write after restore %d", i+1), "a", "b", "d")
+		}
+		if code, b := p.do("DELETE", "/control/instances/"+id, nil, nil); code != http.StatusOK {
+			t.Fatalf("close: %d %s", code, b)
+		}
+		if left := p.schemas(); len(left) != 0 {
+			t.Fatalf("schemas survived close: %v", left)
+		}
+	})
 }

@@ -15,9 +15,9 @@ import (
 	"github.com/syncd-dev/syncd/ports"
 )
 
-// CoreModule provides readiness, metrics, the listener address book, the
-// node's socket slots and the schema source, and runs the readiness
-// phases in the background.
+// CoreModule provides readiness, metrics and the listener address book,
+// and runs the readiness phases in the background (the schema they
+// prepare storage for comes from SchemaModule).
 var CoreModule = fx.Module("syncd.core",
 	fx.Provide(
 		platform.NewReadiness,
@@ -25,8 +25,6 @@ var CoreModule = fx.Module("syncd.core",
 		platform.PortsClock,
 		platform.NewMetrics,
 		platform.NewListeners,
-		platform.NewSchemaSource,
-		NewSchema,
 	),
 	fx.Invoke(registerPreparer, registerChecks, registerPoolMetrics),
 )
@@ -54,27 +52,6 @@ var SyncAPIModule = fx.Module("syncd.syncapi",
 		})
 	}),
 )
-
-// SchemaParams are the inputs of NewSchema.
-type SchemaParams struct {
-	fx.In
-	Source    platform.SchemaSource
-	Readiness *platform.Readiness
-	Log       *zap.Logger
-}
-
-// NewSchema compiles the served schema while the graph is built (phase
-// schema_compile), so every consumer gets it injected. An IR that does not
-// compile fails the start: the server exits 1 and logs the refusal.
-func NewSchema(p SchemaParams) (*schema.Schema, error) {
-	s, err := platform.CompileSchema(p.Source, p.Readiness)
-	if err != nil {
-		return nil, err
-	}
-	p.Log.Info("schema compiled", zap.String("schema", p.Source.Name),
-		zap.Int32("schema_version", s.Version), zap.Int("tables", len(s.Tables)))
-	return s, nil
-}
 
 // PrepareParams are the inputs of the readiness phases. Store and
 // Declarations are optional: the storage module provides them.

@@ -74,6 +74,7 @@ type RealtimeHubParams struct {
 	Events    ports.EventSink      `optional:"true"`
 	Transport *httpapi.Transport   `optional:"true"`
 	Sockets   *sockets.Slots
+	Clients   *round.SchemaClients `optional:"true"`
 }
 
 // NewRealtimeHub builds the hub; nil without storage or sync use case.
@@ -88,7 +89,7 @@ func NewRealtimeHub(p RealtimeHubParams) (*realtime.Hub, error) {
 		inflight = p.Transport.Inflight()
 	}
 	return realtime.New(realtime.Options{
-		Store: p.Store, Schema: p.Readiness.Schema, Resolver: p.Resolver, Leases: p.Leases, Rounds: p.Service,
+		Store: p.Store, Schema: p.Readiness.Schema, Window: p.Readiness.Window, Clients: p.Clients, Resolver: p.Resolver, Leases: p.Leases, Rounds: p.Service,
 		MaxDeltaBytes: rc.MaxDeltaBytes, MaxRequestBytes: p.Config.Round.MaxDecodedBodyBytes,
 		RoundTimeout: p.Config.HTTP.BodyReadTimeout, Inflight: inflight, SendBudgetBytes: rc.SendBudgetBytes,
 		PresenceRate: rc.PresenceRate, PresenceBurst: rc.PresenceBurst,

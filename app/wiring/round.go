@@ -32,6 +32,7 @@ import (
 var RoundModule = fx.Module("syncd.round",
 	fx.Provide(
 		NewSyncTransport,
+		NewSchemaClients,
 		NewRoundService,
 		fx.Annotate(newSyncRoutes, fx.ResultTags(`group:"syncd.routes,flatten"`)),
 	),
@@ -78,6 +79,13 @@ type RoundServiceParams struct {
 	Pull         *pull.Service            `optional:"true"`
 	Leases       *leases.Service          `optional:"true"`
 	Events       ports.EventSink          `optional:"true"`
+	Clients      *round.SchemaClients     `optional:"true"`
+}
+
+// NewSchemaClients registers syncd_clients_by_schema_version, which the
+// rounds and the realtime sockets feed.
+func NewSchemaClients(m *platform.Metrics, r *platform.Readiness, clock ports.Clock) (*round.SchemaClients, error) {
+	return round.NewSchemaClients(m.Registry, round.SchemaClientsOptions{Served: r.Window, Now: clock.Now})
 }
 
 // NewRoundService builds the round use case over the push pipeline; nil
@@ -87,14 +95,20 @@ func NewRoundService(p RoundServiceParams) (*round.Service, error) {
 		return nil, nil
 	}
 	if p.Config.Round.MinWireVersion < int(round.LowestMinWireVersion) && p.Config.Round.MinWireVersion != 0 {
-		return nil, fmt.Errorf("--min-wire-version %d: want 2 or 3", p.Config.Round.MinWireVersion)
+		return nil, fmt.Errorf("--min-wire-version %d: want 1, 2 or 3", p.Config.Round.MinWireVersion)
 	}
 	if p.Config.Round.MinWireVersion < int(round.MaxWireVersion) && p.Config.Round.MinWireVersion != 0 {
 		p.Log.Warn("admitting wire-2 clients: their pushes get the wire-2 rules where wire 2 and wire 3 differ (scope columns, baseVersion ahead, upsert over a tombstone), the wire-3 column rules elsewhere",
 			zap.Int("min_wire_version", p.Config.Round.MinWireVersion))
 	}
+	if p.Config.Round.MinWireVersion == 1 {
+		p.Log.Warn("admitting wire-1 clients: they send no log epoch, get the wire-2 write rules, and are refused with sync.client_wire_unsupported in a partition once its epoch was rotated",
+			zap.Int("min_wire_version", p.Config.Round.MinWireVersion))
+	}
 	return round.New(round.Options{
+		Clients:        p.Clients,
 		Schema:         p.Readiness.Schema,
+		Window:         p.Readiness.Window,
 		Store:          p.Store,
 		Resolver:       p.Resolver,
 		Push:           p.Push,

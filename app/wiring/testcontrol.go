@@ -33,16 +33,22 @@ func registerTestControl(p platform.ServerParams, cfg config.Config) error {
 		Log:          log,
 		MaxInstances: cfg.TestControlMaxInstances,
 		MaxBytes:     cfg.TestControlMaxBytes,
+		// Empty: each instance is a SQLite file.
+		Database:         cfg.TestControlDatabase,
+		DatabaseMaxConns: cfg.TestControlDatabaseMaxConns,
 	})
 	if err != nil {
 		return err
 	}
-	// Registered before the listener, so it stops after it: instances are
-	// closed and their databases deleted once no request can arrive.
+	// Registered before the listener, so it starts before it (on
+	// PostgreSQL, the plane's database is open and the schemas of planes
+	// gone before are dropped before a create can arrive) and stops after
+	// it: instances are closed and their databases deleted once no
+	// request can arrive.
 	p.Lifecycle.Append(fx.Hook{
-		OnStart: func(context.Context) error {
+		OnStart: func(ctx context.Context) error {
 			log.Warn(TestControlWarning, zap.String("addr", cfg.TestControlListen))
-			return nil
+			return m.Start(ctx)
 		},
 		OnStop: func(context.Context) error { return m.Shutdown() },
 	})

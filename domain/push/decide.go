@@ -5,9 +5,9 @@
 // row values: value comparisons and authorization arrive as callbacks, so
 // the push pipeline runs them in exactly the order the spec fixes.
 //
-// A wire-2 request is answered by the wire-2 rule where the two
-// generations differ (see Upsert.WireVersion); everywhere else one rule
-// set serves both.
+// A wire-1 or wire-2 request is answered by the rule of its generation
+// where it and wire 3 differ (see Upsert.WireVersion); everywhere else
+// one rule set serves all three.
 package push
 
 import (
@@ -64,18 +64,21 @@ type Upsert struct {
 	// HasBaseVersion; absent means last-write-wins.
 	BaseVersion    int64
 	HasBaseVersion bool
-	// WireVersion is the request's wire version. 2 selects the wire-2 rule
-	// where wire 2 and wire 3 differ (the wire-2 SPEC §3.4 rule 5, §6.2):
-	// scope columns are stripped from an update instead of refused, a
-	// baseVersion above the server version is a conflict instead of
-	// sync.invalid_request, and an unversioned upsert over a tombstone
-	// inserts (wire 2 has no tombstones and no sync.row_deleted in its
-	// catalog; its unversioned upsert of an absent row is an insert). Any
-	// other value (0 included) is wire 3.
+	// WireVersion is the request's wire version. 1 or 2 selects the
+	// wire-1/2 rule where that generation and wire 3 differ (the wire-2
+	// SPEC §3.4 rule 5, §6.2; wire 2 only added the log epoch to wire 1's
+	// headers, so the two share their write rules): scope columns are
+	// stripped from an update instead of refused, a baseVersion above the
+	// server version is a conflict instead of sync.invalid_request, and an
+	// unversioned upsert over a tombstone inserts (wires 1 and 2 have no
+	// tombstones and no sync.row_deleted in their catalog; their
+	// unversioned upsert of an absent row is an insert). Any other value
+	// (0 included) is wire 3.
 	WireVersion uint16
 }
 
-func (u Upsert) wire2() bool { return u.WireVersion == 2 }
+// wire2 reports the wire-1/2 rule.
+func (u Upsert) wire2() bool { return u.WireVersion == 1 || u.WireVersion == 2 }
 
 // Stored is the version state of the row an operation targets.
 type Stored struct {

@@ -343,7 +343,8 @@ func TestColumnBitmap(t *testing.T) {
 // the outcomes are equal; they differ in exactly two places: a scope
 // column on update (wire 3 refuses a change, wire 2 strips every scope
 // column and applies the rest) and a baseVersion above the server version
-// (wire 3 sync.invalid_request, wire 2 a conflict).
+// (wire 3 sync.invalid_request, wire 2 a conflict). Wire 1 gets wire 2's
+// answer everywhere.
 func TestUpsertRulesPerWireVersion(t *testing.T) {
 	type outcome struct {
 		want push.Decision
@@ -434,7 +435,7 @@ func TestUpsertRulesPerWireVersion(t *testing.T) {
 		for _, w := range []struct {
 			version uint16
 			want    outcome
-		}{{2, tc.wire2}, {3, tc.wire3}} {
+		}{{1, tc.wire2}, {2, tc.wire2}, {3, tc.wire3}} {
 			t.Run(fmt.Sprintf("wire %d/%s", w.version, tc.name), func(t *testing.T) {
 				bv, has := tc.base()
 				u := push.Upsert{Table: notes(), Present: tc.present, BaseVersion: bv, HasBaseVersion: has, WireVersion: w.version}
@@ -455,30 +456,32 @@ func TestUpsertRulesPerWireVersion(t *testing.T) {
 }
 
 // TestUnversionedUpsertOverTombstonePerWireVersion: wire 3's delete
-// precedence (sync.row_deleted) has no wire-2 counterpart: a wire-2
+// precedence (sync.row_deleted) has no wire-1/2 counterpart: their
 // unversioned upsert of an absent row is an insert, tombstone or not.
 func TestUnversionedUpsertOverTombstonePerWireVersion(t *testing.T) {
 	ones := []int64{1, 1, 1, 1, 1}
-	u := push.Upsert{Table: notes(), Present: all(), WireVersion: 2}
-	got, err := push.DecideUpsert(u, push.Target{Tombstoned: true}, ok.build())
-	want := push.Decision{Action: push.ActionInsert, Version: 1, ColumnVersions: ones, ClearTombstone: true}
-	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Fatalf("wire 2: %+v, %v; want %+v", got, err, want)
+	for _, version := range []uint16{1, 2} {
+		u := push.Upsert{Table: notes(), Present: all(), WireVersion: version}
+		got, err := push.DecideUpsert(u, push.Target{Tombstoned: true}, ok.build())
+		want := push.Decision{Action: push.ActionInsert, Version: 1, ColumnVersions: ones, ClearTombstone: true}
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("wire %d: %+v, %v; want %+v", version, got, err, want)
+		}
+		if _, err := push.DecideUpsert(u, push.Target{Tombstoned: true}, checks{storedAuth: allow, payloadAuth: deny}.build()); syncerr.CodeOf(err) != syncerr.Forbidden {
+			t.Fatalf("wire %d insert over a tombstone without the scope: %v", version, err)
+		}
 	}
-	if _, err := push.DecideUpsert(u, push.Target{Tombstoned: true}, checks{storedAuth: allow, payloadAuth: deny}.build()); syncerr.CodeOf(err) != syncerr.Forbidden {
-		t.Fatalf("wire 2 insert over a tombstone without the scope: %v", err)
-	}
-	u.WireVersion = 3
+	u := push.Upsert{Table: notes(), Present: all(), WireVersion: 3}
 	if _, err := push.DecideUpsert(u, push.Target{Tombstoned: true}, ok.build()); syncerr.CodeOf(err) != syncerr.RowDeleted {
 		t.Fatalf("wire 3: %v, want sync.row_deleted", err)
 	}
 }
 
-// TestUpsertOnAbsentRowSameOnBothWires: an insert has no stored scope
-// to keep, so wire 2 authorizes and writes the payload's scope exactly
-// as wire 3 does.
-func TestUpsertOnAbsentRowSameOnBothWires(t *testing.T) {
-	for _, version := range []uint16{2, 3} {
+// TestUpsertOnAbsentRowSameOnEveryWire: an insert has no stored scope
+// to keep, so wires 1 and 2 authorize and write the payload's scope
+// exactly as wire 3 does.
+func TestUpsertOnAbsentRowSameOnEveryWire(t *testing.T) {
+	for _, version := range []uint16{1, 2, 3} {
 		u := push.Upsert{Table: notes(), Present: all(), WireVersion: version}
 		got, err := push.DecideUpsert(u, push.Target{}, checks{storedAuth: allow, payloadAuth: deny}.build())
 		if syncerr.CodeOf(err) != syncerr.Forbidden {

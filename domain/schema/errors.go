@@ -66,34 +66,46 @@ type CompileError struct {
 func (e *CompileError) Error() string {
 	var b strings.Builder
 	b.WriteString("schema invalid")
-	if e.Table != "" {
-		b.WriteString(": table ")
-		b.WriteString(quote(e.Table))
-	}
-	if e.Column != "" {
-		b.WriteString(" column ")
-		b.WriteString(quote(e.Column))
-	}
-	b.WriteString(": ")
-	b.WriteString(string(e.Reason))
-	if e.Detail != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Detail)
-	}
+	where(&b, e.Table, e.Column, e.Reason, e.Detail)
 	return b.String()
 }
 
 // Unwrap returns the catalog form of the refusal.
-func (e *CompileError) Unwrap() error {
-	d := map[string]string{"reason": string(e.Reason)}
-	if e.Table != "" {
-		d["table"] = e.Table
+func (e *CompileError) Unwrap() error { return refusal(nil, e.Table, e.Column, e.Reason) }
+
+// where appends the table, column, reason and detail of a refusal.
+func where(b *strings.Builder, table, column string, r Reason, detail string) {
+	if table != "" {
+		b.WriteString(": table ")
+		b.WriteString(quote(table))
 	}
-	if e.Column != "" {
-		d["column"] = e.Column
+	if column != "" {
+		b.WriteString(" column ")
+		b.WriteString(quote(column))
+	}
+	b.WriteString(": ")
+	b.WriteString(string(r))
+	if detail != "" {
+		b.WriteString(": ")
+		b.WriteString(detail)
+	}
+}
+
+// refusal is a refusal's catalog form: sync.schema.invalid with the
+// reason, the table and column where there are, and the details given.
+func refusal(d map[string]string, table, column string, r Reason) error {
+	if d == nil {
+		d = map[string]string{}
+	}
+	d["reason"] = string(r)
+	if table != "" {
+		d["table"] = table
+	}
+	if column != "" {
+		d["column"] = column
 	}
 	se := syncerr.New(syncerr.SchemaInvalid).WithDetails(d)
-	se.Reason = string(e.Reason)
+	se.Reason = string(r)
 	return se
 }
 

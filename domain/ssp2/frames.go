@@ -345,6 +345,18 @@ type RespHeader struct {
 	ResetRequired         bool
 }
 
+// ForWire returns the header as wire version v carries it: a wire-1
+// header ends after the schema versions, so its epoch fields are dropped
+// (a wire-1 client validates no epoch; §2.1 of the wire-1/2 SPEC).
+func (h *RespHeader) ForWire(v uint16) *RespHeader {
+	if v >= 2 {
+		return h
+	}
+	c := *h
+	c.LogEpoch, c.ResetRequired = "", false
+	return &c
+}
+
 // Lease is LEASE (§7.3.2).
 type Lease struct {
 	LeaseID     string

@@ -42,3 +42,35 @@ func TestVersionError(t *testing.T) {
 		})
 	}
 }
+
+// TestRespHeaderForWire: a header with an epoch cannot be written at wire 1
+// as it is; ForWire drops the epoch fields there and keeps them from wire 2.
+func TestRespHeaderForWire(t *testing.T) {
+	h := &ssp2.RespHeader{LatestSchemaVersion: ssp2.Some(int32(4)), LogEpoch: "e1", ResetRequired: true}
+	if _, err := ssp2.Encode(&ssp2.Message{WireVersion: 1, Kind: ssp2.KindResponse, Frames: []ssp2.Frame{h}}); err == nil {
+		t.Fatal("a wire-1 header with an epoch encoded")
+	}
+	for _, c := range []struct {
+		version uint16
+		want    ssp2.RespHeader
+	}{
+		{1, ssp2.RespHeader{LatestSchemaVersion: ssp2.Some(int32(4))}},
+		{2, *h},
+		{3, *h},
+	} {
+		b, err := ssp2.Encode(&ssp2.Message{WireVersion: c.version, Kind: ssp2.KindResponse, Frames: []ssp2.Frame{h.ForWire(c.version)}})
+		if err != nil {
+			t.Fatalf("wire %d: %v", c.version, err)
+		}
+		m, err := ssp2.Decode(b)
+		if err != nil {
+			t.Fatalf("wire %d: %v", c.version, err)
+		}
+		if got := *m.Frames[0].(*ssp2.RespHeader); got != c.want {
+			t.Fatalf("wire %d: got %+v, want %+v", c.version, got, c.want)
+		}
+	}
+	if h.LogEpoch != "e1" || !h.ResetRequired {
+		t.Fatalf("ForWire changed its receiver: %+v", h)
+	}
+}

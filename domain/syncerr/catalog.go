@@ -30,6 +30,10 @@ const (
 	RateLimited             Code = "sync.rate_limited"
 	SchemaMismatch          Code = "sync.schema_mismatch"
 	ClientSchemaUnsupported Code = "sync.client_schema_unsupported"
+	// ClientWireUnsupported is the wire-1/2 catalog's refusal of a wire-1
+	// request to a partition whose log epoch was rotated (§2.1 of that
+	// generation); wire 3 has no such code, since it never admits wire 1.
+	ClientWireUnsupported   Code = "sync.client_wire_unsupported"
 	WebsocketLimit          Code = "sync.websocket_connection_limit"
 	BlobNotFound            Code = "blob.not_found"
 	BlobForbidden           Code = "blob.forbidden"

@@ -69,6 +69,7 @@ var entries = []Entry{
 	wire(RateLimited, CategoryRateLimited, true, ActionRetryLater, 429, "rate limited"),
 	wire(SchemaMismatch, CategorySchemaMismatch, false, ActionRegenerateClient, 400, "schema mismatch"),
 	wire(ClientSchemaUnsupported, CategorySchemaMismatch, false, ActionUpgradeClient, 400, "client schema unsupported"),
+	wire(ClientWireUnsupported, CategorySchemaMismatch, false, ActionUpgradeClient, 400, "client wire version unsupported"),
 	wire(WebsocketLimit, CategoryRateLimited, true, ActionRetryLater, 429, "websocket connection limit"),
 	wire(BlobNotFound, CategoryNotFound, false, ActionFixRequest, 404, "blob not found"),
 	wire(BlobForbidden, CategoryForbidden, false, ActionCheckPermissions, 403, "blob forbidden"),

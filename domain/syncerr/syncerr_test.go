@@ -55,6 +55,8 @@ var spec = []struct {
 	{"sync.rate_limited", "rate-limited", true, "retryLater", 429, "request"},
 	{"sync.schema_mismatch", "schema-mismatch", false, "regenerateClient", 400, "request"},
 	{"sync.client_schema_unsupported", "schema-mismatch", false, "upgradeClient", 400, "request"},
+	// The wire-1/2 catalog's code for wire-1 requests after an epoch rotation.
+	{"sync.client_wire_unsupported", "schema-mismatch", false, "upgradeClient", 400, "request"},
 	{"sync.websocket_connection_limit", "rate-limited", true, "retryLater", 429, "request"},
 	{"blob.not_found", "not-found", false, "fixRequest", 404, "request"},
 	{"blob.forbidden", "forbidden", false, "checkPermissions", 403, "request"},

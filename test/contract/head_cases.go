@@ -26,6 +26,13 @@ func testRequestHead(t *testing.T, h Harness) {
 		if !ok || head.LogEpoch != epoch {
 			t.Fatalf("%s: head epoch %q, registry %q (%v)", step, head.LogEpoch, epoch, ok)
 		}
+		parts, err := e.s.ListPartitions(e.ctx)
+		must(t, err)
+		for _, p := range parts {
+			if p.Partition == "p1" && p.EpochRequired != head.EpochRequired {
+				t.Fatalf("%s: head epoch required %v, registry %v", step, head.EpochRequired, p.EpochRequired)
+			}
+		}
 		if head.GateRead {
 			g, err := e.s.ReadServeGate(e.ctx, "p1", v1)
 			must(t, err)
@@ -73,7 +80,7 @@ func testRequestHead(t *testing.T, h Harness) {
 	if full.LogEpoch != first.LogEpoch {
 		t.Fatalf("a touch changed the epoch: %q → %q", first.LogEpoch, full.LogEpoch)
 	}
-	if !full.GateRead || full.Client == nil || !full.PushFound || full.Bounds.MaxSeq == 0 {
+	if !full.GateRead || full.Client == nil || !full.PushFound || full.Bounds.MaxSeq == 0 || full.EpochRequired {
 		t.Fatalf("registered head incomplete: %+v", full)
 	}
 	agrees("registered", full)
@@ -109,8 +116,8 @@ func testRequestHead(t *testing.T, h Harness) {
 	q.NowMs = 25
 	after, err := hs.TouchPartitionHead(e.ctx, q)
 	must(t, err)
-	if after.LogEpoch != rotated {
-		t.Fatalf("head epoch after rotation %q, want %q", after.LogEpoch, rotated)
+	if after.LogEpoch != rotated || !after.EpochRequired {
+		t.Fatalf("head after rotation: epoch %q required %v, want %q required", after.LogEpoch, after.EpochRequired, rotated)
 	}
 	agrees("rotated", after)
 }

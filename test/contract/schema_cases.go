@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 	"testing"
@@ -113,6 +114,19 @@ func testEnsureBump(t *testing.T, h Harness) {
 	must(t, err)
 	if r == nil || r.Version != 1 || r.Scopes["project"] != "p1" || r.Scopes["owner"] != "o1" {
 		t.Fatalf("migrated row = %+v", r)
+	}
+	// Rows and the log's changes alike are in the new layout: the
+	// appended column NULL (a served schema window projects from it).
+	a := task{id: "a", project: "p1", owner: "o1", title: "title of a"}
+	want := encodeRow(append(tasksColumns[:6:6], schemaInteger), append(a.values(), nil))
+	if !bytes.Equal(r.Payload, want) {
+		t.Fatalf("migrated row payload %x, want %x", r.Payload, want)
+	}
+	cs, err := s2.ReadCommitWindow(e.ctx, "p1", ports.CommitWindow{Table: "tasks", ScopeFilter: map[string][]string{"project": {"p1"}},
+		AfterSeq: 0, ThroughSeq: 10, LimitChanges: 10})
+	must(t, err)
+	if len(cs) != 1 || len(cs[0].Changes) != 2 || !bytes.Equal(cs[0].Changes[0].Row, want) {
+		t.Fatalf("migrated log = %+v, want the change of a as %x", cs, want)
 	}
 	// The added nullable column and the new table are writable.
 	vals := append(task{id: "c", project: "p1", owner: "o1", title: "c"}.values(), int64(5))

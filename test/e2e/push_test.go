@@ -14,6 +14,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/syncd-dev/syncd/app"
+	"github.com/syncd-dev/syncd/domain/commit"
 	"github.com/syncd-dev/syncd/domain/push"
 	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -343,6 +344,71 @@ func TestWireTwoAdmission(t *testing.T) {
 	})
 }
 
+// TestWireOneProducer: a database-less commit producer of the 0.15
+// window (SPEC 0.15 §6.10) pushes wire-1 envelopes without a log epoch.
+// Without --min-wire-version 1 it is refused with a message naming the
+// setting; with it its commit is applied and answered in wire 1, a retry
+// is answered from the stored result, and once the partition's epoch was
+// rotated (a restore) it is refused with sync.client_wire_unsupported,
+// nothing applied.
+func TestWireOneProducer(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		c := call{actor: "svc", scopes: `{"owner":["alice"]}`}
+		produce := func(s *server, key, id, name string) []byte {
+			row := ssptest.Full(t, s.sch.Table("projects"), ssptest.Cols{"id": rowcodec.String(id),
+				"owner": rowcodec.String("alice"), "name": rowcodec.String(name), "locked": rowcodec.Bool(false)})
+			return ssptest.Req{Wire: 1, ClientID: "producer", SchemaVersion: s.sch.Version,
+				Commits: []*ssp2.PushCommit{ssptest.Commit(key, ssptest.Upsert("projects", id, row, -1))}}.Encode(t)
+		}
+		stored := func(s *server, id string) *commit.Row {
+			t.Helper()
+			r, err := s.store.GetRow(context.Background(), "default", "projects", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+
+		strict := start(t, e, serverOpts{})
+		body := strict.jsonError(strict.post(c, produce(strict, "k1", "p-1", "One")), http.StatusBadRequest, syncerr.InvalidRequest)
+		if msg, _ := body["message"].(string); !strings.Contains(msg, "wire version 1") || !strings.Contains(msg, "--min-wire-version 1") {
+			t.Fatalf("the refusal does not say why: %q", msg)
+		}
+		if stored(strict, "p-1") != nil {
+			t.Fatal("a refused wire-1 push was applied")
+		}
+
+		s := start(t, e, serverOpts{minWire: 1})
+		for i, want := range []ssp2.PushStatus{ssp2.PushApplied, ssp2.PushCached} {
+			rep := s.post(c, produce(s, "k1", "p-1", "One"))
+			if rep.status != http.StatusOK {
+				t.Fatalf("delivery %d: %d %s", i, rep.status, rep.body)
+			}
+			resp := ssptest.DecodeResponse(t, rep.body)
+			if resp.Msg.WireVersion != 1 || resp.Header.LogEpoch != "" || resp.Header.LatestSchemaVersion != ssp2.Some(s.sch.Version) {
+				t.Fatalf("delivery %d answered in wire %d with %+v", i, resp.Msg.WireVersion, resp.Header)
+			}
+			if r := resp.Results[0]; r.Status != want || r.CommitSeq != 1 {
+				t.Fatalf("delivery %d: %+v, want %s at seq 1", i, r, want)
+			}
+		}
+		if r := stored(s, "p-1"); r == nil || r.Version != 1 || r.Scopes["owner"] != "alice" {
+			t.Fatalf("stored row %+v", r)
+		}
+
+		if _, err := s.store.RotateLogEpoch(context.Background(), "default"); err != nil {
+			t.Fatal(err)
+		}
+		body = s.jsonError(s.post(c, produce(s, "k2", "p-2", "Two")), http.StatusBadRequest, syncerr.ClientWireUnsupported)
+		if body["recommendedAction"] != "upgradeClient" || body["category"] != "schema-mismatch" {
+			t.Fatalf("refusal after rotation %v", body)
+		}
+		if stored(s, "p-2") != nil {
+			t.Fatal("a wire-1 push after the rotation was applied")
+		}
+	})
+}
+
 func TestConcurrentDeliveriesOfOneCommit(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
 		s := start(t, e, serverOpts{})
@@ -405,10 +471,12 @@ func TestMalformedBodies(t *testing.T) {
 		ep := s.epoch(c)
 		s.jsonError(s.post(c, ssptest.Req{ClientID: "c1", SchemaVersion: s.sch.Version, Epoch: ep, Pull: true, SubTable: "nope"}.Encode(t)),
 			http.StatusBadRequest, syncerr.UnknownTable)
-		// Every invalid request vector of both generations, wire-2 ones also
-		// to a server that admits wire 2 (last: a missing vectors directory
-		// skips only this part, loudly).
+		// Every invalid request vector of both generations, the older ones
+		// also to servers that admit wire 2 and wire 1, whose decoder then
+		// reads them through (last: a missing vectors directory skips only
+		// this part, loudly).
 		wire2 := start(t, e, serverOpts{minWire: 2})
+		wire1 := start(t, e, serverOpts{minWire: 1})
 		for _, gen := range []string{"v3", "v2"} {
 			m, ok := vectortest.Load(t, vectortest.Dir(t, gen), "request")
 			if !ok || len(m.Invalid) == 0 {
@@ -418,6 +486,7 @@ func TestMalformedBodies(t *testing.T) {
 				body := m.Read(t, inv.Bin)
 				s.jsonError(s.post(c, body), http.StatusBadRequest, syncerr.Code(inv.Error))
 				wire2.jsonError(wire2.post(c, body), http.StatusBadRequest, syncerr.Code(inv.Error))
+				wire1.jsonError(wire1.post(c, body), http.StatusBadRequest, syncerr.Code(inv.Error))
 			}
 		}
 	})

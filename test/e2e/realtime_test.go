@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/syncd-dev/syncd/domain/realtime"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/ssp2"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -264,4 +265,83 @@ func TestSocketRoundRefusedInTheRequestsWire(t *testing.T) {
 	if resp.Error == nil || resp.Header == nil || resp.Header.LogEpoch != "an-epoch-of-the-client" {
 		t.Fatalf("refusal header %+v, error %+v", resp.Header, resp.Error)
 	}
+	// A wire-1 refusal is written in wire 1, whose header has no epoch.
+	req = ssptest.Req{Wire: 1, ClientID: "w2", SchemaVersion: s.sch.Version, Pull: true}.Encode(t)
+	resp = ssptest.DecodeResponse(t, k.round(req, 1<<16))
+	if resp.Msg.WireVersion != 1 || resp.Error == nil || resp.Error.Code != string(syncerr.InvalidRequest) ||
+		!strings.Contains(resp.Error.Message, "--min-wire-version 1") || resp.Header.LogEpoch != "" {
+		t.Fatalf("wire %d, header %+v, error %+v", resp.Msg.WireVersion, resp.Header, resp.Error)
+	}
+}
+
+// TestWireOneOverTheSocket: a wire-1 client of a server admitting wire 1
+// pulls in wire 1, so its socket's deltas are written in wire 1 (no epoch
+// in their header) and its socket rounds are answered in wire 1; once the
+// partition's epoch was rotated, a socket round of it is refused with
+// sync.client_wire_unsupported, in wire 1.
+func TestWireOneOverTheSocket(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := start(t, e, serverOpts{minWire: 1})
+		c := alice("rt")
+		request := func(commits ...*ssp2.PushCommit) []byte {
+			m := &ssp2.Message{WireVersion: 1, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{
+				&ssp2.ReqHeader{ClientID: "w1", SchemaVersion: s.sch.Version}}}
+			for _, pc := range commits {
+				m.Frames = append(m.Frames, pc)
+			}
+			m.Frames = append(m.Frames, &ssp2.PullHeader{LimitCommits: 100, LimitSnapshotRows: 100, MaxSnapshotPages: 1,
+				Accept: ssp2.AcceptInlineRows}, &ssp2.Subscription{ID: "projects", Table: "projects",
+				Scopes: ssp2.ScopeListsFromMap(map[string][]string{"owner": {"alice"}}), Cursor: -1})
+			b, err := ssp2.Encode(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		wantWire1 := func(step string, r ssptest.Resp) {
+			t.Helper()
+			if r.Msg.WireVersion != 1 || r.Header == nil || r.Header.LogEpoch != "" {
+				t.Fatalf("%s: wire %d, header %+v", step, r.Msg.WireVersion, r.Header)
+			}
+		}
+		rep := s.post(c, request())
+		if rep.status != http.StatusOK {
+			t.Fatalf("wire-1 pull: %d %s", rep.status, rep.body)
+		}
+		wantWire1("pull", ssptest.DecodeResponse(t, rep.body))
+
+		k := dial(t, s, c, "w1")
+		if h, ok := k.event().(*realtime.Hello); !ok || h.RequiresSync {
+			t.Fatalf("hello %+v", h)
+		}
+		a := newReplica(t, s, c, "a")
+		a.pull(ssptest.Commit("k1", ssptest.Upsert("projects", "p-1", project(t, s.sch, "p-1", "alice", "One"), -1)))
+		typ, d := k.must()
+		if typ != websocket.MessageBinary || d[0] != realtime.TagDelta {
+			t.Fatalf("want a delta, got %d %s", typ, d)
+		}
+		delta := ssptest.DecodeResponse(t, d[1:])
+		wantWire1("delta", delta)
+		if st, _, commits, _ := sections(delta); len(st) != 1 || commits != 1 {
+			t.Fatalf("delta %+v", delta.Msg.Frames)
+		}
+
+		full := ssptest.Full(t, s.sch.Table("projects"), ssptest.Cols{"id": rowcodec.String("p-2"),
+			"owner": rowcodec.String("alice"), "name": rowcodec.String("Two"), "locked": rowcodec.Bool(false)})
+		req := request(ssptest.Commit("w1-k1", ssptest.Upsert("projects", "p-2", full, -1)))
+		resp := ssptest.DecodeResponse(t, k.round(req, 1<<16))
+		wantWire1("socket round", resp)
+		if len(resp.Results) != 1 || resp.Results[0].Status != ssp2.PushApplied {
+			t.Fatalf("socket round %+v", resp.Msg.Frames)
+		}
+
+		if _, err := s.store.RotateLogEpoch(context.Background(), "rt"); err != nil {
+			t.Fatal(err)
+		}
+		resp = ssptest.DecodeResponse(t, k.round(request(), 1<<16))
+		wantWire1("refused round", resp)
+		if resp.Error == nil || resp.Error.Code != string(syncerr.ClientWireUnsupported) {
+			t.Fatalf("round after rotation %+v", resp.Msg.Frames)
+		}
+	})
 }

@@ -98,10 +98,11 @@ func TestZstdRequestAndResponse(t *testing.T) {
 
 // TestResponseVectorsAsRequests: every response envelope of both
 // generations (valid or not) sent as a request body is a 400
-// sync.invalid_request, never a 500, also to a server admitting wire 2.
+// sync.invalid_request, never a 500, also to a server admitting wire 1
+// (whose decoder reads the older envelopes through).
 func TestResponseVectorsAsRequests(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
-		s := start(t, e, serverOpts{minWire: 2})
+		s := start(t, e, serverOpts{minWire: 1})
 		for _, gen := range []string{"v3", "v2"} {
 			m, ok := vectortest.Load(t, vectortest.Dir(t, gen), "response")
 			if !ok {
@@ -117,6 +118,109 @@ func TestResponseVectorsAsRequests(t *testing.T) {
 			for _, b := range bins {
 				s.jsonError(s.post(call{}, m.Read(t, b)), http.StatusBadRequest, syncerr.InvalidRequest)
 			}
+		}
+	})
+}
+
+// vectorNotesIR is the table the request vectors of the wire-1/2
+// generation write and subscribe to: their notes columns, with the
+// project scope they name kept in id (the vectors' rows carry no column
+// of their own for it).
+const vectorNotesIR = `{
+  "irVersion": 1, "schemaVersion": 1,
+  "schemaVersions": [{ "version": 1, "migrations": ["0001"] }],
+  "tables": [
+    { "name": "notes", "primaryKey": "id",
+      "columns": [ { "name": "id", "type": "string", "nullable": false },
+                   { "name": "title", "type": "string", "nullable": true },
+                   { "name": "body", "type": "string", "nullable": false },
+                   { "name": "count", "type": "integer", "nullable": true },
+                   { "name": "score", "type": "float", "nullable": false },
+                   { "name": "done", "type": "boolean", "nullable": false },
+                   { "name": "meta", "type": "json", "nullable": true },
+                   { "name": "blob", "type": "bytes", "nullable": true } ],
+      "scopes": [{ "pattern": "project:{project}", "variable": "project", "column": "id" }] }
+  ],
+  "subscriptions": []
+}`
+
+// TestWireOneRequestVectors: every valid request vector of the wire-1/2
+// generation, sent as it is to a server admitting wire 1, is decoded and
+// served, and answered in the request's wire version: a wire-1 request
+// at another schema version gets the schema floor, one at this server's
+// version one PUSH_RESULT per PUSH_COMMIT (a commit refused only for the
+// rows its baseVersions name, which this server never had) and a section
+// per subscription; the wire-2 vector, whose epoch is not the
+// partition's, is told to reset.
+func TestWireOneRequestVectors(t *testing.T) {
+	forEngine(t, func(t *testing.T, e engine) {
+		s := start(t, e, serverOpts{minWire: 1, ir: []byte(vectorNotesIR)})
+		m, ok := vectortest.Load(t, vectortest.Dir(t, "v2"), "request")
+		if !ok {
+			t.Fatal("no v2 request vectors")
+		}
+		c := call{actor: "client-a-owner", scopes: `{"project":["*"]}`}
+		wire1 := 0
+		for _, vc := range m.Cases {
+			t.Run(vc.Name, func(t *testing.T) {
+				bin := m.Read(t, vc.Bin)
+				req, err := ssp2.Decode(bin)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var hdr *ssp2.ReqHeader
+				var commits, subs int
+				for _, f := range req.Frames {
+					switch f := f.(type) {
+					case *ssp2.ReqHeader:
+						hdr = f
+					case *ssp2.PushCommit:
+						commits++
+					case *ssp2.Subscription:
+						subs++
+					}
+				}
+				rep := s.post(c, bin)
+				if rep.status != http.StatusOK {
+					t.Fatalf("status %d: %s", rep.status, rep.body)
+				}
+				resp := ssptest.DecodeResponse(t, rep.body)
+				if resp.Msg.WireVersion != req.WireVersion {
+					t.Fatalf("a wire-%d request answered in wire %d", req.WireVersion, resp.Msg.WireVersion)
+				}
+				h := resp.Header
+				starts := 0
+				for _, f := range resp.Msg.Frames {
+					if _, ok := f.(*ssp2.SubStart); ok {
+						starts++
+					}
+				}
+				switch {
+				case req.WireVersion >= 2:
+					if !h.ResetRequired || h.LogEpoch == "" || len(resp.Msg.Frames) != 1 {
+						t.Fatalf("wire-%d request with a foreign epoch: %+v", req.WireVersion, resp.Msg.Frames)
+					}
+				case hdr.SchemaVersion != s.sch.Version:
+					wire1++
+					if h.RequiredSchemaVersion != ssp2.Some(s.sch.Version) || len(resp.Msg.Frames) != 1 {
+						t.Fatalf("schema floor: %+v", resp.Msg.Frames)
+					}
+				default:
+					wire1++
+					if h.LogEpoch != "" || h.LatestSchemaVersion != ssp2.Some(s.sch.Version) || len(resp.Results) != commits || starts != subs {
+						t.Fatalf("header %+v, %d results for %d commits, %d sections for %d subscriptions: %+v",
+							h, len(resp.Results), commits, starts, subs, resp.Msg.Frames)
+					}
+					for _, r := range resp.Results {
+						if r.Status == ssp2.PushRejected && r.Results[0].Code != string(syncerr.RowMissing) {
+							t.Fatalf("commit %s refused: %+v", r.ClientCommitID, r.Results[0])
+						}
+					}
+				}
+			})
+		}
+		if wire1 == 0 {
+			t.Fatal("no wire-1 request vector was served")
 		}
 	})
 }

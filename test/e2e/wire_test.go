@@ -10,28 +10,28 @@ import (
 	"github.com/syncd-dev/syncd/test/ssptest"
 )
 
-// TestWireRulesPerVersion: one server admitting wire 2 and wire 3 answers
-// each request by its own wire version's rule where the two differ: a
+// TestWireRulesPerVersion: one server admitting wires 1 to 3 answers each
+// request by its own wire version's rule where the generations differ: a
 // changed scope column on update (wire 2 strips it and applies the rest,
 // wire 3 refuses the operation) and a baseVersion above the server
 // version (wire 2 a conflict, wire 3 sync.invalid_request), and an
 // unversioned upsert of a deleted row (wire 2 an insert, wire 3
-// sync.row_deleted).
+// sync.row_deleted). Wire 1 writes by wire 2's rules, without an epoch.
 func TestWireRulesPerVersion(t *testing.T) {
 	forEngine(t, func(t *testing.T, e engine) {
-		s := start(t, e, serverOpts{minWire: 2})
+		s := start(t, e, serverOpts{minWire: 1})
 		c := call{actor: "alice", scopes: `{"owner":["alice"]}`}
 		ep := s.epoch(c)
 		projects := s.sch.Table("projects")
-		for _, wire := range []uint16{2, 3} {
+		for _, wire := range []uint16{1, 2, 3} {
 			t.Run(fmt.Sprintf("wire %d", wire), func(t *testing.T) {
 				id := fmt.Sprintf("p-%d", wire)
-				// A wire-2 payload is a full row, a wire-3 one a sparse row
-				// naming every column: the same write either way.
+				// A wire-1/2 payload is a full row, a wire-3 one a sparse
+				// row naming every column: the same write either way.
 				row := func(owner, name string) []byte {
 					cols := ssptest.Cols{"id": rowcodec.String(id), "owner": rowcodec.String(owner),
 						"name": rowcodec.String(name), "locked": rowcodec.Bool(false)}
-					if wire == 2 {
+					if wire < 3 {
 						return ssptest.Full(t, projects, cols)
 					}
 					return ssptest.Sparse(t, projects, cols)
@@ -65,7 +65,7 @@ func TestWireRulesPerVersion(t *testing.T) {
 				r := push("k2", row("bob", "moved?"), -1)
 				owner, name, version := stored()
 				switch wire {
-				case 2:
+				case 1, 2:
 					if r.Status != ssp2.PushApplied || len(r.Results) != 1 || r.Results[0].Status != ssp2.OpApplied {
 						t.Fatalf("wire 2 re-homing update: %+v, want applied", r)
 					}
@@ -82,7 +82,7 @@ func TestWireRulesPerVersion(t *testing.T) {
 				// A baseVersion the server never issued.
 				r = push("k3", row("alice", "ahead"), version+5)
 				switch wire {
-				case 2:
+				case 1, 2:
 					if r.Status != ssp2.PushRejected || len(r.Results) != 1 {
 						t.Fatalf("wire 2 baseVersion ahead: %+v", r)
 					}
@@ -108,7 +108,7 @@ func TestWireRulesPerVersion(t *testing.T) {
 				}
 				r = push("k5", row("alice", "again"), -1)
 				switch wire {
-				case 2:
+				case 1, 2:
 					if r.Status != ssp2.PushApplied {
 						t.Fatalf("wire 2 unversioned upsert of a deleted row: %+v, want applied (an insert)", r)
 					}

@@ -211,3 +211,11 @@ func WantRejected(t *testing.T, r *ssp2.PushResult, opIndex int32, code string) 
 		t.Fatalf("result %+v: want rejected at op %d with %s", r, opIndex, code)
 	}
 }
+
+// WantApplied fails t unless r is applied.
+func WantApplied(t *testing.T, r *ssp2.PushResult) {
+	t.Helper()
+	if r.Status != ssp2.PushApplied {
+		t.Fatalf("result %+v: want applied", r)
+	}
+}

@@ -6,6 +6,7 @@ package ssptest
 
 import (
 	_ "embed"
+	"encoding/json"
 	"testing"
 
 	"github.com/syncd-dev/syncd/domain/rowcodec"
@@ -103,7 +104,8 @@ type Req struct {
 	Wire          uint16 // 0 → 3
 	ClientID      string
 	SchemaVersion int32
-	// Epoch is the logEpoch; NoEpoch leaves it absent.
+	// Epoch is the logEpoch; NoEpoch leaves it absent (a wire-1 header
+	// has none).
 	Epoch   string
 	NoEpoch bool
 	Commits []*ssp2.PushCommit
@@ -120,7 +122,7 @@ func (r Req) Encode(t testing.TB) []byte {
 		wire = 3
 	}
 	h := &ssp2.ReqHeader{ClientID: r.ClientID, SchemaVersion: r.SchemaVersion}
-	if !r.NoEpoch {
+	if !r.NoEpoch && wire >= 2 {
 		h.LogEpoch = ssp2.Some(r.Epoch)
 	}
 	m := &ssp2.Message{WireVersion: wire, Kind: ssp2.KindRequest, Frames: []ssp2.Frame{h}}
@@ -196,4 +198,65 @@ func (MaxMerger) Merge(stored, incoming []byte) ([]byte, error) {
 		return append([]byte(nil), stored...), nil
 	}
 	return append([]byte(nil), incoming...), nil
+}
+
+// IRAt is the test schema's IR renumbered to schema version v (its
+// tables unchanged): an older or newer client's generated schema.
+func IRAt(t testing.TB, v int32) []byte {
+	t.Helper()
+	ir, err := schema.ParseIR(schemaIR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir.SchemaVersion, ir.SchemaVersions = v, []schema.IRSchemaVersion{{Version: v}}
+	return marshalIR(t, ir)
+}
+
+// NextIR is the schema version after the test schema's (3), as a bump
+// that keeps version 2 servable makes it (SPEC §9): tasks appends the
+// nullable integer column priority, and the new table labels (id,
+// project_id, name nullable) is scoped by project.
+func NextIR(t testing.TB) []byte {
+	t.Helper()
+	ir, err := schema.ParseIR(schemaIR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir.SchemaVersion = 3
+	ir.SchemaVersions = append(ir.SchemaVersions, schema.IRSchemaVersion{Version: 3, Migrations: []string{"0003_priority_labels"}})
+	yes, no := true, false
+	for i := range ir.Tables {
+		if ir.Tables[i].Name == "tasks" {
+			ir.Tables[i].Columns = append(ir.Tables[i].Columns, schema.IRColumn{Name: "priority", Type: "integer", Nullable: &yes})
+		}
+	}
+	ir.Tables = append(ir.Tables, schema.IRTable{Name: "labels", PrimaryKey: "id",
+		Columns: []schema.IRColumn{{Name: "id", Type: "string", Nullable: &no}, {Name: "project_id", Type: "string", Nullable: &no},
+			{Name: "name", Type: "string", Nullable: &yes}},
+		Scopes: []schema.IRScope{{Pattern: "project:{project_id}", Variable: "project_id", Column: "project_id"}}})
+	return marshalIR(t, ir)
+}
+
+// Window compiles the window [NextIR, the test schema]: current version
+// 3, older version 2.
+func Window(t testing.TB) *schema.Window {
+	t.Helper()
+	cur, err := schema.Load(NextIR(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := schema.NewWindow(cur, Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func marshalIR(t testing.TB, ir *schema.IR) []byte {
+	t.Helper()
+	b, err := json.Marshal(ir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

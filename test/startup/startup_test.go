@@ -200,6 +200,25 @@ func TestEveryStartCheckRunsBeforeTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.file(t, "todos.queries.ir.json", string(descriptors))
+	// A version 1 that version 2 does not extend: todos.position renamed.
+	var old map[string]any
+	if err := json.Unmarshal(todos.IR(), &old); err != nil {
+		t.Fatal(err)
+	}
+	for _, tbl := range old["tables"].([]any) {
+		if tbl := tbl.(map[string]any); tbl["name"] == "todos" {
+			for _, c := range tbl["columns"].([]any) {
+				if c := c.(map[string]any); c["name"] == "position" {
+					c["name"] = "rank"
+				}
+			}
+		}
+	}
+	oldIR, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	incompatible := f.file(t, "v1-incompatible.ir.json", string(oldIR))
 	joinDescriptor := f.file(t, "operations.json",
 		`{"descriptors": {"file": "todos.queries.ir.json", "register": [{"name": "listProgress", "maxRows": 10}]}}`)
 
@@ -245,6 +264,8 @@ func TestEveryStartCheckRunsBeforeTheDatabase(t *testing.T) {
 			want: "no such file"},
 		{name: "schema file that does not compile", args: []string{"--schema", garbageIR},
 			want: "garbage.ir.json"},
+		{name: "schema window with an incompatible older version", args: []string{"--schema", f.v2, "--schema", incompatible},
+			want: `table \"todos\" column \"rank\"`},
 		{name: "registered descriptor that does not compile", args: []string{"--operations", joinDescriptor},
 			want: "listProgress"},
 		{name: "signed-URL key file missing", args: []string{"--signed-url-key-file", filepath.Join(f.dir, "absent.key"), "--public-url", "http://127.0.0.1:8787"},

@@ -23,7 +23,7 @@ func (s *Store) TouchPartitionHead(ctx context.Context, q ports.HeadQuery) (port
 	}
 	p.lastAuthMs = q.NowMs
 	g := s.db.gate(q.Partition, q.Running, nil)
-	h := ports.RequestHead{LogEpoch: p.logEpoch, Gate: g, GateRead: true,
+	h := ports.RequestHead{LogEpoch: p.logEpoch, EpochRequired: p.epochRequired, Gate: g, GateRead: true,
 		Bounds: ports.LogBounds{MaxSeq: p.d.maxSeq, HorizonSeq: p.horizon}, BoundsRead: true,
 		ClientRead: q.ClientID != "", PushRead: q.PushClientID != ""}
 	if c := p.clients[q.ClientID]; h.ClientRead && c != nil {

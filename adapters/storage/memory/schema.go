@@ -2,10 +2,13 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/commit"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
@@ -158,6 +161,14 @@ func (d *db) migrate(sc *schema.Schema, decls []checkpoint.Declaration, nowMs in
 			nrt := &rowTable{rows: make(map[string]*storedRow, len(rt.rows)), unique: map[string]map[string]string{}, sorted: rt.sorted}
 			for id, r := range rt.rows {
 				nr := &storedRow{row: r.row, values: remapValues(oldLayout, t, r.values)}
+				if grown(oldLayout, t) && r.row.Payload != nil {
+					// Appended columns are NULL: only the null bitmap grows.
+					pl, err := rowcodec.AppendNullColumns(nil, r.row.Payload, len(oldLayout), len(t.Columns))
+					if err != nil {
+						return syncerr.Wrap(syncerr.InternalError, fmt.Errorf("table %q row %q: %w", t.Name, id, err))
+					}
+					nr.row.Payload = pl
+				}
 				nrt.rows[id] = nr
 				if !t.Materialize {
 					continue
@@ -195,6 +206,11 @@ func (d *db) migrate(sc *schema.Schema, decls []checkpoint.Declaration, nowMs in
 	for _, st := range out {
 		st.part.d.tables[st.table] = st.rt
 	}
+	for _, p := range d.parts {
+		if err := widenChanges(p.d, sc, oldLayouts); err != nil {
+			return err
+		}
+	}
 	d.tables = newPhys
 	d.markerSet, d.markerVersion, d.layouts = true, sc.Version, sc.Layouts()
 	// SPEC §2.4: every partition's writer fence rises to the new version
@@ -207,6 +223,48 @@ func (d *db) migrate(sc *schema.Schema, decls []checkpoint.Declaration, nowMs in
 	for _, dc := range decls {
 		installCheckpoint(d.part(dc.Partition).d, dc, nowMs)
 	}
+	return nil
+}
+
+// grown reports whether a table kept its stored layout and appended columns.
+func grown(old schema.Layout, t *schema.Table) bool {
+	return old != nil && len(old) < len(t.Columns)
+}
+
+// widenChanges re-encodes the log's change payloads of the tables that
+// appended columns, as the rows are, so every stored payload is in the
+// running layout. Commits are replaced, never changed in place: readers
+// may hold them.
+func widenChanges(d *data, sc *schema.Schema, old map[string]schema.Layout) error {
+	commits, copied := d.commits, false
+	for i, rec := range commits {
+		var changes []commit.Change
+		for j := range rec.c.Changes {
+			ch := &rec.c.Changes[j]
+			t := sc.Table(ch.Table)
+			if t == nil || ch.Row == nil || !grown(old[ch.Table], t) {
+				continue
+			}
+			if changes == nil {
+				changes = append([]commit.Change(nil), rec.c.Changes...)
+			}
+			pl, err := rowcodec.AppendNullColumns(nil, ch.Row, len(old[ch.Table]), len(t.Columns))
+			if err != nil {
+				return syncerr.Wrap(syncerr.InternalError, fmt.Errorf("table %q change %d/%d: %w", t.Name, rec.c.Seq, j, err))
+			}
+			changes[j].Row = pl
+		}
+		if changes == nil {
+			continue
+		}
+		if !copied {
+			commits, copied = append([]*commitRec(nil), d.commits...), true
+		}
+		nc := *rec
+		nc.c.Changes = changes
+		commits[i] = &nc
+	}
+	d.commits = commits
 	return nil
 }
 

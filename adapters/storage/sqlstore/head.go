@@ -12,7 +12,7 @@ import (
 // to a one-row base, each side optional, so an absent row reads as NULLs.
 // The client and idempotency lookups are appended only when asked for.
 func headQuery(client, push bool) string {
-	q := `SELECT r.log_epoch, r.last_authenticated_at_ms,
+	q := `SELECT r.log_epoch, CASE WHEN r.epoch_required THEN 1 ELSE 0 END, r.last_authenticated_at_ms,
   (SELECT schema_version FROM sync_schema_meta WHERE id=1),
   CASE WHEN EXISTS (SELECT 1 FROM sync_backfill_checkpoints WHERE schema_version=? AND state<>'activated') THEN 1 ELSE 0 END,
   p.max_commit_seq, p.horizon_seq`
@@ -52,11 +52,11 @@ func (s *Store) TouchPartitionHead(ctx context.Context, hq ports.HeadQuery) (por
 	var (
 		epoch                        sql.NullString
 		touched, version, max, horiz sql.NullInt64
-		pending                      int
+		pending, required            int
 		actor, subs, result, owner   sql.NullString
 		wire, cursor, updated        sql.NullInt64
 	)
-	dest := []any{&epoch, &touched, &version, &pending, &max, &horiz}
+	dest := []any{&epoch, &required, &touched, &version, &pending, &max, &horiz}
 	if client {
 		dest = append(dest, &actor, &wire, &cursor, &subs, &updated)
 	}
@@ -80,13 +80,14 @@ func (s *Store) TouchPartitionHead(ctx context.Context, hq ports.HeadQuery) (por
 		return ports.RequestHead{}, internal("read request head", err)
 	}
 	h := ports.RequestHead{
-		LogEpoch:   epoch.String,
-		Gate:       checkpoint.ServeGate{StoredSchemaVersion: int32(version.Int64), LogEpoch: epoch.String},
-		GateRead:   pending == 0,
-		Bounds:     ports.LogBounds{MaxSeq: max.Int64, HorizonSeq: horiz.Int64},
-		BoundsRead: true,
-		ClientRead: client,
-		PushRead:   push,
+		LogEpoch:      epoch.String,
+		EpochRequired: required == 1,
+		Gate:          checkpoint.ServeGate{StoredSchemaVersion: int32(version.Int64), LogEpoch: epoch.String},
+		GateRead:      pending == 0,
+		Bounds:        ports.LogBounds{MaxSeq: max.Int64, HorizonSeq: horiz.Int64},
+		BoundsRead:    true,
+		ClientRead:    client,
+		PushRead:      push,
 	}
 	if client && actor.Valid {
 		h.Client = &ports.ClientRecord{Partition: hq.Partition, ClientID: hq.ClientID, ActorID: actor.String,
@@ -104,8 +105,10 @@ func (s *Store) TouchPartitionHead(ctx context.Context, hq ports.HeadQuery) (por
 	}
 	if e != h.LogEpoch {
 		// The touch registered the partition (or another process rotated
-		// its epoch meanwhile): the gate read before it is stale.
+		// its epoch meanwhile): the gate read before it is stale, and an
+		// epoch that changed under a registered partition was rotated.
 		h.GateRead = false
+		h.EpochRequired = h.EpochRequired || epoch.Valid
 	}
 	h.LogEpoch = e
 	return h, nil

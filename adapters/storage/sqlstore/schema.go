@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/syncd-dev/syncd/domain/checkpoint"
+	"github.com/syncd-dev/syncd/domain/rowcodec"
 	"github.com/syncd-dev/syncd/domain/schema"
 	"github.com/syncd-dev/syncd/domain/syncerr"
 )
@@ -405,6 +406,9 @@ func (s *Store) migrateTables(ctx context.Context, tx WriteTx, sc *schema.Schema
 			if err := s.rewritePayloads(ctx, tx, t, len(old)); err != nil {
 				return err
 			}
+			if err := s.rewriteChanges(ctx, tx, t, len(old)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -487,18 +491,58 @@ func (s *Store) rewritePayloads(ctx context.Context, tx WriteTx, t *schema.Table
 	}
 }
 
-// AppendNullColumns re-encodes a full-row payload (null bitmap of ceil(n/8)
-// bytes, LSB first, then the non-null values) of oldN columns as one of
-// newN columns whose appended columns are NULL.
+// rewriteChanges re-encodes the log's change payloads of t written under
+// a layout of oldN columns, as rewritePayloads does the rows: every
+// stored payload, row or change, is then in the current layout, which a
+// served schema window projects onto older versions (SPEC §9).
+func (s *Store) rewriteChanges(ctx context.Context, tx WriteTx, t *schema.Table, oldN int) error {
+	newN := len(t.Columns)
+	sel := s.q(`SELECT partition, commit_seq, idx, payload FROM sync_changes
+WHERE tbl = ? AND payload IS NOT NULL AND (partition, commit_seq, idx) > (?, ?, ?)
+ORDER BY partition, commit_seq, idx LIMIT 500`)
+	upd := s.q(`UPDATE sync_changes SET payload = ? WHERE partition = ? AND commit_seq = ? AND idx = ?`)
+	type item struct {
+		p       string
+		seq     int64
+		idx     int64
+		payload []byte
+	}
+	after := item{idx: -1}
+	for {
+		rows, err := tx.QueryContext(ctx, sel, t.Name, after.p, after.seq, after.idx)
+		if err != nil {
+			return fmt.Errorf("rewrite change payloads: %w", err)
+		}
+		var batch []item
+		for rows.Next() {
+			var it item
+			if err := rows.Scan(&it.p, &it.seq, &it.idx, &it.payload); err != nil {
+				_ = rows.Close()
+				return fmt.Errorf("rewrite change payloads: %w", err)
+			}
+			batch = append(batch, it)
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("rewrite change payloads: %w", err)
+		}
+		for _, it := range batch {
+			np, err := rowcodec.AppendNullColumns(nil, it.payload, oldN, newN)
+			if err != nil {
+				return syncerr.Wrap(syncerr.InternalError, fmt.Errorf("table %q change %d/%d: %w", t.Name, it.seq, it.idx, err))
+			}
+			if _, err := tx.ExecContext(ctx, upd, np, it.p, it.seq, it.idx); err != nil {
+				return fmt.Errorf("rewrite change payloads: %w", err)
+			}
+		}
+		if len(batch) < 500 {
+			return nil
+		}
+		after = batch[len(batch)-1]
+	}
+}
+
+// AppendNullColumns re-encodes a full-row payload of oldN columns as one
+// of newN columns whose appended columns are NULL (rowcodec.AppendNullColumns).
 func AppendNullColumns(payload []byte, oldN, newN int) ([]byte, error) {
-	ob, nb := (oldN+7)/8, (newN+7)/8
-	if len(payload) < ob {
-		return nil, fmt.Errorf("payload shorter than its null bitmap")
-	}
-	out := make([]byte, nb, nb+len(payload)-ob)
-	copy(out, payload[:ob])
-	for i := oldN; i < newN; i++ {
-		out[i/8] |= 1 << (i % 8)
-	}
-	return append(out, payload[ob:]...), nil
+	return rowcodec.AppendNullColumns(nil, payload, oldN, newN)
 }
