@@ -145,10 +145,11 @@ type Proxy struct {
 	target   string
 	userinfo string // "user:password@" or "token@" of the target URL
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	done  bool
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	blocked bool
+	done    bool
+	wg      sync.WaitGroup
 }
 
 // NewProxy listens on a free 127.0.0.1 port and forwards to the host:port
@@ -180,6 +181,13 @@ func (p *Proxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		p.mu.Lock()
+		blocked := p.blocked
+		p.mu.Unlock()
+		if blocked {
+			_ = c.Close()
+			continue
 		}
 		up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 		if err != nil {
@@ -226,6 +234,22 @@ func (p *Proxy) Cut() {
 	for c := range p.conns {
 		_ = c.Close()
 	}
+}
+
+// Block cuts the open connections and refuses new ones until Unblock:
+// the server is unreachable for this proxy's clients only.
+func (p *Proxy) Block() {
+	p.mu.Lock()
+	p.blocked = true
+	p.mu.Unlock()
+	p.Cut()
+}
+
+// Unblock lets connections through again.
+func (p *Proxy) Unblock() {
+	p.mu.Lock()
+	p.blocked = false
+	p.mu.Unlock()
 }
 
 // Close stops the proxy and its connections.
