@@ -124,7 +124,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.BoolVar(&o.devHeaders, "dev-headers", true, "send development identity headers X-Syncd-Actor (one actor per client) and X-Syncd-Partition")
 	fs.StringVar(&o.actorPrefix, "actor-prefix", "load-", "actor of client i is PREFIX+i")
 	fs.StringVar(&o.partition, "partition", "", "X-Syncd-Partition (empty: the server's default)")
-	fs.IntVar(&o.partitions, "partitions", 1, "spread the clients over this many partitions, named --partition (or \"load\") plus \"-\" and i mod N (push-pull, mixed-soak, maintenance-churn: the shared datasets of the other scenarios live in one partition)")
+	fs.IntVar(&o.partitions, "partitions", 1, "spread the clients over this many partitions, named --partition (or \"load\") plus \"-\" and i mod N (push-pull, mixed-soak, maintenance-churn, propagation: the shared datasets of the other scenarios live in one partition)")
 	fs.StringVar(&o.projectPrefix, "project-prefix", "load-", "scope value of client i is PREFIX+RUNID-i")
 	fs.StringVar(&o.stormProject, "storm-project", "storm", "bootstrap-storm: the shared seeded scope value")
 	fs.IntVar(&o.ops, "ops", 1, "upserts per pushed commit")
