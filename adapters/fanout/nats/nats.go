@@ -566,15 +566,16 @@ func (f *Fanout) connectOptions(ctx context.Context, lost chan<- error) []natsgo
 		natsgo.PingInterval(f.o.PingInterval),
 		natsgo.MaxPingsOutstanding(2),
 		natsgo.SetCustomDialer(ctxDialer{ctx: ctx}),
+		// The handlers only wake this connection's session, which turns
+		// Listening off: they run on nats.go's callback goroutine and may
+		// come after the next connection is up.
 		natsgo.DisconnectErrHandler(func(_ *natsgo.Conn, err error) {
-			f.listening.Store(false)
 			if err == nil {
 				err = errors.New("the server closed the connection")
 			}
 			signal(err)
 		}),
 		natsgo.ClosedHandler(func(nc *natsgo.Conn) {
-			f.listening.Store(false)
 			err := nc.LastError()
 			if err == nil {
 				err = natsgo.ErrConnectionClosed
