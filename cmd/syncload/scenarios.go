@@ -172,7 +172,7 @@ func catchUp() *scenario {
 			if n <= 0 {
 				n = 5000
 			}
-			c, err := e.t.NewClient("load-"+e.runID+"-writer", e.identity(0))
+			c, err := e.t.NewClient("load-"+e.runID+"-writer", e.baseURL(0), e.identity(0))
 			if err != nil {
 				return err
 			}
