@@ -187,8 +187,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wg.Wait()
 	close(stop)
 	ticker.Wait()
-	fmt.Fprintf(stdout, "ran %d seeds (%d..%d) on %s: %d steps, %d requests, %d commits (%d applied, %d rejected, %d conflicts), %d replays, %d cursor_expired, %d revocations, %d prunes, %d restarts, %d bootstraps (%d segment downloads, %d images), faults %v, in %s\n",
-		done.Load(), f.o.Seed, f.o.Seed+done.Load()-1, f.o.Engine, steps.Load(), total.Requests, total.Commits, total.Applied, total.Rejected,
+	fmt.Fprintf(stdout, "ran %d seeds (%d..%d) on %s: %d steps, %d operations, %d requests, %d commits (%d applied, %d rejected, %d conflicts), %d replays, %d cursor_expired, %d revocations, %d prunes, %d restarts, %d bootstraps (%d segment downloads, %d images), faults %v, in %s\n",
+		done.Load(), f.o.Seed, f.o.Seed+done.Load()-1, f.o.Engine, steps.Load(), total.Operations, total.Requests, total.Commits, total.Applied, total.Rejected,
 		total.Conflicts, total.Replays, total.CursorExpired, total.Revoked, total.Prunes, total.Restarts, total.Bootstraps, total.SegmentDownloads,
 		total.Images, total.Faults, time.Since(start).Round(time.Millisecond))
 	if setupErr != nil {

@@ -46,6 +46,7 @@ func (r *runner) queue(sc *simClient, ops []mop, wire []ssp2.PushOperation) {
 	sc.next++
 	ccid := sc.id + "-" + strconv.Itoa(sc.next)
 	sc.intents[ccid] = ops
+	r.stats.Operations += len(ops)
 	sc.c.QueueWithID(ccid, wire...)
 	r.event("%s queues %s: %s", sc.id, ccid, describeOps(r.sch, ops))
 }
@@ -552,9 +553,7 @@ func mseqs(cs []*mcommit) []int64 {
 // workspace its actor is not granted (§3.3: a revocation purges).
 func (r *runner) checkHeld(sc *simClient) {
 	for _, table := range tableNames {
-		t := r.sch.Table(table)
-		ids := sc.c.RowIDs(table)
-		for _, id := range ids {
+		for _, id := range sc.c.RowIDs(table) {
 			vals, _, ok := sc.c.Get(table, id)
 			if !ok {
 				continue
@@ -565,7 +564,6 @@ func (r *runner) checkHeld(sc *simClient) {
 				return
 			}
 		}
-		_ = t
 	}
 }
 
@@ -608,7 +606,7 @@ func (r *runner) served(sc *simClient, reqBody, body []byte) {
 	sc.handed, sc.handedAt, sc.hasHanded = cursor, r.clock.NowMs(), true
 }
 
-// sortedRowIDs returns a table's model row ids in the given workspaces.
+// modelRows returns a table's model rows in the given workspaces.
 func (r *runner) modelRows(table string, ws map[string]bool) map[string]*mrow {
 	t := r.sch.Table(table)
 	out := map[string]*mrow{}

@@ -92,6 +92,9 @@ type Report struct {
 
 // Stats count what a run exercised.
 type Stats struct {
+	// Operations are the row operations the clients queued, Requests the
+	// requests they sent, Commits the commits the server decided.
+	Operations                                               int
 	Requests, Commits, Applied, Rejected, Conflicts, Replays int
 	CursorExpired, Revoked, Bootstraps, Resets               int
 	Prunes, PrunedCommits, Restarts, Notices, LostRequests   int
@@ -103,6 +106,7 @@ type Stats struct {
 }
 
 func (s *Stats) add(o Stats) {
+	s.Operations += o.Operations
 	s.Requests += o.Requests
 	s.Commits += o.Commits
 	s.Applied += o.Applied
@@ -206,7 +210,8 @@ type runner struct {
 	tail []string
 }
 
-// netFault is read by the transport once.
+// setNet arms what the network does to the next request (the transport
+// reads it once).
 func (r *runner) setNet(f netFault) { r.netF = f }
 
 const tailLen = 40
