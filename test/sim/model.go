@@ -12,8 +12,8 @@ import (
 
 // The oracle: an independent, deliberately plain model of what SPEC §2,
 // §3.4, §6.2 and §6.11 say a server does with a commit, written from the
-// spec's text and sharing nothing with the server but the row codec's
-// value type. The runner feeds it every commit in the order the server
+// spec's text and sharing nothing with the server but the compiled
+// schema and the row codec's value type. The runner feeds it every commit in the order the server
 // committed them (the fault decorator sees each push transaction end)
 // and compares everything the server says and stores with it.
 

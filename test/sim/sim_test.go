@@ -19,12 +19,20 @@ import (
 // e.g. SYNCD_SIM_SEEDS=10 for a longer run).
 const EnvSeeds = "SYNCD_SIM_SEEDS"
 
-func scale(t *testing.T, n, raceDiv int) int {
+// seeds is n, or underRace with the race detector on, times EnvSeeds.
+func seeds(n, underRace int) int {
+	if testenv.Race {
+		n = underRace
+	}
 	if f, err := strconv.Atoi(os.Getenv(EnvSeeds)); err == nil && f > 0 {
 		n *= f
 	}
-	return testenv.Scale(n, raceDiv)
+	return n
 }
+
+// steps is a history's length: half of n under the race detector, which
+// makes every step several times slower.
+func steps(n int) int { return testenv.Scale(n, 2) }
 
 // runSeeds runs seeds first..first+n-1 of base, on every CPU at once, and
 // fails the test with each failing seed's replay command and, for the
@@ -118,7 +126,7 @@ func TestSameSeedSameHistory(t *testing.T) {
 	}
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
-			o := sim.Options{Seed: 7, Steps: 200, Engine: engine, Images: true, Dir: t.TempDir(), PostgresURL: os.Getenv(pgtest.EnvURL)}
+			o := sim.Options{Seed: 7, Steps: steps(200), Engine: engine, Images: true, Dir: t.TempDir(), PostgresURL: os.Getenv(pgtest.EnvURL)}
 			var hashes []string
 			for range 2 {
 				rep, err := sim.Run(context.Background(), o)
@@ -151,8 +159,8 @@ func TestSameSeedSameHistory(t *testing.T) {
 // cursor_expired and the re-bootstrap after it, conflicts, revocations,
 // deletes beating unversioned upserts, segments by reference.
 func TestSeedsMemory(t *testing.T) {
-	n := scale(t, 300, 3)
-	s := runSeeds(t, sim.Options{Dir: t.TempDir()}, 1, n, func(o *sim.Options) { o.Images = o.Seed%2 == 0 })
+	n := seeds(300, 200)
+	s := runSeeds(t, sim.Options{Steps: steps(300), Dir: t.TempDir()}, 1, n, func(o *sim.Options) { o.Images = o.Seed%2 == 0 })
 	t.Logf("%d seeds: %+v", n, s)
 	if t.Failed() || n < 60 {
 		return
@@ -181,15 +189,15 @@ func TestSeedsMemory(t *testing.T) {
 // TestSeedsSQLite and TestSeedsPostgres run a few dozen shorter
 // histories on each SQL engine.
 func TestSeedsSQLite(t *testing.T) {
-	n := scale(t, 30, 3)
-	s := runSeeds(t, sim.Options{Engine: "sqlite", Steps: 200, Dir: t.TempDir()}, 1, n, func(o *sim.Options) { o.Images = o.Seed%2 == 0 })
+	n := seeds(30, 15)
+	s := runSeeds(t, sim.Options{Engine: "sqlite", Steps: steps(200), Dir: t.TempDir()}, 1, n, func(o *sim.Options) { o.Images = o.Seed%2 == 0 })
 	t.Logf("%d seeds: %+v", n, s)
 }
 
 func TestSeedsPostgres(t *testing.T) {
 	url := pgtest.BaseURL(t)
-	n := scale(t, 20, 4)
-	s := runSeeds(t, sim.Options{Engine: "postgres", Steps: 120, PostgresURL: url, Dir: t.TempDir()}, 1, n, nil)
+	n := seeds(20, 10)
+	s := runSeeds(t, sim.Options{Engine: "postgres", Steps: steps(120), PostgresURL: url, Dir: t.TempDir()}, 1, n, nil)
 	t.Logf("%d seeds: %+v", n, s)
 }
 
