@@ -296,6 +296,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if r.failure == nil {
 		r.step = len(steps)
+		// The final check's own choices (the app's answer to a conflict).
+		r.rng = rand.New(rand.NewPCG(uint64(o.Seed), 0xf17a1))
 		r.final(ctx)
 	}
 	for _, sc := range r.clients {
