@@ -292,6 +292,53 @@ func TestOperationsScenario(t *testing.T) {
 	}
 }
 
+// TestMaintenanceChurnPrunesToTheFloors: with the tests' retention
+// (--prune-to-active-floors-UNSAFE-for-tests), a server pruning every 20
+// ms under maintenance-churn removes commits while the clients push, and
+// the laggards meet sync.cursor_expired and bootstrap again; with the
+// normative floors (the newest 1,000 commits kept) the same run prunes
+// nothing.
+func TestMaintenanceChurnPrunesToTheFloors(t *testing.T) {
+	schemaPath := sharedFixture()
+	if schemaPath == "" {
+		t.Skip("fixture tasks.ir.json not found (set SYNCD_SHARED_DIR)")
+	}
+	for _, tc := range []struct {
+		name   string
+		unsafe bool
+	}{{"to the active floors", true}, {"normative floors", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := startServerWith(t, schemaPath, 3, 0, func(c *config.Config) {
+				c.Retention.PruneInterval = 20 * time.Millisecond
+				c.Pull.ClientRecordRefresh = 0 // every pull moves the floor
+				if tc.unsafe {
+					c.Retention.ToActiveFloorsUnsafe = true
+					c.Retention.ActiveWindow = time.Minute
+				}
+			})
+			var out, errb bytes.Buffer
+			code := run0(context.Background(), []string{"--url", url, "--schema", schemaPath, "--duration", "2m", "--json", "-",
+				"--vus", "4", "--requests", "300", "maintenance-churn"}, &out, &errb)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+			}
+			js := out.String()[strings.Index(out.String(), "\n["):]
+			var res []Result
+			if err := json.Unmarshal([]byte(js), &res); err != nil || len(res) != 1 || res[0].Errors != 0 {
+				t.Fatalf("results %+v, %v", res, err)
+			}
+			resets := op(res[0], "reset").Count
+			t.Logf("%d resets, %d bootstraps", resets, op(res[0], "bootstrap").Count)
+			if tc.unsafe && (resets == 0 || op(res[0], "bootstrap").Count <= 4) {
+				t.Fatal("no sync.cursor_expired resets and re-bootstraps under pruning")
+			}
+			if !tc.unsafe && resets != 0 {
+				t.Fatalf("%d resets with the normative floors", resets)
+			}
+		})
+	}
+}
+
 func op(r Result, kind string) OpResult {
 	for _, o := range r.Ops {
 		if o.Kind == kind {
