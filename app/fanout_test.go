@@ -185,23 +185,35 @@ func TestFanoutAnnouncesPushes(t *testing.T) {
 }
 
 func TestFanoutFlag(t *testing.T) {
+	natsAt := func(c *config.Config) { c.NATS.URL = "nats://127.0.0.1:4222" }
 	cases := []struct {
 		database, fanout string
+		set              func(c *config.Config)
 		want             string
 		valid            bool
 	}{
-		{"./x.db", "auto", config.FanoutLocal, true},
-		{"postgres://h/db", "auto", config.FanoutPostgres, true},
-		{"postgres://h/db", "local", config.FanoutLocal, true},
-		{"./x.db", "postgres", "", false},
-		{"./x.db", "redis", "", false},
+		{"./x.db", "auto", nil, config.FanoutLocal, true},
+		{"postgres://h/db", "auto", nil, config.FanoutPostgres, true},
+		{"postgres://h/db", "local", nil, config.FanoutLocal, true},
+		{"./x.db", "postgres", nil, "", false},
+		{"./x.db", "redis", nil, "", false},
+		{"postgres://h/db", "nats", natsAt, config.FanoutNATS, true},
+		{"postgres://h/db", "nats", nil, "", false},    // no --nats-url
+		{"./x.db", "nats", natsAt, "", false},          // the nodes share no database
+		{"postgres://h/db", "auto", natsAt, "", false}, // --nats-url without --fanout nats
+		{"postgres://h/db", "nats", func(c *config.Config) { natsAt(c); c.NATS.SubjectPrefix = "a.*" }, "", false},
+		{"postgres://h/db", "nats", func(c *config.Config) { natsAt(c); c.NATS.SubjectPrefix = "acme.syncd" }, config.FanoutNATS, true},
+		{"postgres://h/db", "nats", func(c *config.Config) { natsAt(c); c.NATS.TLSCertFile = "c.pem" }, "", false},
 	}
 	for _, c := range cases {
 		cfg := config.Default()
 		cfg.Database, cfg.Fanout = c.database, c.fanout
+		if c.set != nil {
+			c.set(&cfg)
+		}
 		err := cfg.Validate()
 		if (err == nil) != c.valid {
-			t.Fatalf("%s with --fanout %s: Validate = %v, want valid %v", c.database, c.fanout, err, c.valid)
+			t.Fatalf("%s with --fanout %s (%+v): Validate = %v, want valid %v", c.database, c.fanout, cfg.NATS, err, c.valid)
 		}
 		if c.valid && cfg.FanoutMode() != c.want {
 			t.Fatalf("%s with --fanout %s: mode %s, want %s", c.database, c.fanout, cfg.FanoutMode(), c.want)

@@ -90,8 +90,10 @@ func (c *Client) apply(ctx context.Context, msg *ssp2.Message, sent map[string]r
 				effectiv: f.EffectiveScopes.Map(),
 			}
 			if f.Status == ssp2.SubRevoked {
-				// §3.3 purge: drop local rows the requested scopes matched.
-				c.purge(s.Table, s.Scopes)
+				// §3.3 purge: drop the local rows the last effective
+				// scopes matched (requested values that never became
+				// effective are not the server's to purge).
+				c.purge(s.Table, s.Effective)
 			}
 		case *ssp2.Commit:
 			if cur == nil {
@@ -163,7 +165,13 @@ func (c *Client) resetAll() {
 // finish persists a section's SUB_END, or drops it when the section failed.
 func (c *Client) finish(cur *section, f *ssp2.SubEnd) {
 	s := cur.sub
-	s.Status, s.Reason, s.Effective = cur.sec.Status, cur.sec.Reason, cur.effectiv
+	s.Status, s.Reason = cur.sec.Status, cur.sec.Reason
+	if cur.sec.Status == ssp2.SubActive {
+		// §3.3: only an active echo replaces the persisted effective
+		// scopes; a reset or revocation echoes an empty map, and the
+		// purge and eviction rules need the last active one.
+		s.Effective = cur.effectiv
+	}
 	s.Err = cur.failed
 	cur.sec.Err = cur.failed
 	if cur.failed != nil {
@@ -354,8 +362,8 @@ func (c *Client) matches(t *schema.Table, payload []byte, m map[string][]string)
 
 func (c *Client) purge(table string, m map[string][]string) {
 	t := c.o.Schema.Table(table)
-	if t == nil {
-		return
+	if t == nil || len(m) == 0 {
+		return // no scopes match nothing, never everything
 	}
 	for id, r := range c.rows[table] {
 		if c.matches(t, r.Payload, m) {

@@ -149,7 +149,9 @@ type Subscription struct {
 	Status ssp2.SubStatus
 	// Reason is the last SUB_START reason code.
 	Reason string
-	// Effective is the last SUB_START effective-scope echo.
+	// Effective is the effective-scope echo of the last active SUB_START
+	// (a reset or revocation leaves it as it was: the purge and eviction
+	// rules of §3.3 match rows by it).
 	Effective map[string][]string
 	// Err is the failure that aborted the subscription's last section
 	// (its SUB_END was then not persisted), or nil.
@@ -281,6 +283,21 @@ func (c *Client) Unsubscribe(id string) {
 			break
 		}
 	}
+}
+
+// UnsubscribeAndEvict drops a subscription and deletes the local rows
+// its last effective scopes match (SPEC §3.3, §4.8: eviction is legal
+// only fused with unsubscription, and matches rows by the purge's rule).
+// It returns the rows deleted.
+func (c *Client) UnsubscribeAndEvict(id string) int {
+	s := c.subs[id]
+	c.Unsubscribe(id)
+	if s == nil || len(s.Effective) == 0 {
+		return 0
+	}
+	before := len(c.rows[s.Table])
+	c.purge(s.Table, s.Effective)
+	return before - len(c.rows[s.Table])
 }
 
 // Subscription returns a registered subscription, or nil.

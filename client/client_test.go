@@ -208,3 +208,58 @@ func TestClientAgainstScriptedServer(t *testing.T) {
 		t.Fatalf("revocation kept rows %v", c.RowIDs("projects"))
 	}
 }
+
+// TestResetKeepsEffectiveForEviction: a reset echoes an empty effective
+// map; the persisted effective scopes stay those of the last active
+// section (§3.3), so a later unsubscription evicts the rows they match,
+// and a revocation purges only those rows, not what was only requested.
+func TestResetKeepsEffectiveForEviction(t *testing.T) {
+	sch := ssptest.Schema(t)
+	tbl := sch.Table("projects")
+	page := segment(t, tbl, "a", "b")
+	f := &fakeServer{t: t, sch: sch}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	hdr := http.Header{}
+	hdr.Set("X-Actor", "alice")
+	c, err := client.New(client.Options{BaseURL: srv.URL + "/api", Schema: sch, ClientID: "c1", Header: hdr,
+		Accept: ssp2.AcceptInlineRows | ssp2.AcceptExternalRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := ssp2.ScopeListsFromMap(map[string][]string{"owner": {"alice"}})
+	c.SetLogEpoch("e1")
+	c.Subscribe("s", "projects", map[string][]string{"owner": {"alice", "bob"}})
+	f.script = []func(*ssp2.Message) ([]ssp2.Frame, int){
+		func(*ssp2.Message) ([]ssp2.Frame, int) {
+			return []ssp2.Frame{&ssp2.RespHeader{LogEpoch: "e1"}, &ssp2.SubStart{ID: "s", Status: ssp2.SubActive, EffectiveScopes: alice, Bootstrap: true},
+				&ssp2.SegmentInline{Payload: page}, &ssp2.SubEnd{NextCursor: 4}}, 0
+		},
+		func(*ssp2.Message) ([]ssp2.Frame, int) {
+			return []ssp2.Frame{&ssp2.RespHeader{LogEpoch: "e1"},
+				&ssp2.SubStart{ID: "s", Status: ssp2.SubReset, ReasonCode: "sync.cursor_expired", EffectiveScopes: ssp2.ScopeLists{}},
+				&ssp2.SubEnd{NextCursor: 4}}, 0
+		},
+	}
+	ctx := context.Background()
+	for range 2 {
+		if _, err := c.Pull(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := c.Subscription("s")
+	if s.Status != ssp2.SubReset || s.Cursor != -1 || len(c.RowIDs("projects")) != 2 {
+		t.Fatalf("after the reset: status %v cursor %d rows %v (a reset keeps rows)", s.Status, s.Cursor, c.RowIDs("projects"))
+	}
+	if got := s.Effective["owner"]; len(got) != 1 || got[0] != "alice" {
+		t.Fatalf("effective after the reset %v, want the last active echo", s.Effective)
+	}
+	if n := c.UnsubscribeAndEvict("s"); n != 2 || len(c.RowIDs("projects")) != 0 || c.Subscription("s") != nil {
+		t.Fatalf("evicted %d, left %v", n, c.RowIDs("projects"))
+	}
+	// Never active: nothing to evict, whatever was requested.
+	c.Subscribe("t", "projects", map[string][]string{"owner": {"alice"}})
+	if n := c.UnsubscribeAndEvict("t"); n != 0 {
+		t.Fatalf("evicted %d rows of a subscription never active", n)
+	}
+}

@@ -40,7 +40,7 @@ type FanoutHandler interface {
 
 // Fanout carries commit notices and realtime events between the syncd
 // nodes that share one database: in process for one node, through the
-// database for several.
+// database or NATS for several.
 type Fanout interface {
 	// PublishCommit announces an applied commit. It never blocks on slow
 	// receivers; an error means the notice may not reach other nodes.

@@ -135,8 +135,10 @@ type Config struct {
 	// Admin holds the admin listener's access settings.
 	Admin Admin
 	// Fanout is how commit notices and realtime events reach the other
-	// nodes: auto, local or postgres.
+	// nodes: auto, local, postgres or nats.
 	Fanout string
+	// NATS holds the settings of --fanout nats.
+	NATS NATS
 	// TestControlListen is host:port of the conformance test-control
 	// plane; empty (the default) leaves it out entirely.
 	TestControlListen string
@@ -251,6 +253,7 @@ func Default() Config {
 		Limits:            DefaultLimits(),
 		JWT:               JWT{Leeway: DefaultJWTLeeway, JWKSRefresh: DefaultJWKSRefresh, JWKSMinRefetch: DefaultJWKSMinRefetch},
 		Fanout:            FanoutAuto,
+		NATS:              DefaultNATS(),
 		Scopes:            ScopesAuth,
 		Callout:           DefaultCallout(),
 
@@ -373,10 +376,11 @@ func (c *Config) Validate() error {
 }
 
 // Redacted returns a copy safe to log or print: credentials in the
-// database URLs are masked.
+// database and NATS URLs are masked.
 func (c Config) Redacted() Config {
 	c.Database = redactURL(c.Database)
 	c.TestControlDatabase = redactURL(c.TestControlDatabase)
+	c.NATS.URL = redactNATSURL(c.NATS.URL)
 	return c
 }
 

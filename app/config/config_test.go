@@ -138,6 +138,22 @@ func TestLoadPrecedence(t *testing.T) {
 		}, ""},
 		{"client record refresh past a tenth of the active window", []string{"--retention-active-window", "336h", "--client-record-refresh", "34h"}, nil, nil, "--client-record-refresh 34h"},
 		{"negative client record refresh", []string{"--client-record-refresh", "-1s"}, nil, nil, "--client-record-refresh"},
+		{"retention to the active floors on loopback", []string{"--prune-to-active-floors-UNSAFE-for-tests", "--retention-active-window", "1m",
+			"--client-record-refresh", "5s", "--retention-keep-commits", "0"}, nil, func(t *testing.T, c config.Config) {
+			if !c.Retention.ToActiveFloorsUnsafe || c.Retention.ActiveWindow != time.Minute {
+				t.Fatalf("got %+v", c.Retention)
+			}
+		}, ""},
+		{"retention to the active floors from the environment", nil, []string{"SYNCD_PRUNE_TO_ACTIVE_FLOORS_UNSAFE_FOR_TESTS=true"}, func(t *testing.T, c config.Config) {
+			if !c.Retention.ToActiveFloorsUnsafe {
+				t.Fatalf("got %+v", c.Retention)
+			}
+		}, ""},
+		{"retention to the active floors on a production listener", []string{"--prune-to-active-floors-UNSAFE-for-tests", "--listen", "0.0.0.0:8787",
+			"--allow-insecure-dev-auth"}, nil, nil, "refused on a listener that is not a loopback address"},
+		{"retention to the active floors needs a window", []string{"--prune-to-active-floors-UNSAFE-for-tests", "--retention-active-window", "0s",
+			"--client-record-refresh", "0"}, nil, nil, "must be positive with --prune-to-active-floors-UNSAFE-for-tests"},
+		{"short retention window without the switch", []string{"--retention-active-window", "1m", "--client-record-refresh", "5s"}, nil, nil, "retention below the protocol floors"},
 		{"watch bounds by default", nil, nil, func(t *testing.T, c config.Config) {
 			if c.Watches != (config.Watches{MaxPerSocket: 64, MaxPerActor: 256, Evaluations: 2}) {
 				t.Fatalf("got %+v", c.Watches)

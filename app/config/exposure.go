@@ -44,6 +44,10 @@ func (c *Config) validateExposure() []error {
 		errs = append(errs, fmt.Errorf("--auth dev with --listen %s: development authentication lets every client that reaches a non-loopback address choose its own identity; "+
 			"listen on a loopback address, use --auth jwt, or pass --allow-insecure-dev-auth to accept that", c.Listen))
 	}
+	if c.Retention.ToActiveFloorsUnsafe && !IsLoopback(c.Listen) {
+		errs = append(errs, fmt.Errorf("--%s with --listen %s: pruning to the active clients' floors breaks the SPEC §4.6 retention minimums and is for tests and load runs only; "+
+			"it is refused on a listener that is not a loopback address", FlagToActiveFloors, c.Listen))
+	}
 	if c.DevAuth.AllowInsecure && c.Auth != AuthDev {
 		errs = append(errs, fmt.Errorf("--allow-insecure-dev-auth only applies to --auth dev (--auth is %s)", c.Auth))
 	}

@@ -110,21 +110,22 @@ func (m *Metrics) ObserveHTTP(st httpapi.RequestStats) {
 func (m *Metrics) InFlightHTTP(delta int) { m.inflight.Add(float64(delta)) }
 
 // RegisterFanout exports the fanout's counters: listener queue
-// overflows and, for LISTEN/NOTIFY (listening and reconnects not nil),
-// whether the listener is connected and how often it reconnected.
+// overflows and, for a fanout with a connection (LISTEN/NOTIFY, NATS:
+// listening and reconnects not nil), whether it is connected and how
+// often it reconnected.
 func (m *Metrics) RegisterFanout(overflows func() int64, listening func() bool, reconnects func() int64) error {
 	if m == nil || m.Registry == nil {
 		return nil
 	}
 	cs := []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "syncd", Name: "fanout_overflows_total",
-			Help: "Fanout listener queue overflows (each one answered with a catch-up of every session)."},
+			Help: "Fanout listener queue overflows and NATS subscription drops (each one answered with a catch-up of every session)."},
 			func() float64 { return float64(overflows()) }),
 	}
 	if listening != nil {
 		cs = append(cs,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "syncd", Name: "fanout_listening",
-				Help: "1 while the fanout's LISTEN connection to PostgreSQL is up, 0 otherwise."},
+				Help: "1 while the fanout's connection (the PostgreSQL LISTEN connection, or the NATS subscription) is up, 0 otherwise."},
 				func() float64 {
 					if listening() {
 						return 1
@@ -132,7 +133,7 @@ func (m *Metrics) RegisterFanout(overflows func() int64, listening func() bool, 
 					return 0
 				}),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "syncd", Name: "fanout_reconnects_total",
-				Help: "LISTEN connections re-established after the first (each one triggers a catch-up of every session)."},
+				Help: "Fanout connections (LISTEN or NATS) re-established after the first (each one triggers a catch-up of every session)."},
 				func() float64 { return float64(reconnects()) }))
 	}
 	for _, c := range cs {

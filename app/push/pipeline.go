@@ -729,7 +729,7 @@ func (a *applier) applyUpsert(ctx context.Context, i int, t *schema.Table, proj 
 	}
 	if err := a.tx.UpsertRow(ctx, t.Name, ports.RowWrite{
 		RowID: op.RowID, Version: d.Version, Scopes: storedScopes, Payload: payload,
-		ColumnVersions: commit.EncodeColumnVersions(d.ColumnVersions),
+		ColumnVersions: commit.EncodeRowColumnVersions(d.ColumnVersions, d.Version),
 		Values:         cellValues(merged), OpIndex: i,
 	}); err != nil {
 		return nil, err

@@ -224,7 +224,7 @@ func (a *applier) setNull(ctx context.Context, origin int, t *schema.Table, chil
 	}
 	scopes := copyScopes(child.Scopes)
 	if err := a.tx.UpsertRow(ctx, t.Name, ports.RowWrite{RowID: child.RowID, Version: version, Scopes: scopes,
-		Payload: payload, ColumnVersions: commit.EncodeColumnVersions(cv), Values: cellValues(merged), OpIndex: origin}); err != nil {
+		Payload: payload, ColumnVersions: commit.EncodeRowColumnVersions(cv, version), Values: cellValues(merged), OpIndex: origin}); err != nil {
 		return nil, err
 	}
 	a.changes = append(a.changes, commit.Change{Table: t.Name, RowID: child.RowID, Op: commit.OpUpsert,

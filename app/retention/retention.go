@@ -53,6 +53,20 @@ func DefaultPolicy() Policy {
 	return Policy{ActiveWindow: DefaultActiveWindow, ForceAge: DefaultForceAge, KeepCommits: MinKeepCommits}
 }
 
+// NoForceAge is a ForceAge that never force-prunes (a century).
+const NoForceAge = 100 * 365 * 24 * time.Hour
+
+// ToActiveFloors is the policy of tests and load runs that must see the
+// horizon move under live traffic and real clients meet
+// sync.cursor_expired: it prunes down to the cursor floor of the clients
+// seen within activeWindow and no further (everything when none is
+// active), keeps no minimum of newest commits and never force-prunes by
+// age. It is below the §4.6 minimums, so it takes Options.Unfloored;
+// never a production server's policy.
+func ToActiveFloors(activeWindow time.Duration) Policy {
+	return Policy{ActiveWindow: activeWindow, ForceAge: NoForceAge, KeepCommits: 0}
+}
+
 // Normalize fills zero fields with the defaults and raises values below the
 // normative floors to them (a host may only be more conservative).
 func (p Policy) Normalize() Policy {

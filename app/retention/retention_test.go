@@ -179,3 +179,46 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return sum
 }
+
+// TestToActiveFloors: the tests' policy prunes exactly down to the floor of
+// the clients seen within its window, keeps no newest commits, never
+// force-prunes a laggard inside the window, and prunes everything once no
+// client is active.
+func TestToActiveFloors(t *testing.T) {
+	e := newEnv(t)
+	e.commits(t, 50, e.now.Add(-40*day)) // seqs 1..50, far past the normative force age
+	e.commits(t, 50, e.now.Add(-time.Minute))
+	e.client(t, "active", 20, e.now.Add(-time.Minute))
+	e.client(t, "gone", 3, e.now.Add(-20*time.Minute)) // outside the 10-minute window
+	p, err := retention.New(retention.Options{Store: e.st, Policy: retention.ToActiveFloors(10 * time.Minute), Unfloored: true,
+		Now: func() time.Time { return e.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, step := range []struct {
+		name     string
+		seen     func()
+		wantSeq  int64
+		wantLoss int64
+	}{
+		{"the active client's cursor is the floor, the age of older commits aside", func() {}, 20, 20},
+		{"the client moves on: the horizon follows to its cursor", func() { e.client(t, "active", 90, e.now) }, 90, 70},
+		{"no client active: the whole log goes", func() { e.now = e.now.Add(time.Hour) }, 100, 10},
+	} {
+		step.seen()
+		r, err := p.PrunePartition(ctx, "p")
+		if err != nil || r.HorizonSeq != step.wantSeq || r.RemovedCommits != step.wantLoss {
+			t.Fatalf("%s: %+v %v, want horizon %d after removing %d", step.name, r, err, step.wantSeq, step.wantLoss)
+		}
+	}
+	// Without Unfloored the same policy is raised to the normative floors.
+	floored, err := retention.New(retention.Options{Store: e.st, Policy: retention.ToActiveFloors(time.Minute), Now: func() time.Time { return e.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.commits(t, 10, e.now)
+	if r, err := floored.PrunePartition(ctx, "p"); err != nil || r.HorizonSeq != 100 {
+		t.Fatalf("floored %+v %v", r, err)
+	}
+}

@@ -41,7 +41,12 @@ func scheduleRetention(p RetentionParams) error {
 		return err
 	}
 	log := p.Log.Named("retention")
-	pr, err := retention.New(retention.Options{Store: p.Store, Policy: RetentionPolicy(p.Config), Events: p.Events, Metrics: m, Log: log, Now: p.Clock.Now})
+	if p.Config.Retention.ToActiveFloorsUnsafe {
+		log.Warn("UNSAFE retention for tests and load runs: the commit log is pruned down to the active clients' cursor floor, below the SPEC 4.6 minimums",
+			zap.Duration("active_window", p.Config.Retention.ActiveWindow))
+	}
+	pr, err := retention.New(retention.Options{Store: p.Store, Policy: RetentionPolicy(p.Config), Unfloored: p.Config.Retention.ToActiveFloorsUnsafe,
+		Events: p.Events, Metrics: m, Log: log, Now: p.Clock.Now})
 	if err != nil {
 		return err
 	}
@@ -49,8 +54,13 @@ func scheduleRetention(p RetentionParams) error {
 	return nil
 }
 
-// RetentionPolicy is the configured §4.6 policy.
+// RetentionPolicy is the configured §4.6 policy (with
+// --prune-to-active-floors-UNSAFE-for-tests, retention.ToActiveFloors,
+// which retention.New takes only with Options.Unfloored).
 func RetentionPolicy(cfg config.Config) retention.Policy {
+	if cfg.Retention.ToActiveFloorsUnsafe {
+		return retention.ToActiveFloors(cfg.Retention.ActiveWindow)
+	}
 	return retention.Policy{
 		ActiveWindow: cfg.Retention.ActiveWindow,
 		ForceAge:     cfg.Retention.ForceAge,

@@ -22,6 +22,11 @@ Runs one retention pass (SPEC 4.6) over every registered partition of
 and environment (--database and the --retention-* floors matter here), so
 the same settings prune as the running server would; it never creates a
 database.
+
+With --prune-to-active-floors-UNSAFE-for-tests (tests and load runs only)
+it prunes down to the cursor floor of the clients seen within
+--retention-active-window, keeping no newest commits: run it beside a
+loopback test server to race pruning against traffic.
 `
 
 // runPrune implements "syncd prune": one retention pass (SPEC §4.6) over
@@ -56,7 +61,11 @@ func runPrune(args, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer func() { _ = st.Close() }()
-	p, err := retention.New(retention.Options{Store: st, Policy: wiring.RetentionPolicy(cfg), Now: clk.Now})
+	if cfg.Retention.ToActiveFloorsUnsafe {
+		_, _ = fmt.Fprintf(stderr, "syncd prune: UNSAFE: --%s prunes down to the active clients' cursor floor (active window %s), below the SPEC 4.6 minimums\n",
+			config.FlagToActiveFloors, cfg.Retention.ActiveWindow)
+	}
+	p, err := retention.New(retention.Options{Store: st, Policy: wiring.RetentionPolicy(cfg), Unfloored: cfg.Retention.ToActiveFloorsUnsafe, Now: clk.Now})
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "syncd prune: %v\n", err)
 		return 1

@@ -73,6 +73,21 @@ func testPruneCommand(t *testing.T, database string) {
 	if !strings.Contains(out.String(), `partition "p": horizon 200 -> 200, removed 0 commits`) {
 		t.Fatalf("second run %q", out.String())
 	}
+	// The tests' retention prunes down to the active clients' floor: with
+	// no client recorded, the whole log, loudly.
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"prune", "--database", database, "--prune-to-active-floors-UNSAFE-for-tests", "--retention-active-window", "1h",
+		"--client-record-refresh", "1m"}, nil, nil, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), `partition "p": horizon 200 -> 1200, removed 1000 commits`) || !strings.Contains(errOut.String(), "UNSAFE") {
+		t.Fatalf("to the active floors: %q, %q", out.String(), errOut.String())
+	}
+	if code := run([]string{"prune", "--database", database, "--prune-to-active-floors-UNSAFE-for-tests", "--listen", "0.0.0.0:8787"},
+		nil, nil, &out, &errOut); code == 0 {
+		t.Fatal("the tests' retention ran with a production listener")
+	}
 	if code := run([]string{"prune", "--database", "sqlite:"}, nil, nil, &out, &errOut); code == 0 {
 		t.Fatal("bad database accepted")
 	}

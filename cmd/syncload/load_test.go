@@ -153,6 +153,9 @@ func TestScenarios(t *testing.T) {
 			}
 			return ""
 		}},
+		// Two servers that share no database: each pair's receiver is on
+		// the other one, so no commit ever reaches it.
+		{"propagation", []string{"--vus", "1", "--requests", "6", "--timeout", "2s", "--max-errors", "1", "--url", url + "," + fresh, "--expect-fail"}, false, nil},
 		{"propagation", []string{"--vus", "1", "--requests", "20", "--transport", "ws"}, false, func(r Result) string {
 			if n := op(r, "propagation").Count; n == 0 || n != op(r, "push").Count {
 				return "not one propagation per push"
@@ -170,7 +173,7 @@ func TestScenarios(t *testing.T) {
 			code := run0(context.Background(), append(args, tc.name), &out, &errb)
 			if expectFail {
 				if code != 1 {
-					t.Fatalf("exit %d, want 1 (the server admits wire 3 only)\n%s%s", code, out.String(), errb.String())
+					t.Fatalf("exit %d, want 1\n%s%s", code, out.String(), errb.String())
 				}
 				return
 			}
@@ -283,6 +286,50 @@ func TestOperationsScenario(t *testing.T) {
 	}
 }
 
+// TestMaintenanceChurnPrunesToTheFloors: with the tests' retention
+// (--prune-to-active-floors-UNSAFE-for-tests), a server pruning every 20
+// ms under maintenance-churn removes commits while the clients push, and
+// the laggards meet sync.cursor_expired and bootstrap again; with the
+// normative floors (the newest 1,000 commits kept) the same run prunes
+// nothing.
+func TestMaintenanceChurnPrunesToTheFloors(t *testing.T) {
+	schemaPath := sharedFixture(t)
+	for _, tc := range []struct {
+		name   string
+		unsafe bool
+	}{{"to the active floors", true}, {"normative floors", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := startServerWith(t, schemaPath, 3, 0, func(c *config.Config) {
+				c.Retention.PruneInterval = 20 * time.Millisecond
+				c.Pull.ClientRecordRefresh = 0 // every pull moves the floor
+				if tc.unsafe {
+					c.Retention.ToActiveFloorsUnsafe = true
+					c.Retention.ActiveWindow = time.Minute
+				}
+			})
+			var out, errb bytes.Buffer
+			code := run0(context.Background(), []string{"--url", url, "--schema", schemaPath, "--duration", "2m", "--json", "-",
+				"--vus", "4", "--requests", "300", "maintenance-churn"}, &out, &errb)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+			}
+			js := out.String()[strings.Index(out.String(), "\n["):]
+			var res []Result
+			if err := json.Unmarshal([]byte(js), &res); err != nil || len(res) != 1 || res[0].Errors != 0 {
+				t.Fatalf("results %+v, %v", res, err)
+			}
+			resets := op(res[0], "reset").Count
+			t.Logf("%d resets, %d bootstraps", resets, op(res[0], "bootstrap").Count)
+			if tc.unsafe && (resets == 0 || op(res[0], "bootstrap").Count <= 4) {
+				t.Fatal("no sync.cursor_expired resets and re-bootstraps under pruning")
+			}
+			if !tc.unsafe && resets != 0 {
+				t.Fatalf("%d resets with the normative floors", resets)
+			}
+		})
+	}
+}
+
 func op(r Result, kind string) OpResult {
 	for _, o := range r.Ops {
 		if o.Kind == kind {
@@ -296,10 +343,24 @@ func TestUsage(t *testing.T) {
 	var out, errb bytes.Buffer
 	for _, args := range [][]string{{}, {"nope"}, {"--wire", "4", "push-pull"}, {"--vus", "0", "push-pull"}, {"-H", "bad", "push-pull"},
 		{"--transport", "udp", "push-pull"}, {"--idle-sockets", "-1", "propagation"}, {"engine-commit"},
-		{"--write-every", "-1", "operations"}, {"--operation", "", "operations"}} {
+		{"--write-every", "-1", "operations"}, {"--operation", "", "operations"}, {"--url", " , ", "push-pull"}} {
 		if code := run0(context.Background(), args, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestURLList: --url takes several servers, and the clients take them in
+// turn.
+func TestURLList(t *testing.T) {
+	o, _, err := parse([]string{"--url", "http://a:1, http://b:2/m,", "push-pull"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{o: o}
+	got := []string{e.baseURL(0), e.baseURL(1), e.baseURL(2)}
+	if want := []string{"http://a:1", "http://b:2/m", "http://a:1"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("clients 0..2 on %q, want %q", got, want)
 	}
 }
 

@@ -40,6 +40,7 @@ import (
 // options are the command line.
 type options struct {
 	url            string
+	urls           []string // --url split: the clients take them in turn
 	adminURL       string
 	serverPID      int
 	vus            int
@@ -105,7 +106,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("syncload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.url, "url", "http://127.0.0.1:8787", "base URL of the SSP2 server (its mount included); POST {url}/sync, GET {url}/segments/{id}")
+	fs.StringVar(&o.url, "url", "http://127.0.0.1:8787", "base URL of the SSP2 server (its mount included); POST {url}/sync, GET {url}/segments/{id}; several comma-separated (nodes of one deployment): client i talks to the (i mod n)th, and propagation's receivers to the next one, so every pair crosses nodes")
 	fs.StringVar(&o.adminURL, "admin-url", "", "admin listener of the server, to sample process_resident_memory_bytes from /metrics (e.g. http://127.0.0.1:8788)")
 	fs.Int64Var(&o.blobBytes, "blob-bytes", 1<<20, "blobs: size of each blob uploaded and downloaded")
 	fs.StringVar(&o.operation, "operation", "tasks.byProject", "operations: the registered query each client calls")
@@ -123,7 +124,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.BoolVar(&o.devHeaders, "dev-headers", true, "send development identity headers X-Syncd-Actor (one actor per client) and X-Syncd-Partition")
 	fs.StringVar(&o.actorPrefix, "actor-prefix", "load-", "actor of client i is PREFIX+i")
 	fs.StringVar(&o.partition, "partition", "", "X-Syncd-Partition (empty: the server's default)")
-	fs.IntVar(&o.partitions, "partitions", 1, "spread the clients over this many partitions, named --partition (or \"load\") plus \"-\" and i mod N (push-pull, mixed-soak, maintenance-churn: the shared datasets of the other scenarios live in one partition)")
+	fs.IntVar(&o.partitions, "partitions", 1, "spread the clients over this many partitions, named --partition (or \"load\") plus \"-\" and i mod N (push-pull, mixed-soak, maintenance-churn, propagation: the shared datasets of the other scenarios live in one partition)")
 	fs.StringVar(&o.projectPrefix, "project-prefix", "load-", "scope value of client i is PREFIX+RUNID-i")
 	fs.StringVar(&o.stormProject, "storm-project", "storm", "bootstrap-storm: the shared seeded scope value")
 	fs.IntVar(&o.ops, "ops", 1, "upserts per pushed commit")
@@ -198,6 +199,15 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	case o.slowConns < 0 || o.slowDeclared < 1 || o.slowInterval <= 0:
 		return nil, nil, errors.New("--slow-conns must not be negative, --slow-declared-bytes and --slow-interval must be positive")
 	}
+	for u := range strings.SplitSeq(o.url, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			o.urls = append(o.urls, u)
+		}
+	}
+	if len(o.urls) == 0 {
+		return nil, nil, errors.New("--url names no server")
+	}
+	o.url = o.urls[0]
 	for _, h := range o.headers {
 		if k, _, ok := strings.Cut(h, ":"); !ok || strings.TrimSpace(k) == "" {
 			return nil, nil, fmt.Errorf("-H %q: want \"Name: value\"", h)
@@ -225,6 +235,9 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	}
 	return o, names, nil
 }
+
+// baseURL is the server of virtual client i: the --url list in turn.
+func (e *env) baseURL(i int) string { return e.o.urls[i%len(e.o.urls)] }
 
 // identity returns the request headers of virtual client i.
 func (e *env) identity(i int) http.Header {

@@ -18,13 +18,14 @@ import (
 // --transport says: the storm drops and redials them, the propagation
 // receivers wait on them.
 
-// realtimeClient makes a client with a realtime socket of its own.
-func (e *env) realtimeClient(clientID string, i int) (*wsClient, error) {
+// realtimeClient makes a client with a realtime socket of its own, on
+// the server at baseURL, with virtual client i's identity.
+func (e *env) realtimeClient(clientID string, i int, baseURL string) (*wsClient, error) {
 	ht, ok := e.t.(*httpTransport)
 	if !ok {
 		return nil, errors.New("the realtime scenarios need the HTTP transport's clients")
 	}
-	c, err := ht.newClient(clientID, e.identity(i))
+	c, err := ht.newClient(clientID, baseURL, e.identity(i))
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +52,7 @@ func reconnectStorm() *scenario {
 			w, ok := v.c.(*wsClient)
 			if !ok {
 				var err error
-				if w, err = e.realtimeClient(v.c.ClientID(), v.idx); err != nil {
+				if w, err = e.realtimeClient(v.c.ClientID(), v.idx, e.baseURL(v.idx)); err != nil {
 					return err
 				}
 				v.c = w
@@ -222,7 +223,7 @@ func propagation() *scenario {
 			if err := initOwn(ctx, e, v); err != nil {
 				return err
 			}
-			w, err := e.realtimeClient(v.c.ClientID()+"-rx", v.idx)
+			w, err := e.realtimeClient(v.c.ClientID()+"-rx", v.idx, e.baseURL(v.idx+1))
 			if err != nil {
 				return err
 			}
@@ -342,7 +343,7 @@ func connectIdle(ctx context.Context, e *env) error {
 					return
 				}
 				err := func() error {
-					w, err := e.realtimeClient(fmt.Sprintf("load-%s-idle-%d", e.runID, i), e.o.vus+i)
+					w, err := e.realtimeClient(fmt.Sprintf("load-%s-idle-%d", e.runID, i), e.o.vus+i, e.baseURL(e.o.vus+i))
 					if err != nil {
 						return err
 					}

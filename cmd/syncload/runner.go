@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -215,7 +216,7 @@ func run(ctx context.Context, e *env, sc *scenario) (*Result, error) {
 	for i := range e.o.vus {
 		v := &vu{idx: i, rnd: rand.New(rand.NewPCG(uint64(i)+1, uint64(start.UnixNano())))}
 		vus = append(vus, v)
-		c, err := e.t.NewClient(fmt.Sprintf("load-%s-%d", e.runID, i), e.identity(i))
+		c, err := e.t.NewClient(fmt.Sprintf("load-%s-%d", e.runID, i), e.baseURL(i), e.identity(i))
 		if err != nil {
 			cancel()
 			wg.Wait()
@@ -306,7 +307,7 @@ var requestKinds = map[string]bool{"push": true, "pull": true, "commit": true, "
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (e *env) result(sc *scenario, elapsed time.Duration, mem *memWatch) *Result {
-	r := &Result{Scenario: sc.name, URL: e.o.url, Wire: e.o.wire, VUs: e.o.vus, Seconds: elapsed.Seconds(),
+	r := &Result{Scenario: sc.name, URL: strings.Join(e.o.urls, ","), Wire: e.o.wire, VUs: e.o.vus, Seconds: elapsed.Seconds(),
 		Errors: e.errorCount.Load(), Memory: mem.result()}
 	for _, k := range e.kinds {
 		st := e.ops[k]

@@ -172,7 +172,7 @@ func catchUp() *scenario {
 			if n <= 0 {
 				n = 5000
 			}
-			c, err := e.t.NewClient("load-"+e.runID+"-writer", e.identity(0))
+			c, err := e.t.NewClient("load-"+e.runID+"-writer", e.baseURL(0), e.identity(0))
 			if err != nil {
 				return err
 			}
@@ -267,7 +267,9 @@ func maintenanceChurn() *scenario {
 		name: "maintenance-churn",
 		about: "pruning racing pushes: every client pushes to its own project; even clients pull incrementally, odd " +
 			"clients re-read from cursor 0 and accept sync.cursor_expired resets (then re-bootstrap); run the server " +
-			"with a short --prune-interval, or run syncd prune meanwhile",
+			"with a short --prune-interval, --prune-to-active-floors-UNSAFE-for-tests and --client-record-refresh 0 (the normative floors keep " +
+			"the newest 1000 commits and 14 days of active clients, so a short run prunes nothing), or run syncd prune " +
+			"with that flag meanwhile",
 		kinds: []string{"push", "pull", "bootstrap", "reset"},
 		init:  initOwn,
 		step: func(ctx context.Context, e *env, v *vu) error {

@@ -33,7 +33,7 @@ type SyncClient interface {
 
 // Transport makes the virtual clients of one run.
 type Transport interface {
-	NewClient(clientID string, header http.Header) (SyncClient, error)
+	NewClient(clientID, baseURL string, header http.Header) (SyncClient, error)
 	Close()
 }
 
@@ -46,9 +46,11 @@ type httpTransport struct {
 }
 
 func newHTTPTransport(o *options, fx *fixture) (*httpTransport, error) {
-	u, err := url.Parse(o.url)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--url %q: want http://host:port[/mount]", o.url)
+	for _, s := range o.urls {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--url %q: want http://host:port[/mount]", s)
+		}
 	}
 	conns := 2 * o.vus
 	tr := &http.Transport{
@@ -66,17 +68,17 @@ func newHTTPTransport(o *options, fx *fixture) (*httpTransport, error) {
 
 func (t *httpTransport) Close() { t.http.CloseIdleConnections(); t.ws.CloseIdleConnections() }
 
-func (t *httpTransport) NewClient(clientID string, header http.Header) (SyncClient, error) {
-	c, err := t.newClient(clientID, header)
+func (t *httpTransport) NewClient(clientID, baseURL string, header http.Header) (SyncClient, error) {
+	c, err := t.newClient(clientID, baseURL, header)
 	if err != nil || t.o.transport != "ws" {
 		return c, err
 	}
 	return &wsClient{Client: c, ro: client.RealtimeOptions{HTTP: t.ws}}, nil
 }
 
-func (t *httpTransport) newClient(clientID string, header http.Header) (*client.Client, error) {
+func (t *httpTransport) newClient(clientID, baseURL string, header http.Header) (*client.Client, error) {
 	return client.New(client.Options{
-		BaseURL: strings.TrimRight(t.o.url, "/"), Schema: t.fx.schema, ClientID: clientID, Header: header,
+		BaseURL: strings.TrimRight(baseURL, "/"), Schema: t.fx.schema, ClientID: clientID, Header: header,
 		HTTP: t.http, WireVersion: uint16(t.o.wire), AcceptEncoding: t.o.acceptEncoding, Accept: t.o.accept,
 		LimitCommits: int32(t.o.limitCommits), LimitSnapshotRows: int32(t.o.limitRows), MaxSnapshotPages: int32(t.o.maxPages),
 	})

@@ -41,6 +41,21 @@ func EncodeColumnVersions(versions []int64) []byte {
 	return out
 }
 
+// EncodeRowColumnVersions is the blob to store for a row at rowVersion
+// with versions: EncodeColumnVersions, but never nil above version 1. A
+// row whose columns are all at 1 past its insert (an upsert that presented
+// only the primary key) stores an empty blob, since no blob at all (NULL)
+// reads as a row stored before column versions existed, every column at
+// rowVersion (SPEC §2.2), and would turn its next versioned write into a
+// conflict on columns nobody wrote.
+func EncodeRowColumnVersions(versions []int64, rowVersion int64) []byte {
+	out := EncodeColumnVersions(versions)
+	if out == nil && rowVersion > 1 {
+		return []byte{}
+	}
+	return out
+}
+
 // EncodeColumnVersionPairs is EncodeColumnVersions over sparse pairs; the
 // pairs may come in any order, must not repeat an ordinal, and pairs with a
 // version at or below 1 are skipped.

@@ -165,3 +165,32 @@ func FuzzDecodeColumnVersions(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeRowColumnVersions: past its insert, a row whose columns are
+// all at 1 stores an empty blob, which reads back as every column at 1;
+// only a row at version 1 may store none (SPEC §2.2: no blob reads as
+// every column at the row's version).
+func TestEncodeRowColumnVersions(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		versions []int64
+		row      int64
+		want     []int64
+		null     bool
+	}{
+		{"an insert stores none", []int64{1, 1, 1}, 1, []int64{1, 1, 1}, true},
+		{"an upsert of the primary key alone", []int64{1, 1, 1}, 2, []int64{1, 1, 1}, false},
+		{"a written column", []int64{1, 3, 1}, 3, []int64{1, 3, 1}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			blob := EncodeRowColumnVersions(tt.versions, tt.row)
+			if (blob == nil) != tt.null {
+				t.Fatalf("blob %#v, want NULL %v", blob, tt.null)
+			}
+			got, err := ExpandColumnVersions(blob, len(tt.versions), tt.row)
+			if err != nil || !slices.Equal(got, tt.want) {
+				t.Fatalf("read back %v %v, want %v", got, err, tt.want)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package contract
 import (
 	"testing"
 
+	"github.com/syncd-dev/syncd/domain/syncerr"
 	"github.com/syncd-dev/syncd/ports"
 )
 
@@ -101,6 +102,14 @@ func testRotate(t *testing.T, h Harness) {
 	}
 	if r, _ := e.s.GetRow(e.ctx, "p1", "tasks", "a"); r == nil {
 		t.Fatal("rotation removed rows")
+	}
+	// Only a registered partition rotates: a restore of a partition no
+	// request ever named has no continuity to break.
+	if _, err := e.s.RotateLogEpoch(e.ctx, "p9"); syncerr.CodeOf(err) != syncerr.StoragePartitionUnregistered {
+		t.Fatalf("rotating an unregistered partition: %v, want %s", err, syncerr.StoragePartitionUnregistered)
+	}
+	if _, ok, _ := e.s.LogEpoch(e.ctx, "p9"); ok {
+		t.Fatal("a refused rotation registered the partition")
 	}
 }
 

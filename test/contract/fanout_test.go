@@ -2,6 +2,7 @@ package contract_test
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"testing"
 	"time"
@@ -10,9 +11,11 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/syncd-dev/syncd/adapters/fanout/local"
+	natsfanout "github.com/syncd-dev/syncd/adapters/fanout/nats"
 	"github.com/syncd-dev/syncd/adapters/fanout/pgnotify"
 	"github.com/syncd-dev/syncd/ports"
 	"github.com/syncd-dev/syncd/test/contract"
+	"github.com/syncd-dev/syncd/test/natstest"
 	"github.com/syncd-dev/syncd/test/pgtest"
 )
 
@@ -61,6 +64,54 @@ func TestFanoutPostgres(t *testing.T) {
 			}
 		},
 	})
+}
+
+// TestFanoutNATS runs the suite on a real NATS server (natstest.URL): each
+// node connects through a proxy of its own, which Kill cuts; each
+// deployment is a random name, as a database and schema would be.
+func TestFanoutNATS(t *testing.T) {
+	url := natstest.URL(t)
+	deployments := map[ports.Fanout]string{}
+	proxies := map[ports.Fanout]*natstest.Proxy{}
+	open := func(t *testing.T, deployment string) ports.Fanout {
+		p := natstest.NewProxy(t, url)
+		f, err := natsfanout.New(natsfanout.Options{
+			URL: p.URL(), Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+			Deployment: func(context.Context) (string, error) { return deployment, nil },
+			MinBackoff: 10 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Start()
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := f.Close(ctx); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		waitFor(t, "the NATS fanout subscribed", f.Listening)
+		deployments[f], proxies[f] = deployment, p
+		return f
+	}
+	contract.RunFanout(t, contract.FanoutHarness{
+		New:  func(t *testing.T) ports.Fanout { return open(t, "contract "+rand.Text()) },
+		Peer: func(t *testing.T, f ports.Fanout) ports.Fanout { return open(t, deployments[f]) },
+		Kill: func(t *testing.T, f ports.Fanout) { proxies[f].Cut() },
+	})
+}
+
+// waitFor polls (generous deadline, no timing asserted) until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // waitListening polls (generous deadline, no timing asserted) until f's

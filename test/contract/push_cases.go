@@ -965,6 +965,51 @@ func testColumnVersions(t *testing.T, h Harness) {
 	if r.ColumnVersions != nil {
 		t.Fatalf("column versions of a fresh insert = %x, want nil", r.ColumnVersions)
 	}
+	// An empty blob (every column at 1 past the insert: an upsert that
+	// presented only the primary key) is not NULL (every column at the
+	// row's version, SPEC §2.2), on every read of the row.
+	c := task{id: "c", project: "p1", owner: "o1", version: 2}.write(0)
+	c.ColumnVersions = commit.EncodeRowColumnVersions([]int64{1, 1, 1, 1, 1, 1}, 2)
+	must(t, e.push("p1", func(tx ports.PushTx) error {
+		if err := tx.UpsertRow(e.ctx, "tasks", c); err != nil {
+			return err
+		}
+		r, err := tx.GetRow(e.ctx, "tasks", "c")
+		if err == nil && (r == nil || r.ColumnVersions == nil || len(r.ColumnVersions) != 0) {
+			err = fmt.Errorf("in the push, column versions %#v, want an empty blob", r)
+		}
+		return err
+	}))
+	check := func(how string, r *commit.Row) {
+		t.Helper()
+		if r == nil || r.ColumnVersions == nil || len(r.ColumnVersions) != 0 {
+			t.Fatalf("%s: column versions %#v, want an empty blob", how, r)
+		}
+	}
+	r, err = e.s.GetRow(e.ctx, "p1", "tasks", "c")
+	must(t, err)
+	check("GetRow", r)
+	must(t, e.push("p1", func(tx ports.PushTx) error {
+		r, err := tx.GetRow(e.ctx, "tasks", "c")
+		if err == nil {
+			check("GetRow in a later push", r)
+		}
+		return err
+	}))
+	rows, err := e.s.ScanRows(e.ctx, "p1", ports.RowScan{Table: "tasks", ScopeFilter: map[string][]string{"project": {"p1"}}, AfterRowID: "b", Limit: 1})
+	must(t, err)
+	if len(rows) != 1 {
+		t.Fatalf("scan: %d rows", len(rows))
+	}
+	check("ScanRows", &rows[0])
+	if ts, ok := e.s.(ports.TableScanner); ok {
+		rows, err := ts.ScanTable(e.ctx, "p1", ports.TableScan{Table: "tasks", AfterRowID: "b", Limit: 1})
+		must(t, err)
+		if len(rows) != 1 {
+			t.Fatalf("table scan: %d rows", len(rows))
+		}
+		check("ScanTable", &rows[0])
+	}
 }
 
 // testCancelAllOrNothing cancels the context after staging: the push may

@@ -239,7 +239,10 @@ func (s *Store) TouchPartition(ctx context.Context, name string, nowMs int64) (s
 func (s *Store) RotateLogEpoch(ctx context.Context, name string) (string, error) {
 	var epoch string
 	err := s.withPartition(ctx, name, func(p *partition) error {
-		p.registered, p.logEpoch, p.epochRequired = true, mintEpoch(), true
+		if !p.registered {
+			return syncerr.Newf(syncerr.StoragePartitionUnregistered, "partition %q is not registered", name)
+		}
+		p.logEpoch, p.epochRequired = mintEpoch(), true
 		p.clients = map[string]*ports.ClientRecord{}
 		epoch = p.logEpoch
 		return nil

@@ -75,7 +75,7 @@ func (s *Store) authoritativeRows(ctx context.Context, q Querier, partition stri
 	for rows.Next() {
 		var r commit.Row
 		var scopes []byte
-		if err := rows.Scan(&r.RowID, &r.Version, &scopes, &r.Payload, &r.ColumnVersions); err != nil {
+		if err := rows.Scan(&r.RowID, &r.Version, &scopes, &r.Payload, columnVersions{&r.ColumnVersions}); err != nil {
 			return nil, err
 		}
 		if r.Scopes, err = decodeScopes(scopes); err != nil {

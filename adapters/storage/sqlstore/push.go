@@ -250,7 +250,7 @@ func (t *pushTx) GetRow(ctx context.Context, table, rowID string) (*commit.Row, 
 			return nil, err
 		}
 		if _, err := queryOne(ctx, t.tx, ts.getTomb, []any{t.partition, rowID, t.partition, table, rowID},
-			&version, &scopes, &r.Payload, &r.ColumnVersions, &tomb); err != nil {
+			&version, &scopes, &r.Payload, columnVersions{&r.ColumnVersions}, &tomb); err != nil {
 			return nil, internal("get row", err)
 		}
 	}
@@ -301,6 +301,27 @@ func (t *pushTx) constraint(op string, err error, table string, opIndex int) err
 		return &ports.ConstraintError{OpIndex: opIndex, Table: table, Kind: kind}
 	}
 	return internal(op, err)
+}
+
+// columnVersions scans _sync_column_versions keeping an empty blob apart
+// from NULL: an empty blob is a row whose columns are all at version 1,
+// NULL a row stored before column versions existed, every column at the
+// row's version (SPEC §2.2). modernc hands a zero-length blob over as a
+// nil []byte of its type; only NULL arrives as nil itself.
+type columnVersions struct{ dst *[]byte }
+
+func (c columnVersions) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*c.dst = nil
+	case []byte:
+		*c.dst = append([]byte{}, v...)
+	case string:
+		*c.dst = []byte(v)
+	default:
+		return fmt.Errorf("column versions: unexpected %T", src)
+	}
+	return nil
 }
 
 func nilIfEmpty(b []byte) any {

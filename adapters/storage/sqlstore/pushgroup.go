@@ -418,7 +418,7 @@ func (s *Store) gateAhead(r *pushReq, gs *groupSeq) *gateRead {
 		if ts, err := s.table(k.Table); err == nil {
 			ra := &rowAhead{table: k.Table, rowID: k.RowID}
 			ra.q = ReadAhead{Query: ts.getTomb, Args: []any{r.partition, k.RowID, r.partition, k.Table, k.RowID},
-				Dest: []any{&ra.version, &ra.scopes, &ra.payload, &ra.cv, &ra.tomb}}
+				Dest: []any{&ra.version, &ra.scopes, &ra.payload, columnVersions{&ra.cv}, &ra.tomb}}
 			g.row = ra
 		}
 	}

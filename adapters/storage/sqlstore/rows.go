@@ -167,7 +167,7 @@ func (s *Store) scanPage(ctx context.Context, q Querier, query string, args []an
 		var id string
 		var version *int64
 		var scopes, payload, cv []byte
-		if err := rows.Scan(&id, &version, &scopes, &payload, &cv); err != nil {
+		if err := rows.Scan(&id, &version, &scopes, &payload, columnVersions{&cv}); err != nil {
 			return n, err
 		}
 		*after = id
@@ -213,7 +213,7 @@ func (s *Store) getRow(ctx context.Context, q Querier, partition, table, rowID s
 	}
 	var r commit.Row
 	var scopes []byte
-	ok, err := queryOne(ctx, q, ts.get, []any{partition, rowID}, &r.Version, &scopes, &r.Payload, &r.ColumnVersions)
+	ok, err := queryOne(ctx, q, ts.get, []any{partition, rowID}, &r.Version, &scopes, &r.Payload, columnVersions{&r.ColumnVersions})
 	if err != nil {
 		return nil, internal("get row", err)
 	}
@@ -270,7 +270,7 @@ func (s *Store) lookup(ctx context.Context, q Querier, partition string, l ports
 	for rows.Next() {
 		var r commit.Row
 		var scopes []byte
-		if err := rows.Scan(&r.RowID, &r.Version, &scopes, &r.Payload, &r.ColumnVersions); err != nil {
+		if err := rows.Scan(&r.RowID, &r.Version, &scopes, &r.Payload, columnVersions{&r.ColumnVersions}); err != nil {
 			return nil, internal("lookup", err)
 		}
 		if r.Scopes, err = decodeScopes(scopes); err != nil {
@@ -321,7 +321,7 @@ func (s *Store) ScanTable(ctx context.Context, partition string, q ports.TableSc
 	for rows.Next() {
 		var r commit.Row
 		var scopes []byte
-		if err := rows.Scan(&r.RowID, &r.Version, &scopes, &r.Payload, &r.ColumnVersions); err != nil {
+		if err := rows.Scan(&r.RowID, &r.Version, &scopes, &r.Payload, columnVersions{&r.ColumnVersions}); err != nil {
 			return nil, internal("scan table", err)
 		}
 		if r.Scopes, err = decodeScopes(scopes); err != nil {
