@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/syncd-dev/syncd/adapters/storage/postgres"
 	"github.com/syncd-dev/syncd/domain/schema"
@@ -46,6 +47,31 @@ func schemaExists(t *testing.T, base, full string) bool {
 	return n == 1
 }
 
+// backendGone waits until the server has ended the backend pid, and with
+// it the session's advisory locks.
+func backendGone(t *testing.T, base string, pid int) {
+	t.Helper()
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = db.Close() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backend %d still there after 10 s", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // A set's schemas are whole stores; a set that opens drops what dead
 // sets left (their lock gone with their session) and nothing of a live
 // one; Close drops the set's own.
@@ -66,7 +92,7 @@ func TestSchemaSetLifecycle(t *testing.T) {
 	if err := live.Create(t.Context(), "t1"); err != nil {
 		t.Fatal(err)
 	}
-	crashed.Abandon()
+	backendGone(t, base, crashed.Abandon())
 
 	later, dropped := openSet(t, base, prefix)
 	want := []string{crashed.Schema("t1"), crashed.Schema("t1_b")}
